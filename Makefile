@@ -1,0 +1,57 @@
+# The companion's commands. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PAPERS ?=
+PROFILE ?=
+JOBS ?= 2
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: help setup run test test-unit test-kernels test-notebooks test-ui lab bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+	@echo "  variables: PAPERS=\"seer_attention rtcfr\" PROFILE=auto|cpu|gpu JOBS=2"
+
+$(STAMP): pyproject.toml setup.py
+	@echo "==> setting up $(VENV) (CPU torch 2.13.0, the project editable with its extras)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[papers,notebooks,test]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP) ## create the virtualenv and install the project (done by every target that needs it)
+
+run: $(STAMP) ## execute every notebook (or PAPERS=...) into runs/<timestamp>/ with a report
+	$(PY) -m companion.runner --jobs $(JOBS) $(if $(PAPERS),--papers "$(PAPERS)") $(if $(PROFILE),--profile $(PROFILE))
+
+test: $(STAMP) ## every test: unit, kernels (Triton interpreter), notebooks (papermill + golden cells), browser
+	$(MAKE) --no-print-directory test-unit test-kernels test-notebooks test-ui
+
+test-unit: $(STAMP) ## unit tests of the library
+	$(PY) -m pytest tests/unit -q -n 2
+
+test-kernels: $(STAMP) ## kernel tests on the CPU under TRITON_INTERPRET=1
+	TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -q -n 2
+
+test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limit), then contract + golden checks
+	rm -rf build/test-notebooks
+	$(PY) -m companion.runner --jobs 2 --timeout 120 --profile cpu --out build/test-notebooks
+	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q
+
+test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
+	bash tests/ui/setup.sh && $(PY) -m pytest tests/ui -q || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
+
+lab: $(STAMP) ## JupyterLab on 127.0.0.1 with token authentication, in notebooks/
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"
+
+bench: $(STAMP) ## CPU benchmarks (GPU benchmarks: see benchmarks/README.md)
+	@for f in benchmarks/*_cpu.py; do [ -e "$$f" ] && echo "==> $$f" && $(PY) $$f; done
+
+clean: ## remove build outputs (keeps runs/ and the virtualenv)
+	rm -rf build .pytest_cache

@@ -1,0 +1,67 @@
+"""The claims recorder: what the paper says beside what this run measured.
+
+A notebook records each headline result once, in its Reproduce section::
+
+    claims = Claims("18_rtcfr")
+    claims.add(claim="last iterate converges", paper="NashConv < 1e-6 on Kuhn",
+               measured=f"{nc:.1e} after 500 iterations", scale="Kuhn poker, CPU",
+               verdict="reproduced")
+    claims.table()
+
+When the batch runner (``make run`` / ``make test``) executes the notebook it sets
+``COMPANION_CLAIMS_DIR``; every ``add`` then rewrites ``<dir>/<notebook>.claims.json`` atomically so
+the runner can collect the claims even if a later cell fails. Interactively nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from companion.core.atomic import write_json_atomic
+from companion.core.validation import check_choice, check_str
+
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "recorded on GPU", "not run here")
+CLAIMS_DIR_ENV = "COMPANION_CLAIMS_DIR"
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    paper: str
+    measured: str
+    scale: str
+    verdict: str
+
+
+class Claims:
+    """An ordered list of :class:`Claim` for one notebook, mirrored to JSON under the batch runner."""
+
+    def __init__(self, notebook: str):
+        self.notebook = check_str("notebook", notebook)
+        self.items: list[Claim] = []
+
+    def add(self, *, claim: str, paper: str, measured: str, scale: str, verdict: str) -> Claim:
+        for name, value in (("claim", claim), ("paper", paper), ("measured", measured), ("scale", scale)):
+            check_str(name, value)
+        item = Claim(claim, paper, measured, scale, check_choice("verdict", verdict, VERDICTS))
+        self.items.append(item)
+        self._write()
+        return item
+
+    @property
+    def path(self) -> Path | None:
+        folder = os.environ.get(CLAIMS_DIR_ENV)
+        return Path(folder) / f"{self.notebook}.claims.json" if folder else None
+
+    def _write(self) -> None:
+        if self.path is not None:
+            write_json_atomic(self.path, {"notebook": self.notebook, "claims": [asdict(c) for c in self.items]})
+
+    def table(self):
+        """The claims as a pandas DataFrame (what the notebook shows in its Reproduce section)."""
+        import pandas as pd
+
+        frame = pd.DataFrame([asdict(c) for c in self.items], columns=list(Claim.__dataclass_fields__))
+        return frame.rename(columns={"paper": "paper says", "measured": "measured here"})

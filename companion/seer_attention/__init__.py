@@ -1,0 +1,1 @@
+"""SeerAttention (paper 01): a learned block-sparsity gate, self-distilled from a frozen model."""

@@ -1,0 +1,226 @@
+"""Replaying a token sequence: the board at every step, the DFS tree, and a transcript verifier.
+
+Paper 06 (arXiv 2509.22023), Section 3: a transcript is a serialised depth-first search. Replaying
+it needs no solver: a move right after ``101``/level or after a backtrack is a guess (the board is
+first restored to the guess node's board), any other move is a rule move, ``102`` closes the
+innermost open level. The board a model "answers" is, as in the official evaluation
+(``edit_preds``), the last value written to each cell.
+
+``verify_transcript`` re-derives every label with the sequential rules of
+:mod:`companion.sudoku.solver` and checks the transcript against them; it is the notebook's check
+that "every rule label is forced" and "the transcript replays to the solution".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from companion.sudoku.board import DEAD_END, GUESS, SOLVED, START, decode_move, is_move, move_token
+
+EVENT_COLORS = {
+    "clue": "#222222",
+    "rule": "#1f77b4",
+    "guess": "#ff7f0e",
+    "dead-end": "#d62728",
+    "solved": "#2ca02c",
+}
+
+
+def final_board(tokens, n: int) -> tuple:
+    """The last value written to each cell by the move tokens of ``tokens`` (0 where none)."""
+    board = [0] * (n * n)
+    for tok in tokens:
+        if is_move(int(tok), n):
+            cell, v = decode_move(int(tok), n)
+            board[cell] = v
+    return tuple(board)
+
+
+@dataclass
+class Step:
+    """The replay state right after token ``index``."""
+
+    index: int
+    token: int
+    event: str  # clue, start, rule, guess-marker, level, guess, dead-end, solved, invalid
+    board: tuple
+    origin: tuple  # per cell: "", "clue", "rule" or "guess"
+    node: int  # the DFS-tree node (open level) the step belongs to
+    depth: int
+
+
+@dataclass
+class Node:
+    """A DFS-tree node: the root, or one value tried at a guess."""
+
+    id: int
+    parent: int
+    depth: int
+    move: int | None  # the guess token that opened it (None for the root)
+    first_step: int
+    last_step: int
+    status: str = "open"  # open, solved, dead-end
+
+
+def replay(tokens, n: int) -> tuple[list[Step], list[Node]]:
+    """Every step's board and the DFS tree of a transcript (or of a model's decoded sequence).
+
+    Tolerant of malformed sequences (a model's output): an impossible token is recorded with event
+    ``invalid`` and otherwise ignored.
+    """
+    tokens = [int(t) for t in tokens]
+    board = [0] * (n * n)
+    origin = [""] * (n * n)
+    steps: list[Step] = []
+    nodes = [Node(0, -1, 0, None, 0, 0)]
+    stack = [0]  # open nodes, innermost last
+    snapshots: dict[int, tuple] = {}  # node id -> (board, origin) at its guess node
+    started = False
+    expect_guess = False
+    for i, tok in enumerate(tokens):
+        event = "invalid"
+        if not started:
+            if tok == START:
+                started, event = True, "start"
+            elif is_move(tok, n):
+                cell, v = decode_move(tok, n)
+                board[cell], origin[cell], event = v, "clue", "clue"
+        elif tok == GUESS:
+            cur = stack[-1]
+            snapshots[cur] = (board[:], origin[:])
+            expect_guess, event = True, "guess-marker"
+        elif 1 <= tok <= 99:
+            event = "level"
+        elif is_move(tok, n):
+            cell, v = decode_move(tok, n)
+            if expect_guess and stack[-1] in snapshots:
+                parent = stack[-1]
+                b0, o0 = snapshots[parent]
+                board[:], origin[:] = b0, o0
+                board[cell], origin[cell] = v, "guess"
+                node = Node(len(nodes), parent, nodes[parent].depth + 1, tok, i, i)
+                nodes.append(node)
+                stack.append(node.id)
+                event = "guess"
+                expect_guess = False
+            else:
+                board[cell], origin[cell], event = v, "rule", "rule"
+        elif tok == DEAD_END:
+            event = "dead-end"
+            cur = stack[-1]
+            nodes[cur].status = "dead-end"
+            nodes[cur].last_step = i
+            if len(stack) > 1:
+                stack.pop()
+                parent = stack[-1]
+                if parent in snapshots:
+                    b0, o0 = snapshots[parent]
+                    board[:], origin[:] = b0, o0
+                expect_guess = True
+        elif tok == SOLVED:
+            event = "solved"
+            for node_id in stack:
+                nodes[node_id].status = "solved"
+        node_id = stack[-1]
+        nodes[node_id].last_step = max(nodes[node_id].last_step, i)
+        steps.append(Step(i, tok, event, tuple(board), tuple(origin), node_id, nodes[node_id].depth))
+        if tok == SOLVED and started:
+            break
+    return steps, nodes
+
+
+def tree_layout(nodes: list[Node]) -> dict[int, tuple[float, float]]:
+    """(x, y) of every node: leaves left to right in DFS order, parents centred, y = -depth."""
+    children: dict[int, list[int]] = {node.id: [] for node in nodes}
+    for node in nodes[1:]:
+        children[node.parent].append(node.id)
+    pos: dict[int, tuple[float, float]] = {}
+    counter = [0]
+
+    def place(nid):
+        kids = children[nid]
+        if not kids:
+            x = float(counter[0])
+            counter[0] += 1
+        else:
+            xs = [place(k) for k in kids]
+            x = sum(xs) / len(xs)
+        pos[nid] = (x, -float(nodes[nid].depth))
+        return x
+
+    place(0)
+    return pos
+
+
+def guesses_in(tokens, n: int) -> int:
+    """The number of guess moves in a token sequence (every value tried at a guess node)."""
+    steps, _ = replay(tokens, n)
+    return sum(1 for s in steps if s.event == "guess")
+
+
+def verify_transcript(transcript) -> list[str]:
+    """Problems found when re-deriving every label of ``transcript``; an empty list means it is valid.
+
+    Checks: clues in cell order then ``100``; every rule move is in its label set and the label set is
+    exactly the forced moves of the board before it; ``101`` only when no rule applies and the board
+    is open; guess labels are exactly the minimum-candidate moves; ``102`` exactly at a contradiction
+    or after the last value of a guess node; ``0`` only on a complete board; the final board is the
+    solution.
+    """
+    from companion.sudoku.solver import State
+
+    t = transcript
+    n = t.n
+    problems: list[str] = []
+    clue_tokens = [move_token(c, v, n) for c, v in enumerate(t.puzzle) if v]
+    k = len(clue_tokens)
+    if t.tokens[:k] != clue_tokens or t.tokens[k] != START:
+        problems.append("the transcript does not start with the clues in cell order and 100")
+        return problems
+    steps, _ = replay(t.tokens, n)
+    for i in range(k + 1, len(t.tokens)):
+        tok, kind, choices = t.tokens[i], t.kinds[i], t.choices[i]
+        before = _guess_node_board(steps, i) if kind == "guess" else steps[i - 1].board
+        st = State.from_board(before)
+        status, forced = st.analyze()
+        forced_tokens = {move_token(c, v, n) for c, v in forced}
+        if kind == "rule":
+            if status != "open" or not forced:
+                problems.append(f"step {i}: a rule move where no rule applies")
+            if choices != frozenset(forced_tokens):
+                problems.append(f"step {i}: the rule label set is not the set of forced moves")
+            if tok not in forced_tokens:
+                problems.append(f"step {i}: move {tok} is not forced")
+        elif kind == "guess-marker":
+            if status != "open" or forced:
+                problems.append(f"step {i}: 101 emitted while the board is {status} with {len(forced)} forced moves")
+        elif kind == "guess":
+            options = {move_token(c, v, n) for c, v in st.min_candidate_moves()}
+            if status != "open" or forced:
+                problems.append(f"step {i}: a guess at a node where rules still apply")
+            if tok not in options:
+                problems.append(f"step {i}: guess {tok} is not a minimum-candidate move")
+            first = t.kinds[i - 1] == "guess-marker" or (t.kinds[i - 1] == "level" and t.kinds[i - 2] == "guess-marker")
+            if first and choices != frozenset(options):
+                problems.append(f"step {i}: the guess label set is not the minimum-candidate moves")
+        elif kind == "dead-end":
+            exhausted = t.kinds[i - 1] in ("level", "dead-end")
+            if status != "contradiction" and not exhausted:
+                problems.append(f"step {i}: 102 without a contradiction")
+        elif kind == "solved":
+            if status != "solved":
+                problems.append(f"step {i}: 0 emitted on an incomplete board")
+    if t.solution is not None and final_board(t.tokens, n) != tuple(t.solution):
+        problems.append("the final board is not the solution")
+    if t.tokens[-1] != SOLVED:
+        problems.append("the transcript does not end with 0")
+    return problems
+
+
+def _guess_node_board(steps: list[Step], i: int) -> tuple:
+    """The board at the guess node that guess step ``i`` branches from."""
+    depth = steps[i].depth - 1
+    for j in range(i - 1, -1, -1):
+        if steps[j].event == "guess-marker" and steps[j].depth == depth:
+            return steps[j].board
+    raise AssertionError("a guess without its guess node")  # pragma: no cover

@@ -1,0 +1,56 @@
+"""Paper 04 -- ZeroS: Zero-Sum Linear Attention for Efficient Transformers (Lu et al., NeurIPS 2025).
+
+* :mod:`.functional` -- the equations: Taylor split, zero-sum weights, the explicit O(T^2) oracle,
+  the prefix scan (official path), the chunked running-max form, the 3d-key identity, ZeroS-SM, RoPE.
+* :mod:`.layer` -- :class:`ZeroSAttention` (ZeroS and ZeroS-SM) as an ``nn.Module``.
+* :mod:`.experiments` -- baselines (softmax, linear attention), property measurements, the
+  expressivity toy and an MQAR-style recall task.
+* :mod:`.bench` -- the kernel benchmark shared by ``benchmarks/zeros_attention_kernel.py`` and the
+  notebook's GPU profile.
+* :mod:`.explorer` -- figure builders for the notebook (imports plotly; not imported here).
+
+The Triton kernel lives in ``kernels/zeros_linear`` (``companion_kernels.zeros_linear``).
+"""
+
+from companion.zeros_attention.functional import (
+    LOGIT_TYPES,
+    apply_rope,
+    causal_linear_attention,
+    rope_cos_sin,
+    rope_relative_defect,
+    softmax_weights,
+    step_logits,
+    taylor_split,
+    three_key_features,
+    zeros_as_linear_attention,
+    zeros_chunked,
+    zeros_explicit,
+    zeros_scan,
+    zeros_sm,
+    zeros_sm_weights,
+    zeros_weights,
+)
+from companion.zeros_attention.layer import ROPE_LAYOUTS, VARIANTS, ZEROS_IMPLS, ZeroSAttention
+
+__all__ = [
+    "LOGIT_TYPES",
+    "ROPE_LAYOUTS",
+    "VARIANTS",
+    "ZEROS_IMPLS",
+    "ZeroSAttention",
+    "apply_rope",
+    "causal_linear_attention",
+    "rope_cos_sin",
+    "rope_relative_defect",
+    "softmax_weights",
+    "step_logits",
+    "taylor_split",
+    "three_key_features",
+    "zeros_as_linear_attention",
+    "zeros_chunked",
+    "zeros_explicit",
+    "zeros_scan",
+    "zeros_sm",
+    "zeros_sm_weights",
+    "zeros_weights",
+]

@@ -1,0 +1,1 @@
+"""Triton kernels of the companion (reference, kernel, api per op), imported as ``companion_kernels``."""

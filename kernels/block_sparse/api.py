@@ -1,0 +1,169 @@
+"""Entry points of the block-sparse attention op: input validation and dispatch.
+
+``impl="auto"`` runs the Triton kernel when the tensors are on a CUDA device and the plain-PyTorch
+reference otherwise; ``"triton"`` forces the kernel (on a CPU only under ``TRITON_INTERPRET=1``);
+``"reference"`` forces the oracle. See ``reference.py`` for the exact semantics and ``triton.py``
+for the kernels (SeerAttention, paper 01; Delta Attention, paper 09).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from .reference import block_sparse_attention_reference, pooled_attention_map_reference
+
+__all__ = ["block_sparse_attention", "pooled_attention_map"]
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_HEAD_DIMS = (32, 64, 128)
+_BLOCK_SIZES = (64, 128)
+_IMPLS = ("auto", "triton", "reference")
+
+
+def _fail(msg: str) -> None:
+    raise ValueError(msg)
+
+
+def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_size, impl, sm_scale, causal):
+    names = ("q", "k") if v is None else ("q", "k", "v")
+    tensors = (q, k) if v is None else (q, k, v)
+    for name, t in zip(names, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            _fail(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
+        if t.dtype not in _DTYPES and not (t.dtype == torch.float64 and impl == "reference"):
+            raise TypeError(
+                f"{name} has dtype {t.dtype}; allowed: float32, float16, bfloat16 (float64 with impl='reference')"
+            )
+        if t.stride(-1) != 1:
+            _fail(f"{name} must have a contiguous last dim (stride 1), got strides {t.stride()}; call .contiguous()")
+    for name, t in zip(names[1:], tensors[1:]):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}; use one dtype")
+        if t.device != q.device:
+            _fail(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
+    b, hq, n, d = q.shape
+    if d not in _HEAD_DIMS:
+        _fail(f"head dim D={d} is not supported; allowed: {_HEAD_DIMS}")
+    if n < 1:
+        _fail("sequence length N must be >= 1")
+    if k.shape[0] != b or k.shape[2] != n or k.shape[3] != d:
+        _fail(f"k shape {tuple(k.shape)} does not match q {tuple(q.shape)} (need [B, Hkv, N, D])")
+    if v is not None and v.shape != k.shape:
+        _fail(f"v shape {tuple(v.shape)} must equal k shape {tuple(k.shape)}")
+    hkv = k.shape[1]
+    if hkv < 1 or hq % hkv != 0:
+        _fail(f"query heads Hq={hq} must be a multiple of key/value heads Hkv={hkv}")
+    if block_size not in _BLOCK_SIZES:
+        _fail(f"block_size={block_size!r} is not supported; allowed: {_BLOCK_SIZES}")
+    if impl not in _IMPLS:
+        _fail(f"impl={impl!r} is not allowed; choose one of {_IMPLS}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if sm_scale is not None and (not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0):
+        _fail(f"sm_scale must be a positive finite number or None, got {sm_scale!r}")
+
+
+def _resolve_impl(impl: str, device: torch.device) -> str:
+    if impl == "auto":
+        return "triton" if device.type == "cuda" else "reference"
+    if impl == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        _fail("impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); use impl='auto'")
+    return impl
+
+
+def _check_index(block_index, block_count, b, hq, nqb, nkb, device, check_values: bool):
+    for name, t in (("block_index", block_index), ("block_count", block_count)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != torch.int32:
+            raise TypeError(f"{name} must be int32, got {t.dtype} (use .to(torch.int32))")
+        if t.device != device:
+            _fail(f"{name} is on {t.device} but q is on {device}")
+    if block_index.dim() != 4:
+        _fail(f"block_index must be 4-D [B, Hq, nQB, maxK], got shape {tuple(block_index.shape)}")
+    bi, hi, qi, mk = block_index.shape
+    if bi not in (1, b) or hi not in (1, hq) or qi != nqb or mk < 1:
+        _fail(
+            f"block_index shape {tuple(block_index.shape)} does not fit [B={b} (or 1), Hq={hq} (or 1), "
+            f"nQB={nqb}, maxK>=1] for N and block_size"
+        )
+    if tuple(block_count.shape) != (bi, hi, qi):
+        _fail(f"block_count shape {tuple(block_count.shape)} must be {(bi, hi, qi)} (block_index without maxK)")
+    if check_values:
+        if bool(((block_count < 0) | (block_count > mk)).any()):
+            _fail(f"block_count entries must lie in [0, maxK={mk}]")
+        valid = torch.arange(mk, device=device) < block_count.unsqueeze(-1)
+        bad = valid & ((block_index < 0) | (block_index >= nkb))
+        if bool(bad.any()):
+            _fail(f"block_index has entries outside [0, nKB={nkb}) within block_count")
+
+
+def block_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_index: torch.Tensor,
+    block_count: torch.Tensor,
+    *,
+    block_size: int = 64,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    impl: str = "auto",
+    check_index: bool = True,
+) -> torch.Tensor:
+    """Attention over the selected key blocks of each query block.
+
+    q ``[B, Hq, N, D]``; k, v ``[B, Hkv, N, D]`` with Hq a multiple of Hkv (GQA by head mapping);
+    D in {32, 64, 128}; float32/float16/bfloat16; any N (ragged last block).
+    block_index int32 ``[B, Hq, nQB, maxK]``: key-block ids of each query block (entries past
+    block_count are ignored); block_count int32 ``[B, Hq, nQB]``. Batch/head dims of size 1 broadcast.
+    nQB = nKB = ceil(N / block_size), block_size in {64, 128}.
+    causal: token-level causal masking (key j <= query i) on top of the block selection; a selected
+    block above the diagonal then contributes nothing. sm_scale defaults to 1/sqrt(D).
+    A query row with no admissible key returns zeros. Returns ``[B, Hq, N, D]`` in q's dtype.
+    check_index: verify that the listed ids lie in [0, nKB) (one device sync); the kernel clamps them
+    in any case so a bad id can never read out of bounds.
+    """
+    _check_qk(q, k, v, block_size, impl, sm_scale, causal)
+    b, hq, n, d = q.shape
+    nb = math.ceil(n / block_size)
+    _check_index(block_index, block_count, b, hq, nb, nb, q.device, check_index)
+    which = _resolve_impl(impl, q.device)
+    if which == "reference":
+        return block_sparse_attention_reference(
+            q, k, v, block_index, block_count, block_size=block_size, causal=causal, sm_scale=sm_scale
+        )
+    from .triton import block_sparse_attention_triton
+
+    return block_sparse_attention_triton(
+        q, k, v, block_index, block_count, block_size=block_size, causal=causal, sm_scale=sm_scale
+    )
+
+
+def pooled_attention_map(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    block_size: int = 64,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    impl: str = "auto",
+) -> torch.Tensor:
+    """SeerAttention's distillation target: the row-normalised 2-D max-pool of softmax(q k^T * sm_scale).
+
+    q ``[B, Hq, N, D]``, k ``[B, Hkv, N, D]``; returns float32 ``[B, Hq, nQB, nKB]`` whose rows sum to 1;
+    causally masked entries are 0. The Triton path makes two passes over the keys of each query block
+    (row statistics, then tile maxima) and keeps no per-row buffer: its only output is the map.
+    """
+    _check_qk(q, k, None, block_size, impl, sm_scale, causal)
+    which = _resolve_impl(impl, q.device)
+    if which == "reference":
+        return pooled_attention_map_reference(q, k, block_size=block_size, causal=causal, sm_scale=sm_scale)
+    from .triton import pooled_attention_map_triton
+
+    return pooled_attention_map_triton(q, k, block_size=block_size, causal=causal, sm_scale=sm_scale)

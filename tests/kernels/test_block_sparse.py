@@ -1,0 +1,283 @@
+"""Block-sparse attention op (papers 01 SeerAttention and 09 Delta Attention): Triton kernels vs the oracle.
+
+On the CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, fp32/fp16, small odd sizes);
+the tests marked `gpu` run compiled in bf16 at larger sizes, with compiled FlexAttention as a second
+opinion. Outputs are pre-filled with NaN so unwritten rows are caught.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton.jit decorates the kernels
+
+from companion_kernels.block_sparse import (  # noqa: E402
+    block_sparse_attention,
+    causal_block_mask,
+    dense_to_index,
+    pooled_attention_map,
+    random_block_mask,
+    sink_window_mask,
+)
+from companion_kernels.block_sparse import reference  # noqa: E402
+from companion_kernels.block_sparse import triton as bs_triton  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+CPU_DTYPES = [torch.float32, torch.float16]
+REL_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
+
+
+def _qkv(b, hq, hkv, n, d, dtype, seed=0, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda h: torch.randn(b, h, n, d, generator=g).to(device=device, dtype=dtype)  # noqa: E731
+    return mk(hq), mk(hkv), mk(hkv)
+
+
+def _rel(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def _random_mask(b, h, nb, density, seed, empty_rows=(1,)):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(b, h, nb, nb, generator=g) < density
+    for r in empty_rows:
+        if r < nb:
+            m[..., r, :] = False
+    return m
+
+
+def _run_kernel(q, k, v, idx, cnt, block, causal, config=None):
+    out = torch.full_like(q, float("nan"))
+    return bs_triton.block_sparse_attention_triton(
+        q, k, v, idx.to(q.device), cnt.to(q.device), block_size=block, causal=causal, config=config, out=out
+    )
+
+
+# (B, Hq, Hkv, N, D, block): odd N (ragged last block), GQA, every D, both block sizes.
+SHAPES = [
+    (1, 2, 1, 150, 32, 64),
+    (2, 4, 2, 97, 64, 64),
+    (1, 2, 2, 200, 128, 128),
+]
+
+
+@pytest.mark.parametrize("dtype", CPU_DTYPES)
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_random_masks_match_reference(dtype, causal, shape):
+    b, hq, hkv, n, d, block = shape
+    q, k, v = _qkv(b, hq, hkv, n, d, dtype, seed=n + d)
+    nb = math.ceil(n / block)
+    idx, cnt = dense_to_index(_random_mask(b, hq, nb, 0.5, seed=n))
+    got = _run_kernel(q, k, v, idx, cnt, block, causal)
+    want = reference.block_sparse_attention_reference(
+        q, k, v, idx.to(DEV), cnt.to(DEV), block_size=block, causal=causal
+    )
+    assert not torch.isnan(got).any(), "kernel left rows unwritten (or produced NaN)"
+    assert _rel(got, want) < REL_TOL[dtype]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_full_mask_equals_sdpa(causal):
+    """Selecting every (causal) block is ordinary attention: compare with torch's SDPA (a peer)."""
+    b, hq, hkv, n, d, block = 1, 4, 2, 131, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=3)
+    nb = math.ceil(n / block)
+    mask = causal_block_mask(nb, nb) if causal else torch.ones(nb, nb, dtype=torch.bool)
+    idx, cnt = dense_to_index(mask.expand(b, hq, nb, nb))
+    got = block_sparse_attention(q, k, v, idx.to(DEV), cnt.to(DEV), block_size=block, causal=causal, impl="triton")
+    kk, vv = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=causal)
+    assert _rel(got, want) < 1e-5
+
+
+def test_reference_full_mask_is_exact_in_float64():
+    b, hq, hkv, n, d, block = 1, 2, 1, 70, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float64, seed=4, device="cpu")
+    nb = math.ceil(n / block)
+    idx, cnt = dense_to_index(causal_block_mask(nb, nb).expand(b, hq, nb, nb))
+    got = block_sparse_attention(q, k, v, idx, cnt, block_size=block, impl="reference")
+    kk, vv = (x.repeat_interleave(2, dim=1) for x in (k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True)
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["triton", "reference"])
+def test_empty_rows_and_above_diagonal_blocks_give_zeros(impl):
+    """A query block with no selected block, or only blocks above the diagonal (all masked by the causal
+    rule), returns zeros, never NaN."""
+    b, hq, n, d, block = 1, 2, 192, 32, 64
+    q, k, v = _qkv(b, hq, hq, n, d, torch.float32, seed=5)
+    mask = torch.zeros(b, hq, 3, 3, dtype=torch.bool)
+    mask[:, :, 0, 2] = True  # query block 0 sees only key block 2: above the diagonal
+    mask[:, :, 2, :] = True  # query block 2: dense; query block 1: empty
+    idx, cnt = dense_to_index(mask)
+    out = torch.full_like(q, float("nan"))
+    if impl == "triton":
+        out = _run_kernel(q, k, v, idx, cnt, block, True)
+    else:
+        out = block_sparse_attention(q, k, v, idx.to(DEV), cnt.to(DEV), block_size=block, impl="reference")
+    assert not torch.isnan(out).any()
+    assert torch.equal(out[:, :, : 2 * block], torch.zeros_like(out[:, :, : 2 * block]))
+    assert out[:, :, 2 * block :].abs().sum() > 0
+
+
+def test_first_row_sees_only_itself():
+    """Causal row 0 attends to key 0 alone: its output is exactly v[0] (a known truth)."""
+    q, k, v = _qkv(1, 2, 1, 100, 64, torch.float32, seed=6)
+    idx, cnt = dense_to_index(causal_block_mask(2, 2).expand(1, 2, 2, 2))
+    out = _run_kernel(q, k, v, idx, cnt, 64, True)
+    torch.testing.assert_close(out[0, :, 0], v[0, 0].expand(2, -1), atol=1e-6, rtol=1e-6)
+
+
+def test_order_of_index_list_does_not_matter_and_padding_is_ignored():
+    b, hq, n, d, block = 1, 2, 256, 32, 64
+    q, k, v = _qkv(b, hq, hq, n, d, torch.float32, seed=7)
+    idx, cnt = dense_to_index(_random_mask(b, hq, 4, 0.6, seed=8, empty_rows=()))
+    want = _run_kernel(q, k, v, idx, cnt, block, True)
+    g = torch.Generator().manual_seed(0)
+    perm = torch.stack([torch.randperm(idx.shape[-1], generator=g) for _ in range(idx[..., 0].numel())])
+    flat = idx.reshape(-1, idx.shape[-1])
+    shuffled = torch.empty_like(flat)
+    for r in range(flat.shape[0]):  # permute the valid prefix only, then scribble over the padding
+        c = int(cnt.reshape(-1)[r])
+        p = perm[r][perm[r] < c]
+        shuffled[r, :c] = flat[r, p]
+        shuffled[r, c:] = 999
+    got = _run_kernel(q, k, v, shuffled.reshape(idx.shape), cnt, block, True)
+    assert _rel(got, want) < 1e-6
+
+
+def test_broadcast_mask_for_all_heads_matches_expanded():
+    """A [1, 1, nQB, maxK] index list (e.g. Delta Attention's sink + window) broadcasts over B and H."""
+    b, hq, hkv, n, d, block = 2, 4, 1, 300, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float16, seed=9)
+    nb = math.ceil(n / block)
+    idx, cnt = dense_to_index(sink_window_mask(nb, nb, sink_blocks=1, window_blocks=1)[None, None])
+    got = block_sparse_attention(q, k, v, idx.to(DEV), cnt.to(DEV), block_size=block, impl="triton")
+    want = reference.block_sparse_attention_reference(
+        q, k, v, idx.expand(b, hq, -1, -1).to(DEV), cnt.expand(b, hq, -1).to(DEV), block_size=block
+    )
+    assert _rel(got, want) < REL_TOL[torch.float16]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [dict(tma=2), dict(tma=4), dict(sub_n=64), dict(mask_always=True)],
+    ids=["tma2d", "tma4d", "sub64", "mask_always"],
+)
+def test_kernel_variants_agree(config):
+    """Every variant of the notes file computes the same function (N a multiple of the block for TMA-2D)."""
+    b, hq, hkv, n, d, block = 1, 2, 1, 256, 32, 128
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=10)
+    idx, cnt = dense_to_index(random_block_mask(b, hq, 2, 0.7, generator=torch.Generator().manual_seed(1)))
+    want = _run_kernel(q, k, v, idx, cnt, block, True)
+    got = _run_kernel(q, k, v, idx, cnt, block, True, config=config)
+    assert _rel(got, want) < 1e-6
+
+
+# ---------------------------------------------------------------- pooled attention map
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(1, 2, 1, 150, 32, 64), (1, 2, 2, 256, 64, 128)])
+def test_pooled_map_matches_reference(causal, shape):
+    b, hq, hkv, n, d, block = shape
+    q, k, _ = _qkv(b, hq, hkv, n, d, torch.float32, seed=11)
+    got = pooled_attention_map(q, k, block_size=block, causal=causal, impl="triton")
+    want = pooled_attention_map(q, k, block_size=block, causal=causal, impl="reference")
+    assert got.dtype == torch.float32 and not torch.isnan(got).any()
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(got.sum(-1), torch.ones_like(got[..., 0]), atol=1e-5, rtol=0)
+    if causal:
+        assert torch.equal(got.triu(1), torch.zeros_like(got))
+
+
+@pytest.mark.parametrize("impl", ["triton", "reference"])
+def test_pooled_map_of_uniform_attention(impl):
+    """q = 0 makes attention uniform over the causal keys: P[r, c] = 1/(r+1). The max over query block I
+    is reached at its first row, 1/(I*B + 1), for every key block J <= I, so each row of the map is
+    uniform over J <= I: exactly 1/(I+1)."""
+    n, d, block = 200, 32, 64
+    q = torch.zeros(1, 1, n, d, device=DEV)
+    k = torch.randn(1, 1, n, d, device=DEV)
+    got = pooled_attention_map(q, k, block_size=block, impl=impl)
+    nb = math.ceil(n / block)
+    want = causal_block_mask(nb, nb, device=DEV).float()
+    want = want / want.sum(-1, keepdim=True)
+    torch.testing.assert_close(got[0, 0], want, atol=1e-6, rtol=1e-6)
+
+
+def test_pooled_reference_equals_chunked_online_recomputation_in_float64():
+    """The two-pass construction (row statistics, then tile maxima) equals the dense definition."""
+    n, d, block = 130, 16, 64
+    g = torch.Generator().manual_seed(12)
+    q, k = torch.randn(1, 1, n, d, generator=g, dtype=torch.float64), torch.randn(1, 1, n, d, generator=g, dtype=torch.float64)
+    want = pooled_attention_map(q, k, block_size=block, impl="reference").double()
+    s = (q[0, 0] @ k[0, 0].T) / math.sqrt(d)
+    s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    m = torch.full((n,), float("-inf"), dtype=torch.float64)
+    l = torch.zeros(n, dtype=torch.float64)
+    for j in range(0, n, block):  # pass 1, online
+        t = s[:, j : j + block]
+        m_new = torch.maximum(m, t.amax(1))
+        l = l * torch.exp(m - m_new) + torch.exp(t - m_new[:, None]).sum(1)
+        m = m_new
+    lse = m + torch.log(l)
+    nb = math.ceil(n / block)
+    pooled = torch.zeros(nb, nb, dtype=torch.float64)
+    for i in range(nb):  # pass 2
+        for j in range(nb):
+            tile = s[i * block : (i + 1) * block, j * block : (j + 1) * block] - lse[i * block : (i + 1) * block, None]
+            pooled[i, j] = torch.exp(tile.max())
+    pooled = pooled / pooled.sum(-1, keepdim=True)
+    torch.testing.assert_close(pooled, want[0, 0], atol=1e-6, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- GPU (bf16, larger; not in CI)
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [64, 128])
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_bf16_large_matches_reference(block, causal):
+    b, hq, hkv, n, d = 1, 8, 2, 4096 + 37, 128
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.bfloat16, seed=13)
+    nb = math.ceil(n / block)
+    m = random_block_mask(b, hq, nb, 0.2, generator=torch.Generator().manual_seed(2))
+    if not causal:
+        m |= random_block_mask(b, hq, nb, 0.2, generator=torch.Generator().manual_seed(3)).transpose(-1, -2)
+    idx, cnt = dense_to_index(m)
+    got = _run_kernel(q, k, v, idx, cnt, block, causal)
+    want = reference.block_sparse_attention_reference(
+        q.float(), k.float(), v.float(), idx.to(DEV), cnt.to(DEV), block_size=block, causal=causal
+    )
+    assert not torch.isnan(got).any()
+    assert _rel(got, want) < REL_TOL[torch.bfloat16]
+
+
+@pytest.mark.gpu
+def test_gpu_bf16_agrees_with_compiled_flex_attention():
+    """Second opinion: compiled FlexAttention with the same BlockMask (kv blocks + causal mask_mod)."""
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+    b, hq, n, d, block = 1, 8, 4096, 128, 128
+    q, k, v = _qkv(b, hq, hq, n, d, torch.bfloat16, seed=14)
+    nb = n // block
+    mask = random_block_mask(b, hq, nb, 0.1, generator=torch.Generator().manual_seed(4)).to(DEV)
+    idx, cnt = dense_to_index(mask)
+    full_idx = torch.zeros(b, hq, nb, nb, dtype=torch.int32, device=DEV)
+    full_idx[..., : idx.shape[-1]] = idx
+    bm = BlockMask.from_kv_blocks(cnt, full_idx, BLOCK_SIZE=block, mask_mod=lambda b_, h_, qi, ki: qi >= ki)
+    want = torch.compile(flex_attention)(q, k, v, block_mask=bm)
+    got = block_sparse_attention(q, k, v, idx, cnt, block_size=block)
+    assert _rel(got, want) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_pooled_map_bf16():
+    b, hq, hkv, n, d = 1, 4, 2, 2048 + 5, 128
+    q, k, _ = _qkv(b, hq, hkv, n, d, torch.bfloat16, seed=15)
+    got = pooled_attention_map(q, k, block_size=64)
+    want = pooled_attention_map(q.float(), k.float(), block_size=64, impl="reference")
+    torch.testing.assert_close(got, want, atol=3e-3, rtol=3e-2)

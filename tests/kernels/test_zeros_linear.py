@@ -1,0 +1,168 @@
+"""ZeroS chunked linear attention (paper 04): Triton kernels vs the explicit O(T^2) oracle.
+
+On the CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, fp32/fp16); on a GPU
+(tests marked ``gpu``) in bf16 at a larger size. Every buffer the kernels write is pre-filled with
+NaN, so an element a kernel forgets to write fails the comparison.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton.jit decorates the kernels
+
+from companion_kernels.zeros_linear import zeros_linear, zeros_linear_reference  # noqa: E402
+from companion_kernels.zeros_linear import triton as zl_triton  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+TOL = {torch.float32: 3e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+@pytest.fixture(autouse=True)
+def nan_buffers(monkeypatch):
+    def full_nan(*shape, device, dtype):
+        return torch.full(shape, float("nan"), device=device, dtype=dtype)
+
+    monkeypatch.setattr(zl_triton, "_empty", full_nan)
+
+
+def _inputs(B, T, H, d, dv, dtype, *, seed=0, s_scale=2.0, s_trend=0.0, device=DEV, sigma0=False):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(B, T, H, d, generator=g), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, d, generator=g), dim=-1)
+    v = torch.randn(B, T, H, dv, generator=g)
+    s = torch.randn(B, T, H, generator=g) * s_scale + s_trend * torch.linspace(0, 1, T)[None, :, None]
+    s1, sh = torch.rand(B, T, H, generator=g), torch.rand(B, T, H, generator=g)
+    s0 = torch.rand(B, T, H, generator=g) * 2 - 1 if sigma0 else None
+    qkv = [x.to(device=device, dtype=dtype) for x in (q, k, v)]
+    rest = [x.to(device) if x is not None else None for x in (s, s1, sh, s0)]
+    return qkv + rest
+
+
+def _grads(fn, args, go):
+    leaves = [a.detach().clone().requires_grad_() if a is not None else None for a in args]
+    out = fn(*leaves)
+    (out.float() * go).sum().backward()
+    return out, [x.grad for x in leaves if x is not None]
+
+
+@pytest.mark.parametrize("dtype, shape, chunk, sigma0", [
+    (torch.float32, (2, 37, 3, 8, 5), 16, False),    # odd T, d and dv below the tile
+    (torch.float16, (1, 70, 2, 16, 24), 32, True),   # partial last chunk, zero-order gate
+])
+def test_forward_backward_match_reference(dtype, shape, chunk, sigma0):
+    B, T, H, d, dv = shape
+    args = _inputs(B, T, H, d, dv, dtype, seed=T, sigma0=sigma0)
+    go = torch.randn(B, T, H, dv, generator=torch.Generator().manual_seed(1)).to(DEV)
+    got, g_got = _grads(lambda *a: zeros_linear(*a, impl="triton", chunk_size=chunk), args, go)
+    ref_args = [a.float() if a is not None else None for a in args]
+    want, g_want = _grads(lambda *a: zeros_linear_reference(*a), ref_args, go)
+    assert got.dtype == dtype and got.shape == (B, T, H, dv)
+    tol = TOL[dtype]
+    torch.testing.assert_close(got.float(), want, atol=tol, rtol=tol)
+    names = ["q", "k", "v", "s", "sigma1", "sigmah"] + (["sigma0"] if sigma0 else [])
+    for name, a, b in zip(names, g_got, g_want):
+        assert torch.isfinite(a).all(), f"non-finite gradient for {name}"
+        scale = b.abs().max().item() + 1e-6
+        assert (a.float() - b).abs().max().item() <= 4 * tol * max(1.0, scale), f"gradient of {name} differs"
+
+
+def test_running_max_is_stable_where_logits_grow():
+    """Logits rising by ~300 over the sequence: raw exp overflows float32; the kernel stays exact."""
+    args = _inputs(1, 90, 2, 16, 8, torch.float32, seed=5, s_scale=3.0, s_trend=300.0)
+    got = zeros_linear(*args, impl="triton", chunk_size=16)
+    want = zeros_linear_reference(*[a.double() if a is not None else None for a in args])
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double(), want, atol=5e-5, rtol=1e-4)
+
+
+def test_chunk_size_does_not_change_the_function():
+    args = _inputs(1, 50, 1, 16, 16, torch.float32, seed=7)
+    outs = [zeros_linear(*args, impl="triton", chunk_size=c) for c in (16, 32, 64)]
+    for o in outs[1:]:
+        torch.testing.assert_close(o, outs[0], atol=2e-5, rtol=2e-5)
+
+
+def test_bidirectional_matches_reference():
+    args = _inputs(2, 29, 2, 8, 8, torch.float32, seed=9, sigma0=True)
+    got = zeros_linear(*args, causal=False, impl="triton")
+    want = zeros_linear_reference(*args, causal=False)
+    torch.testing.assert_close(got, want, atol=3e-5, rtol=3e-5)
+
+
+def test_rows_of_the_weights_sum_to_zero_through_the_kernel():
+    """With every value equal (v_i = c), o_t = c * sum_i r_{t,i} cos = c * sum_i r_{t,i} when q = k = e1."""
+    B, T, H, d = 1, 40, 1, 16
+    q = torch.zeros(B, T, H, d, device=DEV)
+    q[..., 0] = 1.0
+    v = torch.ones(B, T, H, 16, device=DEV)
+    g = torch.Generator().manual_seed(3)
+    s = (torch.randn(B, T, H, generator=g) * 3).to(DEV)
+    s1, sh = torch.rand(B, T, H, generator=g).to(DEV), torch.rand(B, T, H, generator=g).to(DEV)
+    out = zeros_linear(q, q.clone(), v, s, s1, sh, impl="triton", chunk_size=16)
+    assert out.abs().max().item() < 1e-5
+
+
+def test_layer_kernel_path_equals_chunked_path():
+    from companion.zeros_attention import ZeroSAttention
+
+    torch.manual_seed(0)
+    layer = ZeroSAttention(32, 2, impl="chunked", chunk_size=16).to(DEV)
+    x = torch.randn(2, 45, 32, device=DEV)
+    want = layer(x)
+    layer.impl = "kernel"
+    got = layer(x)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+
+
+# ---------------------------------------------------------------------------------- bad input
+def test_bad_inputs_get_clear_errors(monkeypatch):
+    q, k, v, s, s1, sh, _ = _inputs(1, 8, 2, 8, 8, torch.float32)
+    with pytest.raises(ValueError, match="T=0"):
+        e = torch.zeros(1, 0, 2, 8)
+        zeros_linear(e, e, e, torch.zeros(1, 0, 2), torch.zeros(1, 0, 2), torch.zeros(1, 0, 2))
+    with pytest.raises(ValueError, match="k shape"):
+        zeros_linear(q, k[:, :7], v, s, s1, sh)
+    with pytest.raises(ValueError, match="sigma1 must have shape"):
+        zeros_linear(q, k, v, s, s1[:, :, :1], sh)
+    with pytest.raises(ValueError, match="v shape"):
+        zeros_linear(q, k, v[:, :, :1], s, s1, sh)
+    with pytest.raises(TypeError, match="dtype"):
+        zeros_linear(q.to(torch.int32), k, v, s, s1, sh)
+    with pytest.raises(TypeError, match="share one dtype"):
+        zeros_linear(q, k.half(), v, s, s1, sh)
+    with pytest.raises(ValueError, match="impl="):
+        zeros_linear(q, k, v, s, s1, sh, impl="fast")
+    with pytest.raises(ValueError, match="chunk_size"):
+        zeros_linear(q, k, v, s, s1, sh, chunk_size=48)
+    with pytest.raises(ValueError, match="contiguous"):
+        zeros_linear(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, s, s1, sh, impl="triton")
+    if DEV == "cpu":
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        with pytest.raises(ValueError, match="needs CUDA"):
+            zeros_linear(q, k, v, s, s1, sh, impl="triton")
+
+
+# ---------------------------------------------------------------------------------- GPU (bf16)
+@pytest.mark.gpu
+def test_bf16_on_gpu_matches_reference():
+    B, T, H, d = 1, 1000, 4, 64
+    args = _inputs(B, T, H, d, d, torch.bfloat16, seed=11, device="cuda")
+    go = torch.randn(B, T, H, d, device="cuda")
+    got, g_got = _grads(lambda *a: zeros_linear(*a, impl="triton"), args, go)
+    ref_args = [a.float() if a is not None else None for a in args]
+    want, g_want = _grads(lambda *a: zeros_linear_reference(*a), ref_args, go)
+    torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=3e-2)
+    for a, b in zip(g_got, g_want):
+        rel = (a.float() - b).norm() / (b.norm() + 1e-6)
+        assert rel.item() < 3e-2
+
+
+@pytest.mark.gpu
+def test_fp32_on_gpu_is_tight():
+    args = _inputs(2, 333, 3, 32, 48, torch.float32, seed=12, device="cuda", sigma0=True)
+    got = zeros_linear(*args, impl="triton")
+    want = zeros_linear_reference(*args)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,82 @@
+"""The notebook contract (CONVENTIONS.md), checked statically over every notebook in notebooks/."""
+
+import ast
+import re
+
+import nbformat
+import pytest
+
+from companion.core import repo_path
+from companion.golden import MARKER, is_golden
+from companion.runner import NOTEBOOK_NAME
+
+SECTIONS = ["Claim", "Idea", "Implementation", "Explore", "Reproduce", "Scale up", "Checks"]
+NOTEBOOKS = sorted(repo_path("notebooks").glob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert any(p.name == "00_tour.ipynb" for p in NOTEBOOKS)
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.stem)
+def nb(request):
+    return request.param, nbformat.read(request.param, as_version=4)
+
+
+def code_cells(notebook):
+    return [c for c in notebook.cells if c.cell_type == "code"]
+
+
+def test_name_and_kernel(nb):
+    path, notebook = nb
+    assert NOTEBOOK_NAME.match(path.name), f"{path.name} must be named NN_<slug>.ipynb"
+    assert notebook.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+def test_parameters_cell_is_first_and_literal(nb):
+    path, notebook = nb
+    tagged = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    assert code_cells(notebook)[0] is tagged[0], "the parameters cell must be the first code cell"
+    names = set()
+    for stmt in ast.parse(tagged[0].source).body:
+        assert isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name), (
+            f"{path.name}: parameters cell may only assign literals to names, found: {ast.unparse(stmt)}")
+        ast.literal_eval(stmt.value)  # raises on anything but a literal
+        names.add(stmt.targets[0].id)
+    assert {"PROFILE", "SEED"} <= names
+
+
+def test_validation_cell_follows_and_checks_common_parameters(nb):
+    _, notebook = nb
+    validation = code_cells(notebook)[1].source
+    assert "check_common(PROFILE, SEED)" in validation
+
+
+def test_skeleton_sections_in_order(nb):
+    path, notebook = nb
+    headings = [m.group(1).strip() for c in notebook.cells if c.cell_type == "markdown"
+                for m in re.finditer(r"^## (.+)$", c.source, re.M)]
+    positions = []
+    for section in SECTIONS:
+        hits = [i for i, h in enumerate(headings) if h.lower().startswith(section.lower())]
+        assert hits, f"{path.name} lacks the '## {section}' section"
+        positions.append(hits[0])
+    assert positions == sorted(positions), f"{path.name}: sections out of order: {headings}"
+
+
+def test_committed_without_outputs_or_widget_state(nb):
+    path, notebook = nb
+    assert "widgets" not in notebook.metadata, f"{path.name} has widget state committed"
+    for cell in code_cells(notebook):
+        if is_golden(cell):
+            assert cell.outputs, f"{path.name}: a golden cell ({MARKER}) must keep its output"
+        else:
+            assert not cell.outputs, f"{path.name}: outputs committed in a non-golden cell: {cell.source[:60]!r}"
+            assert cell.execution_count is None
+
+
+def test_science_is_imported_from_the_library(nb):
+    path, notebook = nb
+    source = "\n".join(c.source for c in code_cells(notebook))
+    assert re.search(r"^\s*(from|import) companion", source, re.M), f"{path.name} does not import companion"

@@ -1,0 +1,107 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion.core import (
+    VERDICTS,
+    Claims,
+    ParameterError,
+    Timer,
+    check_bool,
+    check_choice,
+    check_common,
+    check_float,
+    check_int,
+    check_str,
+    resolve_profile,
+    save_results,
+    seed_everything,
+)
+from companion.core.claims import CLAIMS_DIR_ENV
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: check_int("STEPS", -3, lo=1), "STEPS=-3"),
+        (lambda: check_int("STEPS", 2.0, lo=1), "an integer"),
+        (lambda: check_int("STEPS", True), "an integer"),
+        (lambda: check_int("STEPS", "10"), "'10'"),
+        (lambda: check_float("LR", 0.0, lo=0.0, lo_open=True), "> 0.0"),
+        (lambda: check_float("LR", math.nan), "finite"),
+        (lambda: check_float("P", 1.5, hi=1.0), "<= 1.0"),
+        (lambda: check_choice("GAME", "chess", ["kuhn", "leduc"]), "one of 'kuhn', 'leduc'"),
+        (lambda: check_bool("FLAG", 1), "True or False"),
+        (lambda: check_str("NAME", ""), "non-empty"),
+        (lambda: resolve_profile("fast"), "PROFILE='fast'"),
+        (lambda: check_common("cpu", -1), "SEED=-1"),
+    ],
+)
+def test_validation_errors_name_parameter_value_and_allowed(call, fragment):
+    with pytest.raises(ParameterError) as err:
+        call()
+    assert fragment in str(err.value)
+    assert "expected" in str(err.value)
+
+
+def test_validation_returns_values():
+    assert check_int("N", 5, lo=1, hi=5) == 5
+    assert check_float("X", 3, lo=0) == 3.0 and isinstance(check_float("X", 3), float)
+    assert check_choice("G", "kuhn", ("kuhn",)) == "kuhn"
+
+
+def test_profile_resolution_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_profile("auto") == "cpu"
+    assert resolve_profile("cpu") == "cpu"
+    with pytest.raises(ParameterError, match="without CUDA"):
+        resolve_profile("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_profile("auto") == "gpu"
+
+
+def test_seeding_is_reproducible():
+    seed_everything(7)
+    a = (np.random.rand(3), torch.rand(3))
+    seed_everything(7)
+    b = (np.random.rand(3), torch.rand(3))
+    assert np.array_equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_claims_written_atomically_under_the_runner(tmp_path, monkeypatch):
+    monkeypatch.setenv(CLAIMS_DIR_ENV, str(tmp_path))
+    claims = Claims("99_demo")
+    claims.add(claim="c", paper="p", measured="m", scale="s", verdict="reproduced")
+    claims.add(claim="c2", paper="p2", measured="m2", scale="s2", verdict="not reproduced")
+    data = json.loads((tmp_path / "99_demo.claims.json").read_text())
+    assert [c["claim"] for c in data["claims"]] == ["c", "c2"]
+    assert list(tmp_path.iterdir()) == [tmp_path / "99_demo.claims.json"]  # no temporary left behind
+    assert list(claims.table().columns) == ["claim", "paper says", "measured here", "scale", "verdict"]
+    with pytest.raises(ParameterError, match="verdict"):
+        claims.add(claim="c", paper="p", measured="m", scale="s", verdict="great")
+    assert "reproduced" in VERDICTS
+
+
+def test_claims_write_nothing_interactively(tmp_path, monkeypatch):
+    monkeypatch.delenv(CLAIMS_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    Claims("99_demo").add(claim="c", paper="p", measured="m", scale="s", verdict="reproduced")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_results_carry_provenance(tmp_path):
+    path = save_results("demo_bench", {"ms": 1.5}, out_dir=tmp_path)
+    data = json.loads(path.read_text())
+    assert data["ms"] == 1.5 and data["name"] == "demo_bench"
+    assert {"device", "torch", "triton", "date"} <= data.keys()
+    with pytest.raises(ValueError, match="results name"):
+        save_results("../escape", {}, out_dir=tmp_path)
+
+
+def test_timer_measures():
+    with Timer() as t:
+        sum(range(10000))
+    assert 0 <= t.seconds < 5

@@ -1,0 +1,100 @@
+import math
+
+import pytest
+import torch
+
+from companion.models import (
+    ModelUnavailableError,
+    capture_attention,
+    load_minilm,
+    load_model,
+    stdlib_texts,
+    tiny_gpt2,
+    tiny_llama,
+)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_minilm()
+
+
+def test_minilm_is_the_real_pretrained_model(minilm):
+    tokenizer, model = minilm
+    assert model.config.num_hidden_layers == 6 and model.config.num_attention_heads == 12
+    enc = tokenizer(["A cat sits on the mat.", "A kitten rests on a rug.", "Stock prices fell sharply."],
+                    return_tensors="pt", padding=True)
+    with torch.no_grad():
+        hidden = model(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1)
+    emb = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    # Pretrained sentence embeddings: paraphrases are far closer than unrelated sentences.
+    assert emb[0] @ emb[1] > emb[0] @ emb[2] + 0.3
+
+
+def test_captured_qk_reproduce_the_captured_attention(minilm):
+    tokenizer, model = minilm
+    enc = tokenizer(stdlib_texts(2, min_chars=300), return_tensors="pt", padding=True, truncation=True, max_length=64)
+    with torch.no_grad(), capture_attention(model) as cap:
+        model(**enc)
+    assert cap.num_layers == 6
+    q, k, probs = cap.q[2], cap.k[2], cap.probs[2]
+    assert q.shape == (2, 12, enc["input_ids"].shape[1], 32)
+    bias = (1 - enc["attention_mask"][:, None, None, :].float()) * torch.finfo(torch.float32).min
+    recomputed = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(32) + bias, dim=-1)
+    torch.testing.assert_close(recomputed, probs, atol=1e-5, rtol=1e-4)
+
+
+def test_tiny_llama_capture_with_gqa():
+    model = tiny_llama(hidden_size=64, num_heads=4, num_kv_heads=2, num_layers=2)
+    with torch.no_grad(), capture_attention(model) as cap:
+        model(torch.randint(0, 256, (1, 17)))
+    assert cap.q[0].shape == (1, 4, 17, 16) and cap.k[0].shape == (1, 2, 17, 16)
+    assert torch.allclose(cap.probs[1].sum(-1), torch.ones(1, 4, 17))
+    assert torch.all(cap.probs[1].triu(1) == 0)  # causal
+
+
+def test_builders_validate():
+    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+        tiny_llama(num_heads=4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="n_embd"):
+        tiny_gpt2(n_embd=30, n_head=4)
+    assert tiny_gpt2(n_layer=1).config.n_layer == 1
+
+
+def test_offline_loader_refuses_downloads_clearly(tmp_path):
+    with pytest.raises(ModelUnavailableError, match="not available offline"):
+        load_model("some-org/some-model-that-is-not-here")
+    with pytest.raises(ModelUnavailableError, match="does not exist"):
+        load_model(str(tmp_path / "missing"))
+
+
+def test_loader_takes_a_local_folder(tmp_path):
+    tokenizer, model = load_minilm()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    _, again = load_model(str(tmp_path))
+    assert type(again).__name__ == "BertModel"
+
+
+def test_capture_refuses_models_without_qk():
+    with pytest.raises(ValueError, match="cannot capture attention"):
+        with capture_attention(torch.nn.Sequential(torch.nn.Linear(2, 2))):
+            pass
+
+
+def test_stdlib_texts_are_deterministic_real_text():
+    a, b = stdlib_texts(5, min_chars=300, seed=1), stdlib_texts(5, min_chars=300, seed=1)
+    assert a == b and all(len(t) >= 300 for t in a)
+    assert stdlib_texts(5, min_chars=300, seed=2) != a
+    with pytest.raises(ValueError, match="only"):
+        stdlib_texts(10**6)
+
+
+def test_kernels_folder_does_not_shadow_hugging_face_kernels():
+    from transformers.utils import import_utils
+
+    assert import_utils.is_kernels_available() is False
+    import companion_kernels
+
+    assert companion_kernels.__name__ == "companion_kernels"

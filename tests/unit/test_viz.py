@@ -1,0 +1,38 @@
+import ipywidgets as widgets
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from companion.viz import Explorer
+from companion.viz.explorer import split_view
+
+
+def test_theme_and_renderer_are_the_projects():
+    assert pio.templates.default == "companion"
+    assert pio.renderers.default == "plotly_mimetype"
+
+
+def test_explorer_calls_the_pure_update_on_every_change():
+    calls = []
+
+    def update(a, b):
+        calls.append((a, b))
+        return go.Figure(go.Scatter(y=[a, b])), f"sum {a + b}"
+
+    ex = Explorer(update, {"a": widgets.IntSlider(value=1), "b": widgets.Dropdown(options=[2, 3], value=2)})
+    assert calls == [(1, 2)]
+    assert ex.readout.value == "sum 3"
+    ex.controls["a"].value = 5
+    ex.controls["b"].value = 3
+    assert calls[-1] == (5, 3) and ex.readout.value == "sum 8"
+    assert tuple(ex.view()[0].data[0].y) == (5, 3)
+    assert "companion-explorer" in ex.widget._dom_classes
+
+
+def test_explorer_rejects_what_it_cannot_bind():
+    with pytest.raises(ValueError, match="at least one control"):
+        Explorer(lambda: go.Figure(), {})
+    with pytest.raises(TypeError, match="no value"):
+        Explorer(lambda a: go.Figure(), {"a": widgets.Button()})
+    with pytest.raises(TypeError, match="must return a go.Figure"):
+        split_view("not a figure")
