@@ -1,0 +1,127 @@
+"""Every notebook's explorers, used the way a person uses them: in JupyterLab, in Chromium.
+
+For each notebook in ``notebooks/`` (discovered, never listed by hand): open it in the private
+JupyterLab server, run all cells (CPU profile), then for every explorer it shows
+(``.companion-explorer``, rendered by ``companion.viz.Explorer``): wait until it has rendered, change
+one control (a dropdown, else a slider, else a checkbox, else a button), and require that the bound
+output — a plotly trace's data or the readout's text — changes. Error outputs in any cell and errors
+in the browser console fail the test. A screenshot of each explorer after the interaction is saved
+under ``build/ui/``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from companion.core import repo_path
+
+from .conftest import SCREENSHOTS
+
+NOTEBOOKS = sorted(p.name for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+RUN_TIMEOUT_MS = 240_000
+CHANGE_TIMEOUT_MS = 60_000
+ERROR_OUTPUT = re.compile(r"Traceback \(most recent call last\)|Cell In\[\d+\], line \d+")
+
+OUTPUT_STATE = """(el) => {
+  const plots = [...el.querySelectorAll('.js-plotly-plot')].map(p => JSON.stringify(
+      (p.data || []).map(t => [t.x, t.y, t.z, t.text, t.marker && t.marker.color])));
+  const readout = el.querySelector('.companion-readout');
+  return JSON.stringify([plots, readout ? readout.innerText : '']);
+}"""
+
+
+def wait_for_app(page) -> None:
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext", timeout=90_000)
+    page.evaluate("""async () => {
+        const panel = window.jupyterapp.shell.currentWidget;
+        await panel.context.ready; await panel.sessionContext.ready;
+    }""")
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)
+
+
+def run_all_cells(page) -> None:
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function("""() => {
+        const panel = window.jupyterapp.shell.currentWidget;
+        const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+        const busy = [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => p.innerText.includes('*'));
+        return kernel && kernel.status === 'idle' && !busy;
+    }""", timeout=RUN_TIMEOUT_MS, polling=1000)
+
+
+def cell_errors(page) -> list[str]:
+    texts = page.eval_on_selector_all(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", "els => els.map(e => e.innerText)")
+    return [t[:600] for t in texts if ERROR_OUTPUT.search(t)]
+
+
+def change_one_control(explorer) -> str:
+    """Change the first control found in the explorer; return what was changed."""
+    select = explorer.locator("select")
+    if select.count():
+        options = select.first.locator("option").all_inner_texts()
+        current = select.first.evaluate("s => s.options[s.selectedIndex] ? s.options[s.selectedIndex].text : ''")
+        other = next((o for o in options if o != current), None)
+        if other is not None:
+            select.first.select_option(label=other)
+            return f"dropdown -> {other}"
+    handle = explorer.locator(".noUi-handle")
+    if handle.count():
+        handle.first.focus()
+        for _ in range(3):
+            handle.first.press("ArrowRight")
+        return "slider +3 steps"
+    checkbox = explorer.locator("input[type=checkbox]")
+    if checkbox.count():
+        checkbox.first.click()
+        return "checkbox toggled"
+    button = explorer.locator("button")
+    if button.count():
+        button.first.click()
+        return "button clicked"
+    raise AssertionError("explorer has no control the test knows how to change")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_explorers_render_and_respond(name, lab, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    console_errors = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: console_errors.append(f"page error: {exc}"))
+    try:
+        page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}", timeout=90_000)
+        wait_for_app(page)
+        run_all_cells(page)
+        assert not cell_errors(page), f"{name}: error output in a cell:\n" + "\n---\n".join(cell_errors(page))
+
+        explorers = page.locator(".companion-explorer")
+        page.wait_for_timeout(1000)
+        count = explorers.count()
+        assert count > 0, f"{name} shows no explorer"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            explorer = explorers.nth(i)
+            explorer.scroll_into_view_if_needed()
+            explorer.locator(".companion-figure .js-plotly-plot").first.wait_for(timeout=CHANGE_TIMEOUT_MS)
+            before = explorer.evaluate(OUTPUT_STATE)
+            action = change_one_control(explorer)
+            try:
+                page.wait_for_function(f"([el, before]) => ({OUTPUT_STATE})(el) !== before", arg=[explorer.element_handle(), before],
+                                       timeout=CHANGE_TIMEOUT_MS, polling=500)
+            except Exception as exc:  # playwright's TimeoutError
+                raise AssertionError(f"{name}, explorer {i}: output did not change after {action}") from exc
+            page.wait_for_timeout(500)
+            explorer.screenshot(path=str(SCREENSHOTS / f"{name[:-6]}-explorer{i}.png"))
+        assert not cell_errors(page), f"{name}: error output after interaction:\n" + "\n---\n".join(cell_errors(page))
+        assert not console_errors, f"{name}: browser console errors: {console_errors[:5]}"
+    finally:
+        try:
+            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
+        except Exception:
+            pass
+        context.close()
