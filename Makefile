@@ -34,10 +34,10 @@ test: $(STAMP) ## every test: unit, kernels (Triton interpreter), notebooks (pap
 	$(MAKE) --no-print-directory test-unit test-kernels test-notebooks test-ui
 
 test-unit: $(STAMP) ## unit tests of the library
-	$(PY) -m pytest tests/unit -q -n 2
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/unit -q -n 2
 
 test-kernels: $(STAMP) ## kernel tests on the CPU under TRITON_INTERPRET=1
-	TRITON_INTERPRET=1 $(PY) -m pytest tests/kernels -q -n 2
+	TRITON_INTERPRET=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/kernels -q -n 2
 
 test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limit), then contract + golden checks
 	rm -rf build/test-notebooks

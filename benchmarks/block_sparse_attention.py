@@ -9,7 +9,8 @@ form) and ours. Median of ``triton.testing.do_bench``. Effective TFLOP/s counts 
 4 * B * H * D * N^2 / 2 * density. Also times ``pooled_attention_map`` against a naive PyTorch version
 with peak memory, and (``--sweep``) the kernel variants of the notes file at N=32k.
 
-    python benchmarks/block_sparse_attention.py            # GPU, about 4 minutes
+    python benchmarks/block_sparse_attention.py --sweep    # GPU: about 80 s on an H200 (compiles included)
+    python benchmarks/block_sparse_attention.py            # GPU, the default kernel config only
     python benchmarks/block_sparse_attention.py --smoke    # CPU, tiny, reference/interpreter path
 """
 
@@ -31,6 +32,7 @@ from companion.core import save_results  # noqa: E402
 from companion_kernels.block_sparse import (  # noqa: E402
     block_sparse_attention,
     dense_to_index,
+    index_to_dense,
     mask_density,
     pooled_attention_map,
     random_block_mask,
@@ -41,17 +43,24 @@ from companion_kernels.block_sparse.triton import (  # noqa: E402
 )
 
 VARIANTS = {  # name -> config of the forward kernel (see benchmarks/block_sparse_NOTES.md)
-    "ptr_w8_s2": dict(tma=0, num_warps=8, num_stages=2),
-    "ptr_w8_s3": dict(tma=0, num_warps=8, num_stages=3),
-    "ptr_w8_s4": dict(tma=0, num_warps=8, num_stages=4),
-    "tma2_w8_s2": dict(tma=2, num_warps=8, num_stages=2),
     "tma2_w8_s3": dict(tma=2, num_warps=8, num_stages=3),
     "tma4_w8_s3": dict(tma=4, num_warps=8, num_stages=3),
-    "ptr_sub64_w8_s3": dict(tma=0, sub_n=64, num_warps=8, num_stages=3),
+    "tma2_w8_s2": dict(tma=2, num_warps=8, num_stages=2),
+    "ptr_w8_s3": dict(tma=0, num_warps=8, num_stages=3),
     "tma2_sub64_w8_s3": dict(tma=2, sub_n=64, num_warps=8, num_stages=3),
-    "ptr_maskall_w8_s3": dict(tma=0, mask_always=True, num_warps=8, num_stages=3),
-    "tma2_ws_w8_s3": dict(tma=2, warp_spec=True, num_warps=8, num_stages=3),
+    "tma2_splitm64_sub64_w4_s3": dict(tma=2, block_m=64, sub_n=64, num_warps=4, num_stages=3),
+    "tma2_splitm64_w4_s2": dict(tma=2, block_m=64, num_warps=4, num_stages=2),
 }
+VARIANTS_B64 = {  # block_size=64 (SeerAttention's default), 32k, density 0.1
+    "b64_tma2_w4_s3": dict(tma=2, sub_n=64, num_warps=4, num_stages=3),
+    "b64_tma2_w4_s2": dict(tma=2, sub_n=64, num_warps=4, num_stages=2),
+}
+
+
+def checkpoint(name, results):
+    """Write what is measured so far to $OUT (a run stopped by a time limit still leaves its numbers)."""
+    if os.environ.get("OUT"):
+        save_results(name, {**results, "partial": True}, out_dir=os.environ["OUT"])
 
 
 def log(*a):
@@ -121,7 +130,21 @@ def run_sweep(dev, results, quick_n):
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         log(row)
         rows.append(row)
+    idx64, cnt64 = dense_to_index(random_block_mask(b, h, n // 64, 0.1, generator=g).to(dev))
+    ref64 = block_sparse_attention_triton(q, k, v, idx64, cnt64, block_size=64, config=dict(tma=0))
+    for name, c64 in VARIANTS_B64.items():
+        row = {"variant": name, "config": c64, "block_size": 64}
+        try:
+            out = block_sparse_attention_triton(q, k, v, idx64, cnt64, block_size=64, config=c64)
+            row["err_vs_ptr_0.1"] = rel_err(out, ref64)
+            row["ms_0.1"] = bench(lambda: block_sparse_attention_triton(q, k, v, idx64, cnt64, block_size=64, config=c64), 200)
+            row["tflops_0.1"] = flops(b, h, d, n, mask_density(index_to_dense(idx64, cnt64, n // 64))) / row["ms_0.1"] / 1e9
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        log(row)
+        rows.append(row)
     results["sweep"] = {"n": n, "rows": rows}
+    rows = [r for r in rows if r.get("block_size", 128) == 128]
     ok = [r for r in rows if "error" not in r and max(r["err_vs_ptr_0.1"], r["err_vs_ptr_1.0"]) < 1e-2]
     best = min(ok, key=lambda r: math.sqrt(r["ms_0.1"] * r["ms_1.0"]))
     log("best variant:", best["variant"])
@@ -194,6 +217,8 @@ def run_main(dev, results, cfg, ns, densities, do_flex=True):
                 row["speedup_vs_sdpa_cudnn"] = cu[0]["ms"] / ms
             log(row)
             rows.append(row)
+            results["main"] = rows
+            checkpoint(results["_name"], results)
             del out, idx, cnt, mask
         del q, k, v, dense_ref
         torch.cuda.empty_cache()
@@ -286,18 +311,20 @@ def main():
         sys.exit("this benchmark needs a CUDA GPU (use --smoke on a CPU)")
     dev = torch.device("cuda")
     t0 = time.time()
-    results = {"protocol": __doc__.split("\n\n")[1].replace("\n", " ")}
+    results = {"protocol": __doc__.split("\n\n")[1].replace("\n", " "), "_name": args.name}
     cfg = default_config(128, 128, torch.bfloat16)
     if args.sweep:
         cfg.update(run_sweep(dev, results, 32768))
     results["config"] = cfg
     log("config:", cfg)
+    checkpoint(args.name, results)
     ns = [int(x) for x in args.ns.split(",") if x]
     dens = [float(x) for x in args.densities.split(",") if x]
     run_main(dev, results, cfg, ns, dens, do_flex=not args.no_flex)
     if not args.no_pooled:
         run_pooled(dev, results, ns_ours=[8192, 32768], n_naive=8192)
     results["wall_s"] = time.time() - t0
+    results.pop("_name")
     path = save_results(args.name, results)
     log("saved", path)
     if os.environ.get("OUT"):

@@ -94,12 +94,14 @@ def _check_index(block_index, block_count, b, hq, nqb, nkb, device, check_values
         )
     if tuple(block_count.shape) != (bi, hi, qi):
         _fail(f"block_count shape {tuple(block_count.shape)} must be {(bi, hi, qi)} (block_index without maxK)")
-    if check_values:
-        if bool(((block_count < 0) | (block_count > mk)).any()):
-            _fail(f"block_count entries must lie in [0, maxK={mk}]")
+    if check_values:  # one device sync for both checks
         valid = torch.arange(mk, device=device) < block_count.unsqueeze(-1)
-        bad = valid & ((block_index < 0) | (block_index >= nkb))
-        if bool(bad.any()):
+        bad_idx = (valid & ((block_index < 0) | (block_index >= nkb))).any()
+        bad_cnt = ((block_count < 0) | (block_count > mk)).any()
+        flags = torch.stack([bad_cnt, bad_idx]).tolist()
+        if flags[0]:
+            _fail(f"block_count entries must lie in [0, maxK={mk}]")
+        if flags[1]:
             _fail(f"block_index has entries outside [0, nKB={nkb}) within block_count")
 
 
@@ -120,8 +122,9 @@ def block_sparse_attention(
 
     q ``[B, Hq, N, D]``; k, v ``[B, Hkv, N, D]`` with Hq a multiple of Hkv (GQA by head mapping);
     D in {32, 64, 128}; float32/float16/bfloat16; any N (ragged last block).
-    block_index int32 ``[B, Hq, nQB, maxK]``: key-block ids of each query block (entries past
-    block_count are ignored); block_count int32 ``[B, Hq, nQB]``. Batch/head dims of size 1 broadcast.
+    block_index int32 ``[B, Hq, nQB, maxK]``: distinct key-block ids of each query block, any order
+    (entries past block_count are ignored); block_count int32 ``[B, Hq, nQB]``. Batch/head dims of
+    size 1 broadcast. ``masks.dense_to_index`` builds both from a boolean block mask.
     nQB = nKB = ceil(N / block_size), block_size in {64, 128}.
     causal: token-level causal masking (key j <= query i) on top of the block selection; a selected
     block above the diagonal then contributes nothing. sm_scale defaults to 1/sqrt(D).

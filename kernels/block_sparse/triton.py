@@ -11,8 +11,16 @@ The token-level mask (causal diagonal, ragged tail) is computed only for the blo
 Masked scores are -inf and the row max is made "safe" (0 while still -inf), so a row that never sees
 an admissible key keeps l_i = 0 and is written as zeros, never NaN. GQA maps query head h to key head
 h // group; K and V are never copied. Query blocks are scheduled longest-first (causal rows grow with
-the block id). Loads use Hopper's tensor-memory accelerator through host tensor descriptors when
-``USE_TMA`` (4-D descriptors, so the ragged tail is zero-filled per head) or plain pointers.
+the block id). Loads use Hopper's tensor-memory accelerator through host tensor descriptors
+(``TMA=2``: flat [B*H*N, D] descriptors when N is a multiple of the block; ``TMA=4``: rank-4
+descriptors that zero-fill the ragged tail per head) or plain pointers (``TMA=0``); the TMA loads are
+what Triton multi-buffers (3 stages) for this loop. Index ids are assumed distinct (a repeated id would
+be counted twice); the api's ``dense_to_index`` produces distinct, ascending ids. Variants and their
+H200 timings: benchmarks/block_sparse_NOTES.md.
+
+Interpreter note: the CPU interpreter of triton 3.6 with numpy >= 2.4 cannot use a loaded scalar as a
+``for`` bound (it calls ``int()`` on a 1-element array), so under ``INTERPRET`` the same loop bodies
+run in ``while`` loops; compiled code keeps ``for`` loops, which Triton software-pipelines.
 
 ``_pooled_map`` (pooled attention map, no O(N^2/B) buffer): the official kernel stores each tile's row
 maxima in R[N, n] and rescales after the loop. Here one program owns a whole row of blocks: pass 1
@@ -115,6 +123,7 @@ def _bsa_fwd(
     H, GROUP, N, NB,
     HEAD_DIM: tl.constexpr,
     BLOCK: tl.constexpr,
+    BLOCK_M: tl.constexpr,
     SUB_N: tl.constexpr,
     CAUSAL: tl.constexpr,
     EVEN_N: tl.constexpr,
@@ -124,7 +133,9 @@ def _bsa_fwd(
     WARP_SPEC: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
-    qb = NB - 1 - tl.program_id(0)  # longest causal rows first
+    SPLIT: tl.constexpr = BLOCK // BLOCK_M  # programs per query block (each takes BLOCK_M rows)
+    qb = NB - 1 - tl.program_id(0) // SPLIT  # longest causal rows first
+    row0 = qb * BLOCK + (tl.program_id(0) % SPLIT) * BLOCK_M
     pid_bh = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
@@ -133,7 +144,7 @@ def _bsa_fwd(
     q_row0 = (b * H + h) * N
     kv_row0 = (b * hkv + hk) * N
 
-    offs_m = qb * BLOCK + tl.arange(0, BLOCK)
+    offs_m = row0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     offs_s = tl.arange(0, SUB_N)
 
@@ -144,12 +155,12 @@ def _bsa_fwd(
     idx_base = IDX + b.to(tl.int64) * stride_ib + h.to(tl.int64) * stride_ih + qb.to(tl.int64) * stride_iq
     cnt = tl.load(CNT + b * stride_cb + h * stride_ch + qb)
 
-    q = _load_tile(q_base, desc_q, q_row0, b, h, qb * BLOCK, tl.arange(0, BLOCK), offs_d, stride_qn, N,
-                   EVEN_N, TMA, BLOCK, HEAD_DIM)
+    q = _load_tile(q_base, desc_q, q_row0, b, h, row0, tl.arange(0, BLOCK_M), offs_d, stride_qn, N,
+                   EVEN_N, TMA, BLOCK_M, HEAD_DIM)
 
-    m_i = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK], dtype=tl.float32)
-    acc = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
 
     if INTERPRET:  # the CPU interpreter cannot take a loaded scalar as a for-loop bound
         it = 0
@@ -305,13 +316,14 @@ def _pooled_map(
 def default_config(block_size: int, head_dim: int, dtype: torch.dtype) -> dict:
     """Launch parameters of the forward kernel per shape (Hopper-tuned; benchmarks/block_sparse_NOTES.md).
 
-    tma: 0 plain pointer loads, 2 flat 2-D TMA descriptors (N a multiple of the block, B/H/N dims
+    block_m: query rows per program (a divisor of block_size: two programs may share one query block's
+    key list); tma: 0 plain pointer loads, 2 flat 2-D TMA descriptors (N a multiple of the block, B/H/N dims
     contiguous), 4 rank-4 TMA descriptors; sub_n: key sub-tile width; mask_always: compute the token
     mask on every tile instead of branching on the blocks that need it; warp_spec: Triton's automatic
     warp specialization of the key loop."""
     if block_size == 128:
-        return {"num_warps": 8, "num_stages": 3, "sub_n": 128, "tma": 0, "mask_always": False, "warp_spec": False}
-    return {"num_warps": 4, "num_stages": 3, "sub_n": 64, "tma": 0, "mask_always": False, "warp_spec": False}
+        return {"num_warps": 8, "num_stages": 3, "sub_n": 128, "tma": 2, "mask_always": False, "warp_spec": False}
+    return {"num_warps": 4, "num_stages": 3, "sub_n": 64, "tma": 2, "mask_always": False, "warp_spec": False}
 
 
 def _flat_ok(t: torch.Tensor) -> bool:
@@ -361,22 +373,23 @@ def block_sparse_attention_triton(
     if cnt.stride(-1) != 1:
         cnt = cnt.contiguous()
     sub_n = min(cfg["sub_n"], block_size)
+    block_m = min(cfg.get("block_m", block_size), block_size)
     tma = int(cfg["tma"]) if TensorDescriptor is not None else 0
     if tma == 2 and not (n % block_size == 0 and _flat_ok(q) and _flat_ok(k) and _flat_ok(v)):
         tma = 4
     if tma == 4 and not all(_tma_ok(t) for t in (q, k, v)):
         tma = 0
     if tma == 2:
-        desc_q = TensorDescriptor(q, [b * hq * n, d], [d, 1], [block_size, d])
+        desc_q = TensorDescriptor(q, [b * hq * n, d], [d, 1], [block_m, d])
         desc_k = TensorDescriptor(k, [b * hkv * n, d], [d, 1], [sub_n, d])
         desc_v = TensorDescriptor(v, [b * hkv * n, d], [d, 1], [sub_n, d])
     elif tma == 4:
-        desc_q = TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, block_size, d])
+        desc_q = TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, block_m, d])
         desc_k = TensorDescriptor(k, list(k.shape), list(k.stride()), [1, 1, sub_n, d])
         desc_v = TensorDescriptor(v, list(v.shape), list(v.stride()), [1, 1, sub_n, d])
     else:
         desc_q = desc_k = desc_v = q
-    grid = (nb, b * hq)
+    grid = (nb * (block_size // block_m), b * hq)
     _bsa_fwd[grid](
         q, k, v, out, idx, cnt,
         desc_q, desc_k, desc_v,
@@ -388,7 +401,7 @@ def block_sparse_attention_triton(
         idx.stride(0), idx.stride(1), idx.stride(2),
         cnt.stride(0), cnt.stride(1),
         hq, hq // hkv, n, nb,
-        HEAD_DIM=d, BLOCK=block_size, SUB_N=sub_n, CAUSAL=causal, EVEN_N=(n % block_size == 0),
+        HEAD_DIM=d, BLOCK=block_size, BLOCK_M=block_m, SUB_N=sub_n, CAUSAL=causal, EVEN_N=(n % block_size == 0),
         TMA=tma, DOT_PREC=_dot_prec(q.dtype), MASK_ALWAYS=bool(cfg["mask_always"]),
         WARP_SPEC=bool(cfg["warp_spec"]), INTERPRET=_interpreting(),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
