@@ -34,7 +34,7 @@ def compare(reference_outputs, test_outputs, sanitize_file: Path | None = None) 
     """nbval's comparison of one cell's outputs (``IPyNbCell.compare_outputs``), without a kernel."""
     from nbval import plugin
 
-    patterns = plugin.get_sanitize_patterns(Path(sanitize_file).read_text()) if sanitize_file else {}
+    patterns = dict(plugin.get_sanitize_patterns(Path(sanitize_file).read_text())) if sanitize_file else {}
     comparer = SimpleNamespace(
         parent=SimpleNamespace(sanitize_patterns=patterns, skip_compare=(
             "metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",

@@ -114,6 +114,7 @@ def thread_env(jobs: int) -> dict:
 
 def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, jobs: int = 1) -> NotebookResult:
     """Run one notebook with papermill in a child process, then render it to HTML."""
+    out_dir = out_dir.resolve()  # the kernel runs in notebooks/, so it needs an absolute claims folder
     executed = out_dir / path.name
     claims_file = out_dir / f"{path.stem}.claims.json"
     claims_file.unlink(missing_ok=True)
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"PROFILE={args.profile!r} is not allowed: expected one of {', '.join(PROFILES)}")
         parameters["PROFILE"] = args.profile
     if args.out:
-        out_dir = Path(args.out)
+        out_dir = Path(args.out).resolve()
         if out_dir.exists():
             raise SystemExit(f"output folder {out_dir} already exists; a run never overwrites an earlier one")
         out_dir.mkdir(parents=True)

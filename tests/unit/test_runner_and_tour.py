@@ -74,3 +74,15 @@ def test_tour_error_law():
     assert tour.estimate_pi(tour.sample_points(1, 0)) in (0.0, 4.0)
     with pytest.raises(ValueError, match="n=0"):
         tour.sample_points(0, 0)
+
+
+def test_golden_comparison_uses_nbval_and_the_sanitize_file():
+    from companion.golden import compare
+
+    sanitize = repo_path("tests", "notebooks", "sanitize.cfg")
+    ref = [nbformat.v4.new_output("stream", name="stdout", text="took 3.2 s, 7871 inside\n")]
+    same_but_slower = [nbformat.v4.new_output("stream", name="stdout", text="took 41.0 s, 7871 inside\n")]
+    different = [nbformat.v4.new_output("stream", name="stdout", text="took 3.2 s, 7870 inside\n")]
+    assert compare(ref, same_but_slower, sanitize)[0]
+    ok, report = compare(ref, different, sanitize)
+    assert not ok and "7870" in report
