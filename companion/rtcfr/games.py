@@ -31,7 +31,11 @@ import scipy.sparse as sp
 
 from companion.core.validation import ParameterError
 
-# Preset names -> OpenSpiel game strings. Sizes (histories / infosets) are those OpenSpiel gives.
+# Preset names -> OpenSpiel game strings. The paper's games: Kuhn (58 histories / 12 infosets),
+# Leduc (9,457 / 936), Liar's Dice(6) (294,883 / 24,576), Goofspiel(6) (969,523 / 34,482) and
+# Battleship(3) (732,607 / 81,027); the strings below reproduce those counts exactly in OpenSpiel
+# 2.0.2 (Battleship(3): a 2x3 board, one ship of size 2, 3 shots each; the ship value 2 is a guess,
+# it only scales payoffs). Smaller members of each family are for the CPU.
 GAMES = {
     "kuhn_poker": "kuhn_poker",
     "leduc_poker": "leduc_poker",
@@ -42,9 +46,32 @@ GAMES = {
     "goofspiel_3": "goofspiel(num_cards=3,imp_info=True,points_order=descending)",
     "goofspiel_4": "goofspiel(num_cards=4,imp_info=True,points_order=descending)",
     "goofspiel_5": "goofspiel(num_cards=5,imp_info=True,points_order=descending)",
-    "battleship_2": "battleship(board_width=2,board_height=2,ship_sizes=[2],ship_values=[1],num_shots=3,allow_repeated_shots=False)",
-    "battleship_3": "battleship(board_width=3,board_height=3,ship_sizes=[2],ship_values=[1],num_shots=3,allow_repeated_shots=False)",
+    "goofspiel_6": "goofspiel(num_cards=6,imp_info=True,points_order=descending)",
+    "battleship_2x2": "battleship(board_width=2,board_height=2,ship_sizes=[2],ship_values=[2],num_shots=3,allow_repeated_shots=False)",
+    "battleship_3": "battleship(board_width=2,board_height=3,ship_sizes=[2],ship_values=[2],num_shots=3,allow_repeated_shots=False)",
 }
+# how the paper names them
+PAPER_NAMES = {
+    "kuhn_poker": "Kuhn", "leduc_poker": "Leduc", "liars_dice_3": "Liar's Dice(3)", "liars_dice_4": "Liar's Dice(4)",
+    "liars_dice_5": "Liar's Dice(5)", "liars_dice_6": "Liar's Dice(6)", "goofspiel_3": "Goofspiel(3)",
+    "goofspiel_4": "Goofspiel(4)", "goofspiel_5": "Goofspiel(5)", "goofspiel_6": "Goofspiel(6)",
+    "battleship_2x2": "Battleship(2x2)", "battleship_3": "Battleship(3)",
+}
+
+
+@dataclass(frozen=True)
+class Level:
+    """The infosets of one depth: sequences lo:hi, infosets a:b, and where their values go up."""
+
+    lo: int
+    hi: int
+    a: int
+    b: int
+    local_starts: np.ndarray  # infoset block starts relative to lo (for reduceat)
+    p_lo: int  # parent sequences of this level lie in p_lo:p_hi
+    p_hi: int
+    parent_local: np.ndarray  # parent sequence of each infoset, relative to p_lo
+    seq_parent: np.ndarray  # parent sequence of each sequence lo:hi (absolute)
 
 
 @dataclass
@@ -78,8 +105,19 @@ class Treeplex:
             (int(self.infoset_start[a]), int(self.infoset_start[b - 1] + self.infoset_size[b - 1]))
             for a, b in zip(self.depth_starts[:-1], self.depth_starts[1:])
         ]
-        if self.infoset_keys:
-            self.key_index = {k: i for i, k in enumerate(self.infoset_keys)}
+        # per-depth blocks used by the vectorised passes (sequence ranges are contiguous per depth;
+        # the parents of depth-d infosets are sequences of depth d-1, or the empty sequence 0)
+        self.levels = []
+        for d, (lo, hi) in enumerate(self.depth_seq):
+            a, b = int(self.depth_starts[d]), int(self.depth_starts[d + 1])
+            p_lo, p_hi = (0, 1) if d == 0 else self.depth_seq[d - 1]
+            parents = self.infoset_parent[a:b]
+            if parents.size and (parents.min() < p_lo or parents.max() >= p_hi):
+                raise ValueError("treeplex depth order is broken: a parent sequence is not one level up")
+            self.levels.append(Level(lo, hi, a, b, self.infoset_start[a:b] - lo, p_lo, p_hi, parents - p_lo,
+                                     self.seq_parent[lo:hi]))
+        self.infoset_starts0 = self.infoset_start - 1  # block starts within the sequences 1..n_seq-1
+        self.key_index = {k: i for i, k in enumerate(self.infoset_keys)}
 
     @property
     def n_infosets(self) -> int:
@@ -273,3 +311,26 @@ def openspiel_game(name: str):
 @functools.lru_cache(maxsize=16)
 def _openspiel_game(name):
     return load_openspiel_game(name)
+
+
+def data_path(name: str) -> Path:
+    """Where the compiled arrays of a preset live in the repository (``data/rtcfr/<name>.npz``)."""
+    from companion.core.paths import repo_path
+
+    return repo_path("data", "rtcfr", f"{name}.npz")
+
+
+def get_game(name: str) -> CompiledGame:
+    """A compiled game: from OpenSpiel when it is installed, else from ``data/rtcfr/<name>.npz``.
+
+    The GPU machine has no OpenSpiel; ``data/rtcfr/make_games.py`` writes the .npz files here.
+    """
+    try:
+        import pyspiel  # noqa: F401
+    except ImportError:
+        path = data_path(name) if isinstance(name, str) and name in GAMES else None
+        if path is None or not path.exists():
+            raise ParameterError("game", name, "a preset with compiled arrays in data/rtcfr/ when open_spiel is not "
+                                 f"installed: {sorted(p.stem for p in data_path('x').parent.glob('*.npz'))}") from None
+        return CompiledGame.load(path)
+    return compile_game(name)
