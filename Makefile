@@ -7,10 +7,11 @@ STAMP := $(VENV)/.installed
 PAPERS ?=
 PROFILE ?=
 JOBS ?= 2
+GPU_BENCHMARKS ?= block_sparse_attention seer_attention_gpu delta_attention_ladder zeros_attention_kernel scalekv_gpu hyperet_gpu sudoku_train_gpu rtcfr_gpu kernelshap_gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup run test test-unit test-kernels test-notebooks test-ui lab bench clean
+.PHONY: help setup run test test-unit test-kernels test-notebooks test-ui lab bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -50,8 +51,11 @@ test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
 lab: $(STAMP) ## JupyterLab on 127.0.0.1 with token authentication, in notebooks/
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"
 
-bench: $(STAMP) ## CPU benchmarks (GPU benchmarks: see benchmarks/README.md)
+bench: $(STAMP) ## CPU benchmarks (results in benchmarks/results/)
 	@for f in benchmarks/*_cpu.py; do [ -e "$$f" ] && echo "==> $$f" && $(PY) $$f; done
+
+bench-gpu: $(STAMP) ## GPU benchmarks, on a CUDA machine (see benchmarks/README.md)
+	PYTHON=$(PY) benchmarks/run_gpu.sh $(GPU_BENCHMARKS)
 
 clean: ## remove build outputs (keeps runs/ and the virtualenv)
 	rm -rf build .pytest_cache
