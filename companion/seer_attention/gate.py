@@ -206,6 +206,10 @@ class AttnGate(nn.Module):
         return gate_logits(qp, kp, self.w_q, self.w_k, block_size=self.block_size, causal=self.causal,
                            rope_theta=self.rope_theta, position_offset=position_offset)
 
+    def scores_from_pooled(self, qp: torch.Tensor, kp: torch.Tensor, position_offset: int = 0) -> torch.Tensor:
+        """Softmax of :meth:`logits_from_pooled`: the gate's block scores (rows sum to 1)."""
+        return torch.softmax(self.logits_from_pooled(qp, kp, position_offset), dim=-1)
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, position_offset: int = 0) -> torch.Tensor:
         """Gate logits ``[B, H, n, n]`` for ``q``, ``k`` taken before RoPE; softmax them for scores."""
         return self.logits_from_pooled(*self.pool(q, k), position_offset=position_offset)

@@ -151,7 +151,13 @@ def _seer_attention_function(module, query, key, value, attention_mask, scaling=
 
 
 def _register() -> None:
-    from transformers import AttentionInterface
+    try:
+        from transformers import AttentionInterface
+    except ImportError as err:  # transformers < 4.48
+        raise AttentionCaptureError(
+            "SeerAttention's hooks need transformers >= 4.48 (the pluggable AttentionInterface); "
+            "upgrade transformers"
+        ) from err
 
     AttentionInterface.register(ATTN_NAME, _seer_attention_function)
     try:  # let transformers build masks for our implementation the way it does for SDPA
@@ -217,7 +223,7 @@ def attention_session(model: nn.Module, handler: Callable[..., torch.Tensor]):
     previous = model.config._attn_implementation
     session = _Session(model, handler, layout.num_heads, layout.num_kv_heads, layout.head_dim)
     try:
-        model.set_attn_implementation(ATTN_NAME)
+        _set_implementation(model, ATTN_NAME)
     except Exception as err:
         session.close()
         raise AttentionCaptureError(
@@ -230,4 +236,19 @@ def attention_session(model: nn.Module, handler: Callable[..., torch.Tensor]):
     finally:
         _ACTIVE.remove(session)
         session.close()
-        model.set_attn_implementation(previous)
+        _set_implementation(model, previous)
+
+
+def _set_implementation(model: nn.Module, name: str) -> None:
+    """``model.set_attn_implementation`` where it exists (transformers >= 4.56), else the config field
+    that attention layers read at every forward (older versions)."""
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is not None:
+        try:
+            setter(name)
+        except (ValueError, AttributeError, NotImplementedError):
+            model.config._attn_implementation = name
+    else:
+        model.config._attn_implementation = name
+    if model.config._attn_implementation != name:
+        raise AttentionCaptureError(f"could not switch the attention implementation of {type(model).__name__} to {name!r}")

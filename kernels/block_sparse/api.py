@@ -1,7 +1,7 @@
 """Entry points of the block-sparse attention op: input validation and dispatch.
 
-``impl="auto"`` runs the Triton kernel when the tensors are on a CUDA device and the plain-PyTorch
-reference otherwise; ``"triton"`` forces the kernel (on a CPU only under ``TRITON_INTERPRET=1``);
+``impl="auto"`` runs the Triton kernel when the tensors are on a CUDA device and the kernel supports
+the block size and head dim, and the plain-PyTorch reference otherwise; ``"triton"`` forces the kernel (on a CPU only under ``TRITON_INTERPRET=1``);
 ``"reference"`` forces the oracle. See ``reference.py`` for the exact semantics and ``triton.py``
 for the kernels (SeerAttention, paper 01; Delta Attention, paper 09).
 """
@@ -35,9 +35,9 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_si
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             _fail(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
-        if t.dtype not in _DTYPES and not (t.dtype == torch.float64 and impl == "reference"):
+        if t.dtype not in _DTYPES and not (t.dtype == torch.float64 and impl != "triton"):
             raise TypeError(
-                f"{name} has dtype {t.dtype}; allowed: float32, float16, bfloat16 (float64 with impl='reference')"
+                f"{name} has dtype {t.dtype}; allowed: float32, float16, bfloat16 (float64 with the reference)"
             )
         if t.stride(-1) != 1:
             _fail(f"{name} must have a contiguous last dim (stride 1), got strides {t.stride()}; call .contiguous()")
@@ -47,8 +47,6 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_si
         if t.device != q.device:
             _fail(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
     b, hq, n, d = q.shape
-    if d not in _HEAD_DIMS:
-        _fail(f"head dim D={d} is not supported; allowed: {_HEAD_DIMS}")
     if n < 1:
         _fail("sequence length N must be >= 1")
     if k.shape[0] != b or k.shape[2] != n or k.shape[3] != d:
@@ -58,8 +56,8 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_si
     hkv = k.shape[1]
     if hkv < 1 or hq % hkv != 0:
         _fail(f"query heads Hq={hq} must be a multiple of key/value heads Hkv={hkv}")
-    if block_size not in _BLOCK_SIZES:
-        _fail(f"block_size={block_size!r} is not supported; allowed: {_BLOCK_SIZES}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        _fail(f"block_size={block_size!r} must be a positive integer")
     if impl not in _IMPLS:
         _fail(f"impl={impl!r} is not allowed; choose one of {_IMPLS}")
     if not isinstance(causal, bool):
@@ -68,11 +66,21 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_si
         _fail(f"sm_scale must be a positive finite number or None, got {sm_scale!r}")
 
 
-def _resolve_impl(impl: str, device: torch.device) -> str:
+def _resolve_impl(impl: str, q: torch.Tensor, block_size: int) -> str:
+    """The implementation to run. The Triton kernels compile for block sizes 64/128 and D in {32, 64, 128};
+    the reference takes any block size and head dim (MiniLM's 16-token blocks, say). ``auto`` picks the
+    kernel on CUDA when it supports the shape and dtype, the reference otherwise."""
+    device, head_dim = q.device, q.shape[-1]
     if impl == "auto":
-        return "triton" if device.type == "cuda" else "reference"
-    if impl == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
-        _fail("impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); use impl='auto'")
+        supported = block_size in _BLOCK_SIZES and head_dim in _HEAD_DIMS and q.dtype in _DTYPES
+        impl = "triton" if device.type == "cuda" and supported else "reference"
+    if impl == "triton":
+        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+            _fail("impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); use impl='auto'")
+        if block_size not in _BLOCK_SIZES:
+            _fail(f"block_size={block_size!r} is not supported by the Triton kernel; allowed: {_BLOCK_SIZES} (any with impl='reference')")
+        if head_dim not in _HEAD_DIMS:
+            _fail(f"head dim D={head_dim} is not supported by the Triton kernel; allowed: {_HEAD_DIMS} (any with impl='reference')")
     return impl
 
 
@@ -121,11 +129,12 @@ def block_sparse_attention(
     """Attention over the selected key blocks of each query block.
 
     q ``[B, Hq, N, D]``; k, v ``[B, Hkv, N, D]`` with Hq a multiple of Hkv (GQA by head mapping);
-    D in {32, 64, 128}; float32/float16/bfloat16; any N (ragged last block).
+    float32/float16/bfloat16; any N (ragged last block). The Triton kernel takes D in {32, 64, 128} and
+    block_size in {64, 128}; the reference (impl="reference", or "auto" off CUDA) takes any.
     block_index int32 ``[B, Hq, nQB, maxK]``: distinct key-block ids of each query block, any order
     (entries past block_count are ignored); block_count int32 ``[B, Hq, nQB]``. Batch/head dims of
     size 1 broadcast. ``masks.dense_to_index`` builds both from a boolean block mask.
-    nQB = nKB = ceil(N / block_size), block_size in {64, 128}.
+    nQB = nKB = ceil(N / block_size).
     causal: token-level causal masking (key j <= query i) on top of the block selection; a selected
     block above the diagonal then contributes nothing. sm_scale defaults to 1/sqrt(D).
     A query row with no admissible key returns zeros. Returns ``[B, Hq, N, D]`` in q's dtype.
@@ -136,7 +145,7 @@ def block_sparse_attention(
     b, hq, n, d = q.shape
     nb = math.ceil(n / block_size)
     _check_index(block_index, block_count, b, hq, nb, nb, q.device, check_index)
-    which = _resolve_impl(impl, q.device)
+    which = _resolve_impl(impl, q, block_size)
     if which == "reference":
         return block_sparse_attention_reference(
             q, k, v, block_index, block_count, block_size=block_size, causal=causal, sm_scale=sm_scale
@@ -164,7 +173,7 @@ def pooled_attention_map(
     (row statistics, then tile maxima) and keeps no per-row buffer: its only output is the map.
     """
     _check_qk(q, k, None, block_size, impl, sm_scale, causal)
-    which = _resolve_impl(impl, q.device)
+    which = _resolve_impl(impl, q, block_size)
     if which == "reference":
         return pooled_attention_map_reference(q, k, block_size=block_size, causal=causal, sm_scale=sm_scale)
     from .triton import pooled_attention_map_triton

@@ -281,3 +281,18 @@ def test_gpu_pooled_map_bf16():
     got = pooled_attention_map(q, k, block_size=64)
     want = pooled_attention_map(q.float(), k.float(), block_size=64, impl="reference")
     torch.testing.assert_close(got, want, atol=3e-3, rtol=3e-2)
+
+
+def test_any_block_size_runs_the_reference_and_the_kernel_says_what_it_supports():
+    from companion_kernels.block_sparse import block_sparse_attention, dense_to_index, pooled_attention_map
+    from companion_kernels.block_sparse.reference import block_sparse_attention_reference
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 24) for _ in range(3))  # block 16, D = 24: reference only
+    mask = torch.rand(1, 2, 3, 3) < 0.6
+    index, count = dense_to_index(mask)
+    out = block_sparse_attention(q, k, v, index, count, block_size=16, causal=False)
+    torch.testing.assert_close(out, block_sparse_attention_reference(q, k, v, index, count, block_size=16, causal=False))
+    assert pooled_attention_map(q, k, block_size=16).shape == (1, 2, 3, 3)
+    with pytest.raises(ValueError, match="not supported by the Triton kernel; allowed: \\(64, 128\\)"):
+        block_sparse_attention(q, k, v, index, count, block_size=16, causal=False, impl="triton")
