@@ -118,7 +118,9 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
     executed = out_dir / path.name
     claims_file = out_dir / f"{path.stem}.claims.json"
     claims_file.unlink(missing_ok=True)
-    env = {**os.environ, **thread_env(jobs), CLAIMS_DIR_ENV: str(out_dir), "PYTHONUNBUFFERED": "1"}
+    # TOKENIZERS_PARALLELISM=false: the tokenizers' thread pool after a fork can hang an ipykernel 7 kernel.
+    env = {**os.environ, **thread_env(jobs), CLAIMS_DIR_ENV: str(out_dir), "PYTHONUNBUFFERED": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "papermill", str(path), str(executed), "--cwd", str(path.parent),
            "--kernel", "python3", "--no-progress-bar", "--log-level", "ERROR"]
     for key, value in parameters.items():

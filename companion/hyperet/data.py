@@ -21,6 +21,7 @@ unit test checks the cache against a live MiniLM run.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,12 @@ import numpy as np
 import torch
 
 from companion.core.validation import ParameterError, check_choice, check_float, check_int
+
+# A handful of prompts gains nothing from the tokenizers' Rust thread pool. With it enabled, papermill
+# (ipykernel 7) intermittently waited forever on a widget cell after MiniLM had run; with it off it did
+# not. Opt out before any tokenizer is loaded, unless the user chose otherwise (the Makefile exports
+# TOKENIZERS_PARALLELISM=false as well).
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 LEVELS = ("fine", "mid", "coarse")
 TASKS = ("digits", "shapes")

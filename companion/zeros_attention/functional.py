@@ -71,6 +71,7 @@ __all__ = [
     "zeros_weights",
     "softmax_weights",
     "zeros_explicit",
+    "zeros_quadratic",
     "zeros_scan",
     "zeros_chunked",
     "three_key_features",
@@ -235,7 +236,7 @@ def taylor_split(s: torch.Tensor, *, causal: bool = True):
     Sm = S.masked_fill(~vis, 0.0)
     mean = Sm.sum(-1, keepdim=True) / n
     p = torch.softmax(S.masked_fill(~vis, float("-inf")), dim=-1)
-    zero = vis.to(S.dtype) / n
+    zero = (vis.to(S.dtype) / n).expand_as(S)
     first = torch.where(vis, (S - mean) / n, torch.zeros((), dtype=S.dtype, device=S.device))
     higher = torch.where(vis, p - zero - first, torch.zeros((), dtype=S.dtype, device=S.device))
     return p, zero, first, higher
@@ -276,6 +277,30 @@ def zeros_explicit(q, k, v, s, sigma1, sigmah, *, causal: bool = True, sigma0=No
     w = r * cos
     o = torch.einsum("bhti,bihe->bthe", w, v)
     return (o, w) if return_weights else o
+
+
+def zeros_quadratic(q, k, v, s, sigma1, sigmah, *, causal: bool = True, sigma0=None):
+    """O(T^2) ZeroS via the closed form ``r_{t,i} = sigmah_t p_{t,i} + beta_t s_i + gamma_t``.
+
+    The same function as :func:`zeros_explicit` (tested equal) with fewer [T, T] temporaries:
+    ``p_{t,i} = exp(s_i - logcumsumexp(s)_t)``. The fastest form for short training sequences on a CPU.
+    """
+    B, T, H, d = q.shape
+    if causal:
+        n = _steps(T, s).view(1, T, 1)
+        lse, P = torch.logcumsumexp(s, dim=1), s.cumsum(1)
+    else:
+        n = torch.full((1, T, 1), float(T), dtype=s.dtype, device=s.device)
+        lse, P = torch.logsumexp(s, dim=1, keepdim=True), s.sum(1, keepdim=True)
+    beta, gamma = _coefficients(s, sigma1, sigmah, sigma0, P, n)
+    row = lambda x: x.permute(0, 2, 1).unsqueeze(-1)  # noqa: E731  [B, H, T, 1]
+    col = s.permute(0, 2, 1).unsqueeze(-2)  # [B, H, 1, T]
+    vis = _visible(T, causal, s.device)
+    expo = (col - row(lse.expand(B, T, H))).masked_fill(~vis, float("-inf"))
+    w = row(sigmah) * torch.exp(expo) + row(beta) * col + row(gamma.expand(B, T, H))
+    cos = torch.einsum("bthd,bihd->bhti", q, k)
+    w = (w * cos).masked_fill(~vis, 0.0)
+    return torch.einsum("bhti,bihe->bthe", w, v)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from companion.zeros_attention import functional as Fz
 
 __all__ = ["ZeroSAttention", "ZEROS_IMPLS", "ROPE_LAYOUTS", "VARIANTS"]
 
-ZEROS_IMPLS = ("chunked", "scan", "explicit", "kernel")
+ZEROS_IMPLS = ("chunked", "quadratic", "scan", "explicit", "kernel")
 ROPE_LAYOUTS = ("standard", "official", "none")
 VARIANTS = ("zeros", "zeros_sm")
 
@@ -53,7 +53,9 @@ class ZeroSAttention(nn.Module):
     Parameters mirror the official layer: ``d_model``, ``n_heads``, ``causal``, ``use_norm``,
     ``is_first_layer`` (adds the tanh-gated zero-order term ``sigma0/t``), ``bias``,
     ``gpt2_init`` / ``n_layers_init``; plus ``variant`` ("zeros" | "zeros_sm"), ``impl``
-    ("chunked" | "scan" | "explicit" | "kernel"), ``logits`` (see ``functional.LOGIT_TYPES``),
+    ("chunked" | "quadratic" | "scan" | "explicit" | "kernel"; all compute the same function:
+    ``chunked`` streams with O(d^2) state, ``quadratic`` is the fastest for short T on a CPU,
+    ``scan`` is the official path, ``explicit`` the Taylor-split oracle, ``kernel`` the Triton op), ``logits`` (see ``functional.LOGIT_TYPES``),
     ``rope`` ("standard" | "official" | "none"), ``rope_base``, ``chunk_size``.
     """
 
@@ -160,6 +162,8 @@ class ZeroSAttention(nn.Module):
         kw = {"causal": self.causal, "sigma0": f["sigma0"]}
         if self.impl == "explicit":
             return Fz.zeros_explicit(*args, **kw)
+        if self.impl == "quadratic":
+            return Fz.zeros_quadratic(*args, **kw)
         if self.impl == "scan":
             return Fz.zeros_scan(*args, **kw)
         if self.impl == "chunked":

@@ -155,8 +155,14 @@ def _hra_bwd_kernel(
     tl.store(part + ks[:, None] * stride_pk + cols[None, :], acc, mask=kc_ok)
 
 
-FWD_ROWS = 16
+FWD_ROWS = 16  # rows per program (fewer when R is smaller)
 BWD_ROWS = 64
+
+
+def partial_shape(w0: torch.Tensor, k: int) -> tuple[int, int, int, int]:
+    """Shape of the backward's per-program partial sums."""
+    g, r, n = w0.shape
+    return (g, triton.cdiv(r, min(BWD_ROWS, r)), k, n)
 
 
 def _meta(n: int, k: int):
@@ -166,32 +172,38 @@ def _meta(n: int, k: int):
     return block_n, k_pad, num_warps
 
 
-def hra_forward(w0: torch.Tensor, coef: torch.Tensor, block_mode: bool, sqrt_c: float) -> torch.Tensor:
-    """W [G, R, n] (W0's dtype) from contiguous W0 [G, R, n] and coefficients [G, K, n]."""
+def hra_forward(w0: torch.Tensor, coef: torch.Tensor, block_mode: bool, sqrt_c: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """W [G, R, n] (W0's dtype) from contiguous W0 [G, R, n] and coefficients [G, K, n] (fp32)."""
     g, r, n = w0.shape
     k = coef.shape[1]
-    out = torch.empty_like(w0)
+    out = torch.empty_like(w0) if out is None else out
     block_n, k_pad, num_warps = _meta(n, k)
-    grid = (triton.cdiv(r, FWD_ROWS), g)
+    rows = min(FWD_ROWS, r)
+    grid = (triton.cdiv(r, rows), g)
     _hra_fwd_kernel[grid](
         w0, coef, out, r, n, sqrt_c,
         w0.stride(0), w0.stride(1), coef.stride(0), coef.stride(1), out.stride(0), out.stride(1),
-        K=k, K_PAD=k_pad, BLOCK_N=block_n, ROWS=FWD_ROWS, BLOCK_MODE=block_mode, num_warps=num_warps,
+        K=k, K_PAD=k_pad, BLOCK_N=block_n, ROWS=rows, BLOCK_MODE=block_mode, num_warps=num_warps,
     )
     return out
 
 
-def hra_backward(w0: torch.Tensor, coef: torch.Tensor, grad_out: torch.Tensor, block_mode: bool, sqrt_c: float) -> torch.Tensor:
-    """∂L/∂coef [G, K, n] (fp32) for contiguous W0, coefficients and ∂L/∂W."""
+def hra_backward(w0: torch.Tensor, coef: torch.Tensor, grad_out: torch.Tensor, block_mode: bool, sqrt_c: float, part: torch.Tensor | None = None) -> torch.Tensor:
+    """∂L/∂coef [G, K, n] (fp32) for contiguous W0, coefficients and ∂L/∂W.
+
+    ``part`` (optional, [G, ceil(R / rows), K, n] fp32) receives the per-program partial sums.
+    """
     g, r, n = w0.shape
     k = coef.shape[1]
     block_n, k_pad, num_warps = _meta(n, k)
-    programs = triton.cdiv(r, BWD_ROWS)
-    part = torch.empty(g, programs, k, n, device=w0.device, dtype=torch.float32)
+    rows = min(BWD_ROWS, r)
+    programs = triton.cdiv(r, rows)
+    if part is None:
+        part = torch.empty(g, programs, k, n, device=w0.device, dtype=torch.float32)
     _hra_bwd_kernel[(programs, g)](
         w0, coef, grad_out, part, r, n, sqrt_c,
         w0.stride(0), w0.stride(1), coef.stride(0), coef.stride(1), grad_out.stride(0), grad_out.stride(1),
         part.stride(0), part.stride(1), part.stride(2),
-        K=k, K_PAD=k_pad, BLOCK_N=block_n, ROWS=BWD_ROWS, BLOCK_MODE=block_mode, num_warps=num_warps,
+        K=k, K_PAD=k_pad, BLOCK_N=block_n, ROWS=rows, BLOCK_MODE=block_mode, num_warps=num_warps,
     )
     return part.sum(dim=1)

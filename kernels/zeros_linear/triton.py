@@ -48,10 +48,13 @@ CHUNK = 64
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _configs():
+def _configs(sequential: bool):
+    """Two launch configurations per kernel (kept small: compile time counts in a 4-minute benchmark)."""
     if _INTERPRET:
         return [triton.Config({}, num_warps=4, num_stages=1)]
-    return [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2)]
+    if sequential:  # the state scans loop over chunks: let the loads of the next chunk pipeline
+        return [triton.Config({}, num_warps=4, num_stages=2), triton.Config({}, num_warps=4, num_stages=3)]
+    return [triton.Config({}, num_warps=4, num_stages=1), triton.Config({}, num_warps=8, num_stages=1)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -76,7 +79,7 @@ def _state_fwd_step(acc, kappa, c, k_base, v_base, s_base, l_base, h_base, hmask
     return acc, kap_new
 
 
-@triton.autotune(configs=_configs(), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_configs(True), key=["BT", "BK", "BV"])
 @triton.jit
 def _state_fwd(k, v, s, lam, h, T, H, NT,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -111,7 +114,7 @@ def _state_fwd(k, v, s, lam, h, T, H, NT,
                                          offk, offv, offt, T, H, K, V, BT, PREC)
 
 
-@triton.autotune(configs=_configs(), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
 @triton.jit
 def _out_fwd(q, k, v, s, lam, ca, cb, cg, h, o, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -181,7 +184,7 @@ def _state_bwd_step(acc, kappa, c, q_base, o_base, lam, ca, cb, cg, sc_base, dh_
     return acc, kap_new
 
 
-@triton.autotune(configs=_configs(), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_configs(True), key=["BT", "BK", "BV"])
 @triton.jit
 def _state_bwd(q, do, lam, ca, cb, cg, dh, T, H, NT,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -215,7 +218,7 @@ def _state_bwd(q, do, lam, ca, cb, cg, dh, T, H, NT,
                                          hmask, is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
 
 
-@triton.autotune(configs=_configs(), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
 @triton.jit
 def _dq_bwd(q, k, v, do, s, lam, ca, cb, cg, h, dq, da, db, dg, T, H, NT,
             K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -275,7 +278,7 @@ def _dq_bwd(q, k, v, do, s, lam, ca, cb, cg, h, dq, da, db, dg, T, H, NT,
     tl.store(dg + sc_off, gdg, mask=mrow)
 
 
-@triton.autotune(configs=_configs(), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
 @triton.jit
 def _dkv_bwd(q, k, v, do, s, lam, ca, cb, cg, dh, dk, dv, ds, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,

@@ -154,10 +154,13 @@ def test_bf16_on_gpu_matches_reference():
     got, g_got = _grads(lambda *a: zeros_linear(*a, impl="triton"), args, go)
     ref_args = [a.float() if a is not None else None for a in args]
     want, g_want = _grads(lambda *a: zeros_linear_reference(*a), ref_args, go)
-    torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=3e-2)
-    for a, b in zip(g_got, g_want):
+    rel_out = (got.float() - want).norm() / want.norm()
+    assert rel_out.item() < 2e-2
+    assert (got.float() - want).abs().max().item() < 0.1
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), g_got, g_want):
+        assert torch.isfinite(a).all(), name
         rel = (a.float() - b).norm() / (b.norm() + 1e-6)
-        assert rel.item() < 3e-2
+        assert rel.item() < 5e-2, (name, rel.item())
 
 
 @pytest.mark.gpu
@@ -166,3 +169,16 @@ def test_fp32_on_gpu_is_tight():
     got = zeros_linear(*args, impl="triton")
     want = zeros_linear_reference(*args)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_long_bf16_sequence_matches_the_chunked_library_form():
+    """Many chunks (T=8192), rising logits: the kernel's state scan against the fp32 streaming form."""
+    from companion.zeros_attention import zeros_chunked
+
+    args = _inputs(1, 8192, 4, 64, 64, torch.bfloat16, seed=13, s_trend=200.0, device="cuda")
+    got = zeros_linear(*args, impl="triton")
+    ref_args = [a.float() if a is not None else None for a in args]
+    want = zeros_chunked(*ref_args[:6], chunk_size=256)
+    assert torch.isfinite(got).all()
+    assert ((got.float() - want).norm() / want.norm()).item() < 2e-2
