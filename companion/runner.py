@@ -43,6 +43,7 @@ class NotebookResult:
     error: str = ""
     failing_cell: int | None = None
     claims: list = field(default_factory=list)
+    attempts: int = 1
 
 
 def discover(folder: Path | None = None) -> dict[str, Path]:
@@ -149,7 +150,7 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
 def table_rows(results: list[NotebookResult]) -> list[list[str]]:
     rows = []
     for r in results:
-        runtime = f"{r.seconds:.0f} s" + ("" if r.status == "passed" else f" ({r.status})")
+        runtime = f"{r.seconds:.0f} s" + ("" if r.status == "passed" else f" ({r.status})") + (" (2nd try)" if r.attempts > 1 else "")
         if r.status != "passed":
             where = f"cell {r.failing_cell}: " if r.failing_cell else ""
             rows.append([r.notebook, "—", f"{where}{r.error}"[:90], "—", r.status.upper(), runtime])
@@ -190,11 +191,18 @@ def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict) 
 
 
 def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, timeout: float | None) -> list[NotebookResult]:
+    """Execute the notebooks, ``jobs`` at a time. A notebook that exceeds its time limit is run once more
+    (and reported with ``attempts=2``): kernels started by concurrent papermill processes occasionally
+    stall on a widget cell and never finish, which a second attempt does not repeat."""
     results: dict[str, NotebookResult] = {}
     order = [p.stem for p in notebooks.values()]
 
     def one(path: Path) -> None:
         result = execute(path, out_dir, parameters, timeout, jobs)
+        if result.status == "timed out":
+            print(f"  timed out {result.seconds:6.1f} s  {path.stem}: running it once more", flush=True)
+            result = execute(path, out_dir, parameters, timeout, jobs)
+            result.attempts = 2
         results[path.stem] = result
         print(f"  {result.status:>9}  {result.seconds:6.1f} s  {path.stem}" + (f"  ({result.error})" if result.error else ""), flush=True)
         write_index(out_dir, [results[s] for s in order if s in results], parameters)
