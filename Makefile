@@ -46,7 +46,8 @@ test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limi
 	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q
 
 test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
-	bash tests/ui/setup.sh && $(PY) -m pytest tests/ui -q -n 2 || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
+	@# A kernel occasionally stalls on a widget cell under load: failed notebooks get one serial second run.
+	bash tests/ui/setup.sh && { $(PY) -m pytest tests/ui -q -n 2 || { echo "==> browser stage: running the failed notebooks once more"; $(PY) -m pytest tests/ui -q --lf; }; } || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
 
 lab: $(STAMP) ## JupyterLab on 127.0.0.1 with token authentication, in notebooks/
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"

@@ -44,7 +44,9 @@ def wait_for_app(page) -> None:
 
 
 def run_all_cells(page) -> None:
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # Start the run without awaiting the command's promise (a stalled kernel would block evaluate forever);
+    # the wait below has the time limit.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     page.wait_for_function("""() => {
         const panel = window.jupyterapp.shell.currentWidget;
         const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
