@@ -2,7 +2,7 @@
 
 The server listens on 127.0.0.1 on a free port with a random token, serves a scratch copy of
 ``notebooks/`` (so nothing the browser does can touch the committed notebooks), has its own settings
-(every cell rendered, no news or update checks), exposes the app object to the page
+(every cell rendered, no autosave, no news or update checks), exposes the app object to the page
 (``expose_app_in_browser``) so a test can run all cells, and is stopped at the end of the session
 even when a test fails.
 """
@@ -46,6 +46,7 @@ def lab(tmp_path_factory):
     settings.mkdir()
     (settings / "overrides.json").write_text(json.dumps(
         {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+         "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
          "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "config"), "JUPYTER_RUNTIME_DIR": str(root / "runtime")}

@@ -43,21 +43,27 @@ def wait_for_app(page) -> None:
                            " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)
 
 
+CURRENT_PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+
 def run_all_cells(page) -> None:
-    # Start the run without awaiting the command's promise (a stalled kernel would block evaluate forever);
-    # the wait below has the time limit.
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function("""() => {
+    # Start the run without awaiting the command's promise in evaluate (a stalled kernel would block it
+    # forever); the promise sets a flag, and the wait below, which has the time limit, waits for it too.
+    page.evaluate("""() => {
+        window.__companionRunDone = false;
+        window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => { window.__companionRunDone = true; });
+    }""")
+    page.wait_for_function(f"""() => {{
         const panel = window.jupyterapp.shell.currentWidget;
         const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
-        const busy = [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => p.innerText.includes('*'));
-        return kernel && kernel.status === 'idle' && !busy;
-    }""", timeout=RUN_TIMEOUT_MS, polling=1000)
+        const busy = [...document.querySelectorAll('{CURRENT_PANEL} .jp-InputArea-prompt')].some(p => p.innerText.includes('*'));
+        return window.__companionRunDone && kernel && kernel.status === 'idle' && !busy;
+    }}""", timeout=RUN_TIMEOUT_MS, polling=1000)
 
 
 def cell_errors(page) -> list[str]:
     texts = page.eval_on_selector_all(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", "els => els.map(e => e.innerText)")
+        f"{CURRENT_PANEL} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", "els => els.map(e => e.innerText)")
     return [t[:600] for t in texts if ERROR_OUTPUT.search(t)]
 
 
@@ -96,12 +102,13 @@ def test_explorers_render_and_respond(name, lab, browser):
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: console_errors.append(f"page error: {exc}"))
     try:
-        page.goto(f"{lab['base']}/lab/tree/{name}?token={lab['token']}", timeout=90_000)
+        # A workspace of its own: the shared default one would reopen earlier tests' notebooks in hidden tabs.
+        page.goto(f"{lab['base']}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={lab['token']}", timeout=90_000)
         wait_for_app(page)
         run_all_cells(page)
         assert not cell_errors(page), f"{name}: error output in a cell:\n" + "\n---\n".join(cell_errors(page))
 
-        explorers = page.locator(".companion-explorer")
+        explorers = page.locator(f"{CURRENT_PANEL} .companion-explorer")
         page.wait_for_timeout(1000)
         count = explorers.count()
         assert count > 0, f"{name} shows no explorer"
