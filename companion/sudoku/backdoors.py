@@ -72,11 +72,9 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
     n = board_size(boards[0])
     if any(len(b) != n * n for b in boards):
         raise ValueError("all puzzles must have the same size")
-    fix, status, _ = propagate(boards, device=device)
+    fix, status, _ = propagate(np.array(boards), device=device)
     cand, _, _ = analyze(fix)
-    fix_np = fix.cpu().numpy()
-    status_np = status.cpu().numpy()
-    cand_np = cand.cpu().numpy()
+    fix_np, status_np, cand_np = (_numpy(x) for x in (fix, status, cand))
     per_puzzle_moves = []
     trial_boards = []
     for i in range(len(boards)):
@@ -93,8 +91,8 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
     solved_flags = np.zeros(len(trial_boards), dtype=bool)
     for start in range(0, len(trial_boards), chunk):
         batch = np.stack(trial_boards[start : start + chunk])
-        _, st, _ = propagate(torch.as_tensor(batch), device=device)
-        solved_flags[start : start + chunk] = (st == SOLVED).cpu().numpy()
+        _, st, _ = propagate(batch, device=device)
+        solved_flags[start : start + chunk] = _numpy(st) == SOLVED
     out = []
     k = 0
     names = {OPEN: "open", SOLVED: "solved", CONTRADICTION: "contradiction"}
@@ -104,6 +102,10 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
         k += len(moves)
         out.append(BackdoorInfo(b, tuple(int(x) for x in fix_np[i]), names[int(status_np[i])], moves, flags.copy()))
     return out
+
+
+def _numpy(x) -> np.ndarray:
+    return x.cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def backdoors_reference(puzzle) -> BackdoorInfo:

@@ -24,6 +24,7 @@ File format: one puzzle per line, ``n*n`` characters, ``.`` for empty cells; lin
 ``#`` are comments. Command line::
 
     python -m companion.sudoku.generator --size 9 --count 500 --seed 0 --out data/sudoku/puzzles_9x9.txt
+    python -m companion.sudoku.generator --size 4 --count 3000 --seed 0 --distinct --out data/sudoku/puzzles_4x4.txt
 """
 
 from __future__ import annotations
@@ -159,23 +160,38 @@ def _gen_worker(args):
     return generate_puzzle(n, seed)
 
 
-def generate_puzzles(n: int, count: int, seed: int = 0, workers: int = 1) -> list[tuple[tuple, tuple]]:
+def generate_puzzles(n: int, count: int, seed: int = 0, workers: int = 1, distinct: bool = False) -> list[tuple[tuple, tuple]]:
     """``count`` puzzles with their solutions; puzzle i uses seed ``seed * 1_000_003 + i``.
 
     ``workers > 1`` spreads the work over processes (the same puzzles come out, in the same order).
+    ``distinct`` skips repeated puzzles (4x4 repeats often) and keeps going until ``count`` distinct ones.
     """
     geometry(n)
     check_int("count", count, lo=0)
     check_int("seed", seed, lo=0)
     check_int("workers", workers, lo=1)
-    jobs = [(n, seed * 1_000_003 + i) for i in range(count)]
-    if workers == 1 or count < 2:
-        return [_gen_worker(j) for j in jobs]
-    import multiprocessing as mp
+    out: list = []
+    seen: set = set()
+    next_index = 0
+    while len(out) < count:
+        todo = count - len(out) if not distinct else max(16, 2 * (count - len(out)))
+        jobs = [(n, seed * 1_000_003 + i) for i in range(next_index, next_index + todo)]
+        next_index += todo
+        if workers == 1 or len(jobs) < 2:
+            made = [_gen_worker(j) for j in jobs]
+        else:
+            import multiprocessing as mp
 
-    ctx = mp.get_context("fork") if hasattr(mp, "get_context") else mp
-    with ctx.Pool(workers) as pool:
-        return pool.map(_gen_worker, jobs, chunksize=max(1, count // (8 * workers)))
+            with mp.get_context("fork").Pool(workers) as pool:
+                made = pool.map(_gen_worker, jobs, chunksize=max(1, len(jobs) // (8 * workers)))
+        for pair in made:
+            if distinct and pair[0] in seen:
+                continue
+            seen.add(pair[0])
+            out.append(pair)
+            if len(out) == count:
+                break
+    return out
 
 
 # ------------------------------------------------------------------------------------ files
@@ -216,19 +232,20 @@ def main(argv=None) -> None:
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--distinct", action="store_true", help="skip repeated puzzles (useful for 4x4)")
     parser.add_argument("--out", type=str, required=True)
     args = parser.parse_args(argv)
     import time
 
     t0 = time.perf_counter()
-    pairs = generate_puzzles(args.size, args.count, args.seed, args.workers)
+    pairs = generate_puzzles(args.size, args.count, args.seed, args.workers, distinct=args.distinct)
     dt = time.perf_counter() - t0
     cmd = (
         f"python -m companion.sudoku.generator --size {args.size} --count {args.count} "
-        f"--seed {args.seed} --workers {args.workers} --out {args.out}"
+        f"--seed {args.seed} --workers {args.workers}{' --distinct' if args.distinct else ''} --out {args.out}"
     )
     header = (
-        f"{args.count} locally minimal {args.size}x{args.size} puzzles, unique solutions, seed {args.seed}\n"
+        f"{args.count} {'distinct ' if args.distinct else ''}locally minimal {args.size}x{args.size} puzzles, unique solutions, seed {args.seed}\n"
         f"made by: {cmd}\n"
         f"grid: randomised backtracking fill + random symmetry (not uniform over grids; see companion/sudoku/generator.py)"
     )

@@ -224,3 +224,90 @@ def _guess_node_board(steps: list[Step], i: int) -> tuple:
         if steps[j].event == "guess-marker" and steps[j].depth == depth:
             return steps[j].board
     raise AssertionError("a guess without its guess node")  # pragma: no cover
+
+
+class ProtocolState:
+    """The transcript grammar, token by token: which tokens may come next (used by constrained decoding).
+
+    It tracks only bookkeeping - which cells are empty on the current branch and where the search is
+    (open levels) - never the Sudoku rules: a move may write *any* value into an empty cell. Grammar:
+    after ``100``, a rule move or a guess: a move into an empty cell, ``101`` or ``102`` (``0`` or ``102``
+    once the board is full); after ``101``: the level token; after that level token: a guess (a move into
+    an empty cell); after ``102``: the level token of the level it returns to; after that: another guess
+    or ``102`` (no value left). ``102`` at the root or ``0`` ends the transcript.
+    """
+
+    _MOVES: dict = {}
+
+    def __init__(self, puzzle, n: int):
+        import numpy as np
+
+        self.n = n
+        self.board = np.array(puzzle, dtype=np.int64)
+        self.frames: list = [None]  # one per open level: the board snapshot at its 101 (None before it)
+        self.state = "move"
+        self.done = False
+        if n not in self._MOVES:
+            self._MOVES[n] = np.array([[100 * (c // n + 1) + 10 * (c % n + 1) + v for v in range(1, n + 1)] for c in range(n * n)])
+        self._moves = self._MOVES[n]
+
+    def fill_mask(self, row) -> None:
+        """Set ``row[token] = True`` for every allowed next token (``row``: a bool array of the vocabulary)."""
+        if self.done:
+            return
+        level = min(len(self.frames), 99)
+        empty = self.board == 0
+        if self.state == "move":
+            if not empty.any():
+                row[[SOLVED, DEAD_END]] = True
+                return
+            row[self._moves[empty].ravel()] = True
+            row[[GUESS, DEAD_END]] = True
+        elif self.state in ("marker", "dead"):
+            row[level] = True
+        elif self.state == "level-new":
+            row[self._moves[empty].ravel()] = True
+        elif self.state == "level-back":
+            row[self._moves[empty].ravel()] = True
+            row[DEAD_END] = True
+        else:  # pragma: no cover
+            raise AssertionError(self.state)
+
+    def allowed(self) -> list[int]:
+        import numpy as np
+
+        row = np.zeros(1001, dtype=bool)
+        self.fill_mask(row)
+        return [int(x) for x in np.flatnonzero(row)]
+
+    def push(self, token: int) -> None:
+        token = int(token)
+        if self.done:
+            return
+        if token == SOLVED:
+            self.done = True
+        elif token == GUESS:
+            self.frames[-1] = self.board.copy()
+            self.state = "marker"
+        elif 1 <= token <= 99:
+            self.state = "level-new" if self.state == "marker" else "level-back"
+        elif token == DEAD_END:
+            self.frames.pop()
+            if not self.frames:
+                self.done = True
+                return
+            snap = self.frames[-1]
+            if snap is not None:
+                self.board[:] = snap
+            self.state = "dead"
+        elif is_move(token, self.n):
+            cell, v = decode_move(token, self.n)
+            if self.state in ("level-new", "level-back"):
+                snap = self.frames[-1]
+                if snap is not None:
+                    self.board[:] = snap
+                self.board[cell] = v
+                self.frames.append(None)
+            else:
+                self.board[cell] = v
+            self.state = "move"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from companion.core import ParameterError, check_int
+from companion.core import check_int
 from companion.sudoku.board import (
     DEAD_END,
     GUESS,
@@ -338,6 +338,8 @@ def dfs_transcript(
     """
     b = parse_board(puzzle)
     n = board_size(b)
+    if not isinstance(seed, random.Random) and seed is not None:
+        check_int("seed", seed, lo=0)
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     solution = unique_solution(b, max_steps=max_steps) if check_unique else None
     st = State.from_board(b)
@@ -418,9 +420,3 @@ def forced_moves(board) -> list[tuple[int, int]]:
     st = State.from_board(parse_board(board))
     status, forced = st.analyze()
     return forced if status == "open" else []
-
-
-def check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ParameterError("seed", seed, "an integer >= 0")
-    return seed

@@ -37,8 +37,9 @@ def _check_qkv(q, k, v):
             _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             _fail(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
-        if t.dtype not in _DTYPES:
-            _fail(f"{name}.dtype must be one of float16, bfloat16, float32, got {t.dtype}")
+        if t.dtype not in _DTYPES and t.dtype != torch.float64:
+            _fail(f"{name}.dtype must be one of float16, bfloat16, float32 (float64 with impl='reference'), "
+                  f"got {t.dtype}")
     if not (q.dtype == k.dtype == v.dtype):
         _fail(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
@@ -60,9 +61,13 @@ def _check_qkv(q, k, v):
             _fail(f"{name} must be contiguous in its last (head-dim) axis; call .contiguous()")
 
 
-def _resolve_impl(impl: str, device: torch.device) -> str:
+def _resolve_impl(impl: str, device: torch.device, dtype: torch.dtype) -> str:
     if impl not in _IMPLS:
         _fail(f"impl must be one of {_IMPLS}, got {impl!r}")
+    if dtype == torch.float64:
+        if impl == "triton":
+            _fail("float64 runs only with impl='reference' (or 'auto')")
+        return "reference"
     if impl == "auto":
         return "triton" if device.type == "cuda" else "reference"
     if impl == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -97,7 +102,7 @@ def query_sparse_attention(q, k, v, rows, *, causal: bool = True, sm_scale: floa
     _check_rows(rows, q.shape[2], q.device, validate)
     if not isinstance(causal, bool):
         _fail(f"causal must be a bool, got {causal!r}")
-    which = _resolve_impl(impl, q.device)
+    which = _resolve_impl(impl, q.device, q.dtype)
     if which == "reference":
         return _ref.query_sparse_attention(q, k, v, rows, causal=causal, sm_scale=sm_scale)
     from . import triton as _tri
@@ -126,7 +131,7 @@ def query_sparse_delta_(out, q, k, v, *, gamma: int, num_delta_rows: int, propag
               f"got {num_delta_rows!r}")
     if not isinstance(propagate, bool) or not isinstance(causal, bool):
         _fail("propagate and causal must be bools")
-    which = _resolve_impl(impl, q.device)
+    which = _resolve_impl(impl, q.device, q.dtype)
     if which == "reference":
         return _ref.query_sparse_delta_(out, q, k, v, gamma=gamma, num_delta_rows=num_delta_rows,
                                         propagate=propagate, causal=causal, sm_scale=sm_scale)

@@ -19,7 +19,7 @@ Two entry points, the same contract as `triton.py` (which never imports this fil
 Deviation from the official code: the anchor row itself is written as the dense row (not
 sparse + (dense − sparse)), which is the same number mathematically and exact in floating point.
 GQA: query head h reads key/value head h // (Hq / Hkv), like `repeat_kv` in the official code.
-Everything is computed in float32 and returned in the input dtype.
+Everything is computed in float32 (float64 for float64 inputs) and returned in the input dtype.
 """
 
 from __future__ import annotations
@@ -48,14 +48,15 @@ def query_sparse_attention(
     """Dense attention for the query rows `rows` only. q [B,Hq,N,D], k/v [B,Hkv,N,D] -> [B,Hq,M,D]."""
     b, hq, n, d = q.shape
     scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
-    kf = _expand_kv(k, hq).float()
-    vf = _expand_kv(v, hq).float()
+    acc = torch.promote_types(q.dtype, torch.float32)       # float32, or float64 for float64 inputs
+    kf = _expand_kv(k, hq).to(acc)
+    vf = _expand_kv(v, hq).to(acc)
     rows = rows.to(device=q.device, dtype=torch.long)
     keys = torch.arange(n, device=q.device)
     outs = []
     for start in range(0, rows.numel(), chunk):
         r = rows[start:start + chunk]
-        qs = q[:, :, r].float()                                  # [B,Hq,m,D]
+        qs = q[:, :, r].to(acc)                                  # [B,Hq,m,D]
         s = torch.matmul(qs, kf.transpose(-1, -2)) * scale        # [B,Hq,m,N]
         if causal:
             allowed = keys[None, :] <= r[:, None]                 # [m,N]
@@ -90,13 +91,14 @@ def query_sparse_delta_(
     b, hq, n, d = q.shape
     s_p = int(num_delta_rows)
     rows = delta_rows(n, gamma, s_p, device=q.device)
-    dense = query_sparse_attention(q, k, v, rows, causal=causal, sm_scale=sm_scale).float()
+    acc = torch.promote_types(q.dtype, torch.float32)
+    dense = query_sparse_attention(q, k, v, rows, causal=causal, sm_scale=sm_scale).to(acc)
     n_anchor = s_p // gamma
     dense_anchor, dense_tail = dense[:, :, :n_anchor], dense[:, :, n_anchor:]
     if propagate and n_anchor > 0:
         blocks = out[:, :, :s_p].view(b, hq, n_anchor, gamma, d)
-        delta = dense_anchor - blocks[:, :, :, 0].float()          # Δ_j = (ÃV)_j − (A*V)_{jγ}
-        blocks.copy_((blocks.float() + delta[:, :, :, None]).to(out.dtype))
+        delta = dense_anchor - blocks[:, :, :, 0].to(acc)           # Δ_j = (ÃV)_j − (A*V)_{jγ}
+        blocks.copy_((blocks.to(acc) + delta[:, :, :, None]).to(out.dtype))
     if n_anchor > 0:
         out[:, :, 0:s_p:gamma] = dense_anchor.to(out.dtype)       # anchors exactly dense
     out[:, :, s_p:] = dense_tail.to(out.dtype)                    # dense tail (official cut_n rule)

@@ -165,3 +165,14 @@ def test_gpu_bf16_delta_matches_reference(gamma):
     rows = _sorted_rows(n, 300, device="cuda")
     torch.testing.assert_close(api.query_sparse_attention(q, k, v, rows).float(),
                                reference.query_sparse_attention(q, k, v, rows).float(), atol=3e-2, rtol=3e-2)
+
+
+def test_float64_runs_the_reference_only():
+    q, k, v = _qkv(1, 2, 1, 20, 16, torch.float64, device="cpu", seed=4)
+    rows = torch.tensor([0, 7, 19])
+    got = api.query_sparse_attention(q, k, v, rows, impl="auto")
+    kk, vv = (x.repeat_interleave(2, dim=1) for x in (k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True)[:, :, rows]
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="float64 runs only with impl='reference'"):
+        api.query_sparse_attention(q, k, v, rows, impl="triton")

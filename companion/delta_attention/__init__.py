@@ -1,0 +1,40 @@
+"""Paper 09 · Δ Attention (Willette, Lee, Hwang, NeurIPS 2025, arXiv 2505.11254).
+
+Sparse prefill (sink + sliding window) shifts the distribution of attention outputs; Δ adds back, at
+every γ-th row and repeated over its γ-block, the difference between dense and sparse attention.
+
+Modules: `attention` (masks, the four modes, the official cut_n rule, compute fraction), `lemma`
+(Lemma 1), `diagnostics` (cosine, Spearman), `minilm` (experiment A on the real MiniLM), `recall`
+(experiment B, a causal toy trained on key→value recall), `gpu` (block-sparse + fused Δ kernel path
+of the benchmark), `explore` (figures and the explorer's update function; imports plotly).
+"""
+
+from companion.delta_attention.attention import (
+    MODES,
+    DeltaPlan,
+    Method,
+    check_sparse_config,
+    compute_fraction,
+    delta_attention,
+    delta_plan,
+    masked_attention,
+    sink_window_mask,
+)
+from companion.delta_attention.diagnostics import cosine_rows, mean_pool_cosine, spearman_rows
+from companion.delta_attention.lemma import lemma1_terms
+
+__all__ = [
+    "MODES",
+    "DeltaPlan",
+    "Method",
+    "check_sparse_config",
+    "compute_fraction",
+    "cosine_rows",
+    "delta_attention",
+    "delta_plan",
+    "lemma1_terms",
+    "masked_attention",
+    "mean_pool_cosine",
+    "sink_window_mask",
+    "spearman_rows",
+]

@@ -1,0 +1,115 @@
+"""Experiment A of paper 09 (Δ Attention): the sparse-attention shift compounds through depth.
+
+The real pretrained all-MiniLM-L6-v2 (6 layers, 12 heads, D = 32, bidirectional) is run with *every*
+layer's attention computed by one `Method` (dense / sparse / sparse + recompute / sparse + Δ), so a
+layer's shifted output becomes the next layer's input: the mechanism of the paper's Sec. 3 (there on
+Llama-3.1-8B at 131K tokens, here on a 512-token encoder). The layer loop re-uses the model's own
+modules (query/key/value, output projection + LayerNorm, feed-forward); with `Method("dense")` it
+reproduces `BertModel.forward` (tested). Inputs are unpadded windows of exactly N tokens
+([CLS] … [SEP]) cut from one stream of real text, so no padding mask is needed.
+
+Deviations: MiniLM is bidirectional, so masks are symmetric (see attention.py) and the dense rows of
+Δ attend to all keys; the dense tail of the official code (made for decoding) is kept as a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from companion.core import check_int
+from companion.delta_attention.attention import Method, compute_fraction, delta_attention
+from companion.delta_attention.diagnostics import cosine_rows, mean_pool_cosine, spearman_rows
+
+
+def token_windows(tokenizer, texts: list[str], n_tokens: int, batch: int) -> torch.Tensor:
+    """`batch` windows of exactly `n_tokens` ids ([CLS] + text + [SEP]) cut from the joined `texts`."""
+    n_tokens = check_int("n_tokens", n_tokens, lo=8)
+    batch = check_int("batch", batch, lo=1)
+    body = n_tokens - 2
+    ids = tokenizer(" ".join(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    if len(ids) < body * batch:
+        raise ValueError(f"the texts give {len(ids)} tokens; {batch} windows of {n_tokens} need {body * batch}; "
+                         "pass more texts")
+    rows = [[tokenizer.cls_token_id] + ids[i * body:(i + 1) * body] + [tokenizer.sep_token_id] for i in range(batch)]
+    return torch.tensor(rows, dtype=torch.long)
+
+
+@dataclass
+class Trace:
+    """What one forward pass under a method leaves behind (per layer l = 0 … L−1)."""
+
+    method: Method
+    attn_out: list = field(default_factory=list)   # [B, N, C] attention outputs (before W_O)
+    hidden: list = field(default_factory=list)     # [B, N, C] layer outputs
+    q_last: list = field(default_factory=list)     # [B, H, R, D] queries of the last R rows
+    k: list = field(default_factory=list)          # [B, H, N, D] keys
+
+
+@torch.no_grad()
+def run_minilm(model, input_ids: torch.Tensor, method: Method, *, last_rows: int = 32) -> Trace:
+    """Forward `input_ids` [B, N] through the BertModel with every layer's attention under `method`."""
+    cfg = model.config
+    n_heads = cfg.num_attention_heads
+    b, n = input_ids.shape
+    h = model.embeddings(input_ids=input_ids, token_type_ids=torch.zeros_like(input_ids))
+    trace = Trace(method=method)
+    for layer in model.encoder.layer:
+        sa = layer.attention.self
+        d = sa.attention_head_size
+
+        def split(x):
+            return x.view(b, n, n_heads, d).transpose(1, 2)
+
+        q, k, v = split(sa.query(h)), split(sa.key(h)), split(sa.value(h))
+        ctx = delta_attention(q, k, v, method).transpose(1, 2).reshape(b, n, n_heads * d)
+        a = layer.attention.output(ctx, h)                       # W_O, residual, LayerNorm
+        h = layer.output(layer.intermediate(a), a)               # feed-forward, residual, LayerNorm
+        trace.attn_out.append(ctx)
+        trace.hidden.append(h)
+        trace.q_last.append(q[:, :, -last_rows:].clone())
+        trace.k.append(k.clone())
+    return trace
+
+
+def dense_rows_probs(q_last: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Dense softmax attention rows of the last queries (what a dense decode step would see)."""
+    scale = q_last.shape[-1] ** -0.5
+    return torch.softmax(torch.matmul(q_last, k.transpose(-1, -2)) * scale, dim=-1)
+
+
+def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
+    """Per-layer diagnostics of `trace` against the dense run: one row per layer."""
+    rows = []
+    n = dense.k[0].shape[2]
+    frac = compute_fraction(n, trace.method)
+    final = float(mean_pool_cosine(trace.hidden[-1], dense.hidden[-1]).mean())
+    for layer, (ao, ad) in enumerate(zip(trace.attn_out, dense.attn_out)):
+        cos_attn = float(cosine_rows(ao, ad).mean())
+        cos_hidden = float(cosine_rows(trace.hidden[layer], dense.hidden[layer]).mean())
+        rho = spearman_rows(dense_rows_probs(trace.q_last[layer], trace.k[layer]),
+                            dense_rows_probs(dense.q_last[layer], dense.k[layer]))
+        rows.append({
+            "method": trace.method.label(), "mode": trace.method.mode, "sink": trace.method.sink,
+            "window": trace.method.window, "gamma": trace.method.gamma if trace.method.mode in ("recompute", "delta") else np.nan,
+            "layer": layer + 1, "cos_attn": cos_attn, "cos_hidden": cos_hidden,
+            "spearman": float(rho.mean()), "final_cos": final, "compute_fraction": frac,
+        })
+    return pd.DataFrame(rows)
+
+
+def position_error(trace: Trace, dense: Trace) -> np.ndarray:
+    """1 − cosine of the attention outputs per layer and position, averaged over the batch: [L, N]."""
+    return np.stack([(1 - cosine_rows(ao, ad)).clamp_min(0).mean(0).numpy() for ao, ad in zip(trace.attn_out, dense.attn_out)])
+
+
+def shift_through_depth(model, input_ids: torch.Tensor, methods: list[Method], *, last_rows: int = 32,
+                        dense: Trace | None = None) -> pd.DataFrame:
+    """Experiment A: run every method, compare each with the dense run, one table (rows = method × layer)."""
+    causal = methods[0].causal if methods else False
+    dense = dense or run_minilm(model, input_ids, Method("dense", causal=causal), last_rows=last_rows)
+    frames = [compare(run_minilm(model, input_ids, m, last_rows=last_rows), dense) for m in methods]
+    return pd.concat(frames, ignore_index=True)
