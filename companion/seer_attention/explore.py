@@ -82,13 +82,14 @@ def explorer_view(data: ExplorerData, *, layer: int, head: int, rule: str = "top
         cos = head_output_cosine(q[head], k[head], v[head], mask, block_size=data.block_size, causal=data.causal, scaling=scaling)
         readout += f"; this head's output vs dense: cosine {cos:.4f}"
     n = gt.shape[-1]
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06,
-                        subplot_titles=("true block map (log10)", "gate prediction (log10)", "kept (blue), missed vs oracle (orange)"))
+    # Wide gaps: the shared log10 colour bar sits in the gap between the second and third panel.
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1,
+                        subplot_titles=("true block map (log10)", "gate prediction (log10)", "kept (blue) · oracle-only (orange)"))
     zmin = -4
     fig.add_trace(go.Heatmap(z=_log_heat(gt), zmin=zmin, zmax=0, colorscale="Viridis", showscale=False,
                              hovertemplate="q block %{y}, k block %{x}: log10 gt %{z:.2f}<extra></extra>"), 1, 1)
     fig.add_trace(go.Heatmap(z=_log_heat(sc), zmin=zmin, zmax=0, colorscale="Viridis",
-                             colorbar=dict(title="log10", x=0.655, len=0.8, thickness=12),
+                             colorbar=dict(title="log10", x=0.642, xanchor="left", len=0.8, thickness=10),
                              hovertemplate="q block %{y}, k block %{x}: log10 score %{z:.2f}<extra></extra>"), 1, 2)
     sel = mask.float().numpy() + 0.5 * (oracle & ~mask).float().numpy()
     fig.add_trace(go.Heatmap(z=sel, zmin=0, zmax=1, showscale=False,
@@ -97,7 +98,7 @@ def explorer_view(data: ExplorerData, *, layer: int, head: int, rule: str = "top
     for c in (1, 2, 3):
         fig.update_yaxes(autorange="reversed", title_text="query block" if c == 1 else None, row=1, col=c, scaleanchor=f"x{'' if c == 1 else c}")
         fig.update_xaxes(title_text="key block", row=1, col=c)
-    fig.update_layout(height=380, width=1000,
+    fig.update_layout(height=380, width=940,
                       title=f"Layer {layer}, head {head}: {n}×{n} blocks of {data.block_size} tokens")
     return fig, readout
 
