@@ -147,7 +147,6 @@ class TinyCausalLM(nn.Module):
         self.head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, tokens, method: Method | None = None, prefill_len: int | None = None):
-        n = tokens.shape[1]
         x = self.tok(tokens)
         for blk in self.blocks:
             x = blk(x, method, prefill_len)

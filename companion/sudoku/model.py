@@ -47,7 +47,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from companion.core import ParameterError, check_choice, check_float, check_int
 from companion.sudoku.board import PAD, SOLVED, START, VOCAB_SIZE, move_token, parse_board

@@ -1,7 +1,5 @@
-import json
 import re
 import tomllib
-from pathlib import Path
 
 import nbformat
 import pytest
