@@ -8,8 +8,10 @@ offline stand-in for a VQ tokenizer), ``model`` (a tiny next-scale transformer w
 ``train``, ``asi`` (Attention Selectivity Index, z-scores, drafters: Eq. 1-2, the calibration the
 official code does not ship), ``budgets`` (Eq. 3 and the baselines' tables), ``cache`` (when and how
 a layer's cache is compressed, as ``update_kv`` does), ``metrics``, ``planted`` (a model with known
-drafters), ``experiment`` (the protocol shared by notebook and GPU script) and ``figures`` (plotly,
-imported separately). The fused selection kernel is ``companion_kernels.scalekv_select``.
+drafters), ``experiment`` (the protocol shared by notebook and GPU script), ``bench`` (the GPU
+scale-up: larger model, attention latency per scale, kernel timing), and, imported separately because
+they import plotly, ``explorer`` (the KV-cache-groups explorer) and ``figures``. The fused selection
+kernel is ``companion_kernels.scalekv_select``.
 """
 
 from companion.scalekv.asi import ASIStats, asi_from_probs, calibrate_asi, select_drafters, zscores
@@ -28,7 +30,18 @@ from companion.scalekv.budgets import (
 )
 from companion.scalekv.cache import CachePolicy, window_positions
 from companion.scalekv.data import DigitTokens, dequantise, load_digit_tokens, quantise
-from companion.scalekv.experiment import Calibration, calibrate, compare, final_images, plan, run_policy, sweep
+from companion.scalekv.experiment import (
+    Calibration,
+    Sweep,
+    calibrate,
+    compare,
+    final_images,
+    memory_summary,
+    plan,
+    planted_experiment,
+    run_policy,
+    sweep,
+)
 from companion.scalekv.metrics import hidden_error, logit_kl, psnr, token_agreement
 from companion.scalekv.model import Generation, LayerCache, TinyVAR, VARConfig, block_causal_mask, generate
 from companion.scalekv.planted import PlantedBias, planted_model
@@ -36,7 +49,7 @@ from companion.scalekv.schedule import INFINITY_1024, INFINITY_2B, INFINITY_8B, 
 from companion.scalekv.train import train_var
 
 __all__ = [
-    "ASIStats", "Budgets", "CachePolicy", "Calibration", "DigitTokens", "Generation", "INFINITY_1024", "INFINITY_2B",
+    "ASIStats", "Budgets", "CachePolicy", "Calibration", "Sweep", "memory_summary", "planted_experiment", "DigitTokens", "Generation", "INFINITY_1024", "INFINITY_2B",
     "INFINITY_8B", "LABELS", "LayerCache", "METHODS", "PlantedBias", "TinyVAR", "VARConfig", "asi_from_probs",
     "block_causal_mask", "calibrate", "calibrate_asi", "check_schedule", "compare", "compressed_scales", "cumulative_tokens",
     "dequantise", "expected_retained", "final_images", "fit_integer_budgets", "generate", "hidden_error", "kv_bytes",

@@ -10,7 +10,12 @@ attention is dispersed over earlier scales (a *drafter*). ``Z(l, k) = (ASI - mu_
 over layers at scale ``k``; the ``N_d`` (layer, scale) pairs with the lowest ``Z`` are drafters.
 
 The official calibration code is not released. Choices made here, each a parameter: ``K'`` defaults to
-``|r_k|`` (the paper does not give it) capped by the history length; the expectation runs over queries,
+``|r_k|`` (the paper does not give it) capped by the history length; the history factor is a
+*concentration*: each query's top-``K'`` history weights divided by its history mass (``normalize``,
+default True). With the raw weights, as the formula is printed, the product is not monotone: a layer
+with all attention on the current map (``1 * 0``) and one with none (``0 * x``) both score 0, and on
+our planted model the raw index ranks the planted drafters as refiners; the normalised reading agrees
+with the paper's "high ASI = refiner, low ASI = drafter" [inferred]. The expectation runs over queries,
 heads and calibration images; ``sigma`` is the population standard deviation; selection is global over
 the compressed scales (``mode="global"``, the paper's wording) or a fixed count per scale
 (``mode="per_scale"``, the shape of the shipped budgets: 2-3 drafters at every scale).
@@ -29,16 +34,16 @@ __all__ = ["ASIStats", "asi_from_probs", "calibrate_asi", "zscores", "select_dra
 class ASIStats:
     """Accumulates the two expectations of the ASI per (layer, scale) from observed attention."""
 
-    def __init__(self, layers: int, sides, topk_prime: int | None = None):
+    def __init__(self, layers: int, sides, topk_prime: int | None = None, normalize: bool = True):
         self.sides = tuple(sides)
         n = len(self.sides)
         self.current = torch.zeros(layers, n, dtype=torch.float64)
         self.history = torch.zeros(layers, n, dtype=torch.float64)
         self.count = torch.zeros(layers, n, dtype=torch.float64)
-        self.topk_prime = topk_prime
+        self.topk_prime, self.normalize = topk_prime, normalize
 
     def __call__(self, layer: int, scale: int, probs: torch.Tensor, cache) -> None:
-        cur, hist = asi_from_probs(probs, self.sides[scale] ** 2, self.topk_prime)
+        cur, hist = asi_from_probs(probs, self.sides[scale] ** 2, self.topk_prime, normalize=self.normalize)
         n = probs.shape[0] * probs.shape[1] * probs.shape[2]
         self.current[layer, scale] += cur * n
         self.history[layer, scale] += hist * n
@@ -56,11 +61,13 @@ class ASIStats:
         return out
 
 
-def asi_from_probs(probs: torch.Tensor, current: int, topk_prime: int | None = None) -> tuple[float, float]:
+def asi_from_probs(probs: torch.Tensor, current: int, topk_prime: int | None = None, *, normalize: bool = True) -> tuple[float, float]:
     """The two factors from ``probs [..., q, L]`` whose last ``current`` keys are the current map.
 
-    Returns ``(E_i sum_{j in C} alpha_ij, E_i TopKSum_{K'} alpha_ij over history)``; with no history
-    the second factor is 0.
+    Returns ``(E_i sum_{j in C} alpha_ij, E_i TopKSum_{K'} over the history)``. With ``normalize``
+    (the default) the history weights of each query are first divided by their sum, so the second
+    factor is the *concentration* of the history attention in ``[K'/|P|, 1]``; without it the raw
+    weights are summed, as the printed formula reads. With no history the second factor is 0.
     """
     total = probs.shape[-1]
     hist_len = total - current
@@ -69,16 +76,19 @@ def asi_from_probs(probs: torch.Tensor, current: int, topk_prime: int | None = N
         return cur, 0.0
     kp = current if topk_prime is None else topk_prime
     kp = max(1, min(int(kp), hist_len))
-    hist = probs[..., :hist_len].topk(kp, dim=-1).values.sum(-1).mean().item()
+    h = probs[..., :hist_len]
+    if normalize:
+        h = h / h.sum(-1, keepdim=True).clamp_min(1e-30)
+    hist = h.topk(kp, dim=-1).values.sum(-1).mean().item()
     return cur, hist
 
 
 @torch.no_grad()
-def calibrate_asi(model: TinyVAR, labels: torch.Tensor, *, seed: int = 0, temperature: float = 1.0,
-                  topk_prime: int | None = None, bias=None) -> ASIStats:
+def calibrate_asi(model: TinyVAR, labels: torch.Tensor, *, seed: int = 0, temperature: float = 1.0, guidance: float = 0.0,
+                  topk_prime: int | None = None, normalize: bool = True, bias=None) -> ASIStats:
     """ASI statistics of ``model`` generating one image per label with the full cache."""
-    stats = ASIStats(model.config.layers, model.config.sides, topk_prime)
-    generate(model, labels, None, seed=seed, temperature=temperature, observer=stats, bias=bias)
+    stats = ASIStats(model.config.layers, model.config.sides, topk_prime, normalize)
+    generate(model, labels, None, seed=seed, temperature=temperature, guidance=guidance, observer=stats, bias=bias)
     return stats
 
 

@@ -253,7 +253,7 @@ def method_budgets(method: str, layers: int, fraction: float, sides, *, drafters
 
 def expected_retained(budgets: Budgets) -> torch.Tensor:
     """Analytic cache length ``[L, K]`` after each step under the official rule (compare with a run)."""
-    sizes, cum = map_sizes(budgets.sides), cumulative_tokens(budgets.sides)
+    sizes = map_sizes(budgets.sides)
     nl, nk = budgets.table.shape
     out = torch.zeros(nl, nk, dtype=torch.long)
     for li in range(nl):

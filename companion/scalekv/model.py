@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from companion.core import check_int
+from companion.core import ParameterError, check_float, check_int
 from companion.scalekv.schedule import check_schedule, cumulative_tokens, map_sizes
 
 __all__ = ["VARConfig", "TinyVAR", "LayerCache", "Generation", "generate", "block_causal_mask", "positions_2d"]
@@ -51,11 +51,10 @@ class VARConfig:
         check_int("num_classes", self.num_classes, lo=1)
         check_int("heads", self.heads, lo=1)
         check_int("layers", self.layers, lo=1)
+        check_int("mlp_ratio", self.mlp_ratio, lo=1)
         check_int("dim", self.dim, lo=self.heads)
-        if self.dim % (4 * self.heads) and self.dim % 4:
-            raise ValueError(f"dim={self.dim} must be divisible by 4 (2-D sin/cos positions) and by heads={self.heads}")
-        if self.dim % self.heads:
-            raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
+        if self.dim % 4 or self.dim % self.heads:
+            raise ParameterError("dim", self.dim, f"a multiple of 4 (2-D sin/cos positions) and of heads={self.heads}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -107,9 +106,17 @@ class Block(nn.Module):
         self.attn = Attention(dim, heads)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, groups: Sequence[tuple[int, int, torch.Tensor | None]]) -> torch.Tensor:
+        """Block-causal self-attention over scales, one call per group of scales.
+
+        ``groups`` holds ``(lo, hi, mask)``: the queries ``x[:, lo:hi]`` attend keys ``[0, hi)`` under
+        ``mask`` (the block-causal mask's rows ``lo:hi``; None when the group is one scale, which sees
+        every key before ``hi``). The same function as one call with :func:`block_causal_mask`, about
+        twice as fast on a CPU because the masked pairs of the large scales are never formed.
+        """
         q, k, v = self.attn.split(self.ln1(x))
-        x = x + self.attn.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        outs = [F.scaled_dot_product_attention(q[:, :, lo:hi], k[:, :, :hi], v[:, :, :hi], attn_mask=m) for lo, hi, m in groups]
+        x = x + self.attn.merge(torch.cat(outs, dim=2))
         return x + self.mlp(self.ln2(x))
 
 
@@ -121,7 +128,7 @@ class TinyVAR(nn.Module):
         self.config = config = config or VARConfig(**kwargs)
         d = config.dim
         self.tok_embed = nn.Embedding(config.vocab, d)
-        self.class_embed = nn.Embedding(config.num_classes, d)
+        self.class_embed = nn.Embedding(config.num_classes + 1, d)  # the last row is the null class (guidance)
         self.level_embed = nn.Embedding(len(config.sides), d)
         self.blocks = nn.ModuleList([Block(d, config.heads, config.mlp_ratio) for _ in range(config.layers)])
         self.norm = nn.LayerNorm(d)
@@ -131,6 +138,9 @@ class TinyVAR(nn.Module):
         self.sizes = map_sizes(config.sides)
         self.cum = cumulative_tokens(config.sides)
         self.starts = [c - n for c, n in zip(self.cum, self.sizes)]
+        # Attention groups for training: the small scales together under the mask, each larger scale alone.
+        small = max([k for k, c in enumerate(self.cum) if c <= 64], default=0)
+        self._group_bounds = [(0, self.cum[small])] + [(self.starts[k], self.cum[k]) for k in range(small + 1, len(self.sizes))]
         self.apply(self._init)
 
     @staticmethod
@@ -138,8 +148,8 @@ class TinyVAR(nn.Module):
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=0.02)
             nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=0.02)
+        elif isinstance(m, nn.Embedding):  # unit scale, like the sin/cos positions they are added to
+            nn.init.normal_(m.weight, std=1.0)
 
     @property
     def num_tokens(self) -> int:
@@ -169,8 +179,10 @@ class TinyVAR(nn.Module):
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Logits ``[B, N, vocab]`` of every map, block-causal (training)."""
         x = self.sequence_input(tokens, labels)
+        lo0, hi0 = self._group_bounds[0]
+        groups = [(lo0, hi0, self.mask[lo0:hi0, :hi0])] + [(lo, hi, None) for lo, hi in self._group_bounds[1:]]
         for blk in self.blocks:
-            x = blk(x, self.mask)
+            x = blk(x, groups)
         return self.head(self.norm(x))
 
     def loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -236,24 +248,33 @@ def generate(
     *,
     seed: int = 0,
     temperature: float = 1.0,
+    guidance: float = 0.0,
     force_tokens: torch.Tensor | None = None,
     observer=None,
     bias=None,
 ) -> Generation:
     """Generate every map scale by scale with a KV cache, compressed by ``policy`` (None = full cache).
 
-    ``force_tokens [B, N]`` replaces sampling (teacher forcing through the cache: isolates the error
-    a policy causes). ``observer(layer, scale, probs, cache)`` receives the attention probabilities
-    ``[B, H, |r_k|, L]`` of each step with the cache it attended (used for the ASI). ``bias(layer,
-    scale, q_pos, k_pos)`` adds to the attention logits (the planted-structure model).
-    Sampling: ``argmax(logits / temperature + g)`` with Gumbel noise ``g`` drawn from ``seed``
-    (``temperature=0``: greedy).
+    ``guidance`` ``w >= 0``: classifier-free guidance as in Infinity, the batch is doubled with the
+    null class and the logits are ``(1 + w) * cond - w * uncond`` (both halves are fed the same
+    sampled tokens; the cache, and its bytes, hold both halves). ``force_tokens [B, N]`` replaces
+    sampling (teacher forcing through the cache: isolates the error a policy causes).
+    ``observer(layer, scale, probs, cache)`` receives the attention probabilities ``[B', H, |r_k|,
+    L]`` of each step with the cache it attended (used for the ASI). ``bias(layer, scale, q_pos,
+    k_pos)`` adds to the attention logits (the planted-structure model). Sampling: ``argmax(logits
+    / temperature + g)`` with Gumbel noise ``g`` drawn from ``seed`` (``temperature=0``: greedy),
+    so every cache policy sees identical randomness.
     """
+    check_float("temperature", temperature, lo=0.0)
+    check_float("guidance", guidance, lo=0.0)
     model.eval()
     cfg = model.config
     device = model.pos.device
     labels = labels.to(device)
     b = labels.shape[0]
+    if guidance > 0:
+        labels = torch.cat([labels, torch.full_like(labels, cfg.num_classes)])
+    bb = labels.shape[0]
     nl, ns = cfg.layers, len(cfg.sides)
     caches = [LayerCache() for _ in range(nl)]
     if policy is not None:
@@ -272,7 +293,7 @@ def generate(
             attn = blk.attn
             q, kk, vv = attn.split(blk.ln1(x))
             cache = caches[li]
-            cache.append(kk, vv, q_pos.expand(b, attn.heads, -1))
+            cache.append(kk, vv, q_pos.expand(bb, attn.heads, -1))
             attended[li, k] = cache.length
             if observer is None and bias is None:
                 o = F.scaled_dot_product_attention(q, cache.k, cache.v)
@@ -292,6 +313,9 @@ def generate(
             rbytes[li, k] = cache.nbytes()
         h = model.norm(x)
         lg = model.head(h)
+        if guidance > 0:
+            lg = (1 + guidance) * lg[:b] - guidance * lg[b:]
+            h = h[:b]
         if force_tokens is not None:
             tk = force_tokens[:, lo:hi].to(device)
         elif temperature > 0:
@@ -301,7 +325,7 @@ def generate(
         tokens.append(tk)
         hiddens.append(h)
         logits_all.append(lg)
-        prev = tk
+        prev = torch.cat([tk, tk]) if guidance > 0 else tk
     return Generation(
         tokens=torch.cat(tokens, 1).cpu(),
         hidden=torch.cat(hiddens, 1).float().cpu(),

@@ -50,7 +50,7 @@ class PlantedBias:
         qy, qx = self.y.to(dev)[q_pos], self.x.to(dev)[q_pos]
         ky, kx = self.y.to(dev)[k_pos], self.x.to(dev)[k_pos]
         d2 = ((qy[None, None, :, None] - ky[:, :, None, :]) ** 2 + (qx[None, None, :, None] - kx[:, :, None, :]) ** 2) * s * s
-        return -self.locality * d2 * (1 - hist) - self.history * hist
+        return -self.locality * d2 * (1 - hist) - 2 * self.history * hist
 
 
 def planted_model(sides=(1, 2, 3, 4, 6, 8, 12, 16), layers: int = 6, drafters=(1, 4), *, dim: int = 64, heads: int = 4,

@@ -17,11 +17,17 @@ __all__ = ["train_var"]
 
 
 def train_var(model: TinyVAR, tokens: torch.Tensor, labels: torch.Tensor, *, steps: int = 300, batch_size: int = 64,
-              lr: float = 3e-3, weight_decay: float = 0.01, seed: int = 0, log_every: int = 0) -> list[float]:
-    """Train in place; returns the loss of every step (nats per token)."""
+              lr: float = 3e-3, weight_decay: float = 0.01, seed: int = 0, label_dropout: float = 0.1,
+              log_every: int = 0) -> list[float]:
+    """Train in place; returns the loss of every step (nats per token).
+
+    ``label_dropout``: share of labels replaced by the null class, so that the model can also run
+    unconditionally and be sampled with classifier-free guidance (as Infinity is).
+    """
     check_int("steps", steps, lo=1)
     check_int("batch_size", batch_size, lo=1)
     check_float("lr", lr, lo=0.0, lo_open=True)
+    check_float("label_dropout", label_dropout, lo=0.0, hi=1.0, hi_open=True)
     device = model.pos.device
     tokens, labels = tokens.to(device), labels.to(device)
     g = torch.Generator().manual_seed(int(seed))
@@ -32,7 +38,11 @@ def train_var(model: TinyVAR, tokens: torch.Tensor, labels: torch.Tensor, *, ste
     losses = []
     for step in range(steps):
         idx = torch.randint(0, tokens.shape[0], (batch_size,), generator=g).to(device)
-        loss = model.loss(tokens[idx], labels[idx])
+        lab = labels[idx]
+        if label_dropout > 0:
+            drop = (torch.rand(batch_size, generator=g) < label_dropout).to(device)
+            lab = torch.where(drop, torch.full_like(lab, model.config.num_classes), lab)
+        loss = model.loss(tokens[idx], lab)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

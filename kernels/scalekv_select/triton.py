@@ -166,8 +166,12 @@ def scalekv_select_triton(
     *,
     kernel_size: int = 5,
     score: str = "logits",
+    out: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The fused selection on contiguous inputs (no validation: use ``api.scalekv_select``)."""
+    """The fused selection on contiguous inputs (no validation: use ``api.scalekv_select``).
+
+    ``out = (keys [B,H,C,D], values [B,H,C,Dv], index [B,H,C] int64)`` are written in place when given
+    (the tests pre-fill them with NaN / -1 so that an unwritten element is caught)."""
     b, h, n, d = keys.shape
     dv = values.shape[-1]
     w = window_idx.numel()
@@ -177,7 +181,12 @@ def scalekv_select_triton(
     wp = _pow2(w, 16)
     block_d = _pow2(d, 16)
     keep = capacity - w
-    index = torch.empty(b, h, capacity, device=device, dtype=torch.int64)
+    if out is not None:
+        kept_k, kept_v, index = out
+    else:
+        kept_k = torch.empty(b, h, capacity, d, device=device, dtype=keys.dtype)
+        kept_v = torch.empty(b, h, capacity, dv, device=device, dtype=values.dtype)
+        index = torch.empty(b, h, capacity, device=device, dtype=torch.int64)
     if keep > 0:
         sm_scale = 1.0 / math.sqrt(d)
         scores = torch.empty(b, h, n, device=device, dtype=torch.float32)
@@ -200,8 +209,6 @@ def scalekv_select_triton(
         _pool_select_kernel[(bh,)](scores, widx, index, n, w, keep, capacity, HALF=kernel_size // 2, WP=wp, BLOCK=block, num_warps=warps)
     else:
         index.copy_(torch.sort(widx).values.expand(b, h, w))
-    kept_k = torch.empty(b, h, capacity, d, device=device, dtype=keys.dtype)
-    kept_v = torch.empty(b, h, capacity, dv, device=device, dtype=values.dtype)
     block_c = 32
     grid = (bh, triton.cdiv(capacity, block_c))
     _gather_kernel[grid](keys, index, kept_k, n, capacity, d, BLOCK_C=block_c, BLOCK_D=block_d, num_warps=4)
