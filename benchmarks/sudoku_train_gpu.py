@@ -2,7 +2,7 @@
 
 Run from the repository root (about 5 minutes on one H200, under 6; nothing is downloaded)::
 
-    python benchmarks/sudoku_train_gpu.py --out-dir /tmp/sudoku_ckpt
+    python benchmarks/sudoku_train_gpu.py                  # checkpoint in build/sudoku/
     python benchmarks/sudoku_train_gpu.py --smoke --out-dir /tmp/sudoku_smoke   # tiny CPU version
 
 The stages (data on all CPU cores, training, held-out evaluation, propagation throughput with
@@ -32,7 +32,8 @@ from companion.sudoku.scale import run_scale_up  # noqa: E402
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description="Paper 06: 9x9 GPT-2 on DFS transcripts, on one GPU.")
-    ap.add_argument("--out-dir", required=True, help="folder for the checkpoint (and the smoke JSON)")
+    ap.add_argument("--out-dir", default="build/sudoku",
+                    help="folder for the checkpoint (and the smoke JSON); default build/sudoku")
     ap.add_argument("--smoke", action="store_true", help="a tiny CPU run that checks the script end to end")
     ap.add_argument("--gen-seconds", type=float, default=None, help="puzzle/transcript generation budget (default 25)")
     ap.add_argument("--train-seconds", type=float, default=None, help="training budget (default 240)")
