@@ -6,6 +6,12 @@ the figure). It is a pure function, unit-tested without a browser. :class:`Explo
 each change of a control re-renders the figure into an ``ipywidgets.Output`` with the plotly
 mimetype renderer, so no widget state is needed to show a plot and a figure never goes stale.
 
+The figure is written into the Output widget's ``outputs`` state from the kernel side, never captured
+with ``with output: display(...)``. Capturing makes a batch client (nbclient, under papermill) echo
+every captured output back to the kernel on the shell channel while it waits there for the cell's
+reply; under load that wait occasionally never wakes up and the notebook run stalls (seen in about
+one run in ten with two or more notebooks executing at once). Writing the state has no echo.
+
 The rendered widget carries CSS classes the real-browser tests look for: ``companion-explorer`` on
 the whole, ``companion-readout`` on the readout and ``companion-figure`` on the figure's output.
 """
@@ -62,9 +68,8 @@ class Explorer:
         figure, readout = self.view()
         self.readout.value = html.escape(readout) if readout else ""
         self.readout.layout.display = None if readout else "none"
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(figure)
+        bundle = {"text/plain": f"<plotly figure: {figure.layout.title.text or 'untitled'}>", **figure._repr_mimebundle_()}
+        self.output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
     def _on_change(self, _change) -> None:
         self.refresh()

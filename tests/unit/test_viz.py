@@ -29,6 +29,21 @@ def test_explorer_calls_the_pure_update_on_every_change():
     assert "companion-explorer" in ex.widget._dom_classes
 
 
+def test_explorer_writes_the_figure_into_the_output_state():
+    # The shown figure lives in the Output widget's state (no output capture, see companion.viz.explorer).
+    ex = Explorer(lambda a: go.Figure(go.Scatter(y=[a, 2 * a]), layout=dict(title="double")),
+                  {"a": widgets.IntSlider(value=1)})
+
+    def shown():
+        (out,) = ex.output.outputs
+        assert out["output_type"] == "display_data" and "double" in out["data"]["text/plain"]
+        return out["data"]["application/vnd.plotly.v1+json"]["data"][0]["y"]
+
+    assert list(shown()) == [1, 2]
+    ex.controls["a"].value = 4
+    assert list(shown()) == [4, 8]
+
+
 def test_explorer_rejects_what_it_cannot_bind():
     with pytest.raises(ValueError, match="at least one control"):
         Explorer(lambda: go.Figure(), {})
