@@ -47,7 +47,7 @@ from companion.core import repo_path, save_results  # noqa: E402
 from companion.delta_attention.attention import delta_plan  # noqa: E402
 from companion.delta_attention.gpu import (  # noqa: E402
     GiB,
-    bytes_needed,
+    check_free_memory,
     delta_prefill,
     delta_prefill_unfused,
     sparse_index,
@@ -240,17 +240,13 @@ def main():
     for idx, n in enumerate(sizes):
         # ---------------------------------------------------------------- memory check
         if dev.type == "cuda":
-            free, _ = torch.cuda.mem_get_info()
-            need = bytes_needed(n, hq=hq, hkv=hkv, d=d, dtype=dtype)
-            log(f"N={n}: needs ~{need / GiB:.1f} GiB of GPU memory at its peak; {free / GiB:.1f} GiB free")
-            if need > free:
-                rec.rows.append({"N": n, "contender": "all", "skipped":
-                                 f"needs {need / GiB:.1f} GiB, {free / GiB:.1f} GiB free"})
-                log(f"N={n}: skipped, not enough free GPU memory")
+            try:
+                need, free = check_free_memory(n, hq=hq, hkv=hkv, d=d, dtype=dtype)
+            except MemoryError as exc:
+                rec.rows.append({"N": n, "contender": "all", "skipped": str(exc)})
+                log(f"skipped: {exc}")
                 continue
-            dense_fits = True
-        else:
-            dense_fits = True
+            log(f"N={n}: needs ~{need / GiB:.1f} GiB of GPU memory at its peak; {free / GiB:.1f} GiB free")
         g = torch.Generator(device=dev).manual_seed(n)
         q = torch.randn(1, hq, n, d, device=dev, dtype=dtype, generator=g)
         k = torch.randn(1, hkv, n, d, device=dev, dtype=dtype, generator=g)
@@ -312,29 +308,25 @@ def main():
         del base, buf
 
         # ---------------------------------------------------------------- dense baselines
-        if not dense_fits:
-            for name in ("SDPA flash", "SDPA cuDNN"):
-                rec.rows.append({"N": n, "contender": name, "skipped": "not enough free GPU memory"})
-        else:
-            try:
-                kk = k.repeat_interleave(hq // hkv, dim=1)
-                vv = v.repeat_interleave(hq // hkv, dim=1)
-            except Exception as exc:
-                kk = vv = None
-                rec.rows.append({"N": n, "contender": "SDPA", "error": f"{type(exc).__name__}: {exc}"[:300]})
-            if kk is not None:
-                prev = {r["contender"]: r.get("ms") for r in rec.rows if r["N"] == sizes[idx - 1]} if idx else {}
-                for name, be in (("SDPA flash", "flash"), ("SDPA cuDNN", "cudnn")):
-                    f = sdpa(be)
-                    est = None
-                    if prev.get(name):
-                        est = prev[name] / 1e3 * (n / sizes[idx - 1]) ** 2   # seconds, quadratic scaling
-                    big = est is not None and est > 2.0
-                    calls = 1 if big else 5
-                    rec.run(n, name, lambda f=f: f(q, kk, vv), dev, warm=not big,
-                            budget_s=None if est is None else est * calls,
-                            extra={"compute_fraction": 1.0})
-                del kk, vv
+        try:
+            kk = k.repeat_interleave(hq // hkv, dim=1)
+            vv = v.repeat_interleave(hq // hkv, dim=1)
+        except Exception as exc:
+            kk = vv = None
+            rec.rows.append({"N": n, "contender": "SDPA", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        if kk is not None:
+            prev = {r["contender"]: r.get("ms") for r in rec.rows if r["N"] == sizes[idx - 1]} if idx else {}
+            for name, be in (("SDPA flash", "flash"), ("SDPA cuDNN", "cudnn")):
+                f = sdpa(be)
+                est = None
+                if prev.get(name):
+                    est = prev[name] / 1e3 * (n / sizes[idx - 1]) ** 2   # seconds, quadratic scaling
+                big = est is not None and est > 2.0
+                calls = 1 if big else 5
+                rec.run(n, name, lambda f=f: f(q, kk, vv), dev, warm=not big,
+                        budget_s=None if est is None else est * calls,
+                        extra={"compute_fraction": 1.0})
+            del kk, vv
         del q, k, v, index, count
         if dev.type == "cuda":
             torch.cuda.empty_cache()

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from companion.core import ParameterError, check_bool, check_choice, check_int
-from companion_kernels.query_sparse import query_sparse_delta_
+from companion.core import check_bool, check_choice, check_int
+from companion_kernels.query_sparse import delta_rows, query_sparse_delta_
 
 MODES = ("dense", "sparse", "recompute", "delta")
 
@@ -62,7 +62,7 @@ class DeltaPlan:
 
     def dense_rows(self, device=None) -> torch.Tensor:
         """Anchors then tail, strictly increasing (the query-sparse op's `rows`)."""
-        return torch.cat([self.anchors(device), torch.arange(self.s_p, self.n, device=device)])
+        return delta_rows(self.n, self.gamma, self.s_p, device=device)
 
 
 def delta_plan(n: int, gamma: int, tail: int = 128) -> DeltaPlan:
@@ -165,8 +165,6 @@ def delta_attention(q, k, v, method: Method, *, sm_scale: float | None = None, i
     n = q.shape[2]
     if method.mode == "dense":
         return masked_attention(q, k, v, dense_mask(n, causal=method.causal, device=q.device), sm_scale=sm_scale)
-    if n < method.sink or n < method.window:
-        raise ParameterError("sink/window", (method.sink, method.window), f"values <= N = {n}")
     mask = sink_window_mask(n, sink=method.sink, window=method.window, causal=method.causal, device=q.device)
     out = masked_attention(q, k, v, mask, sm_scale=sm_scale)              # A*V
     if method.mode == "sparse":

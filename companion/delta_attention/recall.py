@@ -196,8 +196,3 @@ def recall_metrics(model: TinyCausalLM, task: RecallTask, method: Method | None,
     hit = (logits.argmax(-1) == nxt)[t]
     return {"accuracy": float(hit.double().mean()), "nll": float(-lp.mean()), "p_correct": float(lp.exp().mean())}
 
-
-def recall_accuracy(model: TinyCausalLM, task: RecallTask, method: Method | None, *, batch: int = 256,
-                    seed: int = 1234) -> float:
-    """Share of query keys whose value is predicted (argmax) after a `method` prefill + dense decode."""
-    return recall_metrics(model, task, method, batch=batch, seed=seed)["accuracy"]

@@ -40,6 +40,7 @@ from companion.scalekv.schedule import check_schedule, cumulative_tokens, map_si
 __all__ = [
     "Budgets",
     "METHODS",
+    "check_fraction",
     "uniform_budget",
     "compressed_scales",
     "fit_integer_budgets",
@@ -87,9 +88,17 @@ class Budgets:
         return self.table.shape[0]
 
 
+def check_fraction(fraction) -> float:
+    """A KV budget given as a fraction of the full cache: a number in ``(0, 1]``."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:  # NaN fails too
+        raise ParameterError("fraction", fraction, "a KV budget as a fraction of the full cache, a number in (0, 1] "
+                             "(e.g. 0.1 for the paper's 10 %)")
+    return float(fraction)
+
+
 def uniform_budget(fraction: float, sides) -> int:
     """``B_uniform = round(f * N_{K-2})`` tokens per layer (at least 1)."""
-    fraction = check_float("budget", fraction, lo=0.0, hi=1.0, lo_open=True)
+    fraction = check_fraction(fraction)
     cum = cumulative_tokens(sides)
     return max(1, int(round(fraction * cum[-2])))
 
@@ -145,7 +154,7 @@ def _allocate(desired_per_scale, fraction, sides, method, selector, window_size,
     table = torch.zeros(nl, nk, dtype=torch.long)
     floor = min(window_size, base)
     if base < window_size and selector == "snapkv":
-        raise ParameterError("budget", fraction, f"a budget of at least {window_size} tokens per layer (the observation window); "
+        raise ParameterError("fraction", fraction, f"a budget of at least {window_size} tokens per layer (the observation window); "
                              f"{fraction} of {cum[-2]} tokens is {base}. Raise the budget or use a smaller window")
     first = comp[0] if comp else nk - 1
     steps = [k for k in comp if k < nk - 1]

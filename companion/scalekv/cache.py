@@ -12,7 +12,8 @@ Faithful to the official ``scale_kv.py::ScaleKVCluster.update_kv`` (StargazerX0/
   at those positions (clamped to the map, as the code does);
 * selection: :func:`companion_kernels.scalekv_select.scalekv_select` (window scores, window keys
   excluded, ``max_pool1d(kernel 5)``, top-k plus the window, sorted by position). ``capacity <
-  |W|`` keeps the window only, as the code does (our budgets never ask for that).
+  |W|`` keeps the window only, as the code intends (its branch for that case never assigns the
+  indices and would fail; our budgets never ask for it).
 
 Baseline selectors at the same capacities: ``streaming`` (StreamingLLM: the first ``n_sink`` = 4
 cache entries plus the most recent) and ``recent`` (sliding window).

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from companion.core import ParameterError, check_choice, check_float, check_int
+from companion.core import ParameterError, check_choice, check_int
 from companion.scalekv.asi import calibrate_asi, select_drafters, zscores
-from companion.scalekv.budgets import LABELS, METHODS, Budgets, compressed_scales, expected_retained, method_budgets, uniform_budget
+from companion.scalekv.budgets import LABELS, METHODS, Budgets, check_fraction, compressed_scales, expected_retained, method_budgets, uniform_budget
 from companion.scalekv.cache import CachePolicy
 from companion.scalekv.data import dequantise
 from companion.scalekv.metrics import hidden_error, logit_kl, psnr, token_agreement
@@ -136,7 +136,7 @@ def sweep(model: TinyVAR, labels, z: torch.Tensor, fractions, methods=METHODS, *
 
     for m in methods:
         check_choice("method", m, METHODS)
-    fractions = [check_float("fraction", f, lo=0.0, hi=1.0, lo_open=True) for f in fractions]
+    fractions = [check_fraction(f) for f in fractions]
     check_int("keep_images", keep_images, lo=0)
     sides = model.config.sides
     kw = dict(seed=seed, temperature=temperature, guidance=guidance, bias=bias)

@@ -64,6 +64,7 @@ def asi_figure(current, history, z, drafters, sides, *, title: str = "Attention 
     ys, xs = np.nonzero(d)
     fig.add_trace(go.Scatter(x=[x[k] for k in xs], y=[y[i] for i in ys], mode="markers", name="ScaleKV's drafter",
                              marker=dict(symbol="square-open", size=30, color="black", line=dict(width=3, color="black"))), row=1, col=3)
+    fig.update_xaxes(title_text="scale (token map)")
     fig.update_layout(height=120 + 40 * nl, width=1000, title=title, legend=dict(orientation="h", y=-0.25))
     return fig
 
@@ -103,7 +104,8 @@ def planted_figure(z, planted, errors: dict, sides, *, title: str = "Planted dra
         fr = sorted(per_budget)
         fig.add_trace(go.Bar(x=[f"{f:.0%}" for f in fr], y=[round(per_budget[f], 4) for f in fr], name=LABELS[meth],
                              marker_color=METHOD_COLORS[meth]), row=1, col=2)
-    fig.update_xaxes(title_text="budget", row=1, col=2)
+    fig.update_xaxes(title_text="scale (token map)", row=1, col=1)
+    fig.update_xaxes(title_text="budget (fraction of the full cache)", row=1, col=2)
     fig.update_layout(height=340, width=1000, title=title, barmode="group", legend=dict(orientation="h", y=-0.3))
     return fig
 

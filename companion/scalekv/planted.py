@@ -7,7 +7,7 @@ bias follows the keys through compression):
 * drafter layers: ``+history`` on every key of earlier scales, so attention spreads over the
   history (low current-map share -> low ASI);
 * refiner layers: ``-locality * d^2`` on current-map keys, ``d`` the distance between query and key
-  centres in units of the current map's cells, and ``-history`` on earlier scales (attention stays on
+  centres in units of the current map's cells, and ``-2 * history`` on earlier scales (attention stays on
   the neighbourhood of the query in the current map -> high ASI).
 
 ASI must rank the planted drafters lowest at every scale, and at equal memory ScaleKV (which gives

@@ -26,7 +26,6 @@ __all__ = [
     "check_schedule",
     "map_sizes",
     "cumulative_tokens",
-    "scale_of_token",
     "kv_bytes",
 ]
 
@@ -60,14 +59,6 @@ def cumulative_tokens(sides: Sequence[int]) -> list[int]:
     for n in map_sizes(sides):
         total += n
         out.append(total)
-    return out
-
-
-def scale_of_token(sides: Sequence[int]) -> list[int]:
-    """For each global token position, the index of the scale it belongs to."""
-    out = []
-    for k, n in enumerate(map_sizes(sides)):
-        out.extend([k] * n)
     return out
 
 

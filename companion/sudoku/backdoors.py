@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from companion.sudoku.board import board_size, parse_board
-from companion.sudoku.rules import CONTRADICTION, OPEN, SOLVED, analyze, propagate
+from companion.sudoku.rules import OPEN, SOLVED, STATUS_NAMES, analyze, propagate
 from companion.sudoku.solver import State
 
 
@@ -95,12 +95,11 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
         solved_flags[start : start + chunk] = _numpy(st) == SOLVED
     out = []
     k = 0
-    names = {OPEN: "open", SOLVED: "solved", CONTRADICTION: "contradiction"}
     for i, b in enumerate(boards):
         moves = per_puzzle_moves[i]
         flags = solved_flags[k : k + len(moves)]
         k += len(moves)
-        out.append(BackdoorInfo(b, tuple(int(x) for x in fix_np[i]), names[int(status_np[i])], moves, flags.copy()))
+        out.append(BackdoorInfo(b, tuple(int(x) for x in fix_np[i]), STATUS_NAMES[int(status_np[i])], moves, flags.copy()))
     return out
 
 

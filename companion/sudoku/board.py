@@ -73,13 +73,6 @@ class Geometry:
         """A ``[3n, n*n]`` 0/1 matrix: entry (u, c) is 1 when cell c lies in unit u."""
         return _unit_matrix(self.n)
 
-    def row_col(self, cell: int) -> tuple[int, int]:
-        return divmod(cell, self.n)
-
-    def box_of(self, cell: int) -> int:
-        r, c = divmod(cell, self.n)
-        return (r // self.box) * self.box + c // self.box
-
 
 @lru_cache(maxsize=None)
 def geometry(n: int) -> Geometry:
@@ -217,24 +210,6 @@ def board_size(board) -> int:
 def format_board(board, empty: str = ".") -> str:
     """The one-line string of a board (``.`` for empty cells)."""
     return "".join(str(v) if v else empty for v in board)
-
-
-def pretty_board(board) -> str:
-    """A multi-line text picture of a board with box separators."""
-    n = board_size(board)
-    b = geometry(n).box
-    lines = []
-    for r in range(n):
-        if r and r % b == 0:
-            lines.append("-" * (2 * n + 2 * (b - 1) - 1))
-        row = []
-        for c in range(n):
-            if c and c % b == 0:
-                row.append("|")
-            v = board[r * n + c]
-            row.append(str(v) if v else ".")
-        lines.append(" ".join(row))
-    return "\n".join(lines)
 
 
 def find_conflict(board) -> str | None:

@@ -66,10 +66,6 @@ def random_symmetry(n: int, rng: random.Random) -> tuple:
     return line_perm(), line_perm(), tuple([0] + digits), rng.random() < 0.5
 
 
-def identity_symmetry(n: int) -> tuple:
-    return tuple(range(n)), tuple(range(n)), tuple(range(n + 1)), False
-
-
 def apply_symmetry(board, sym) -> tuple:
     """The image of a board (0 stays empty) under ``sym``."""
     n = board_size(board)

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from companion.core import ParameterError, check_choice, check_float, check_int
-from companion.sudoku.board import PAD, SOLVED, START, VOCAB_SIZE, move_token, parse_board
+from companion.sudoku.board import PAD, SOLVED, START, VOCAB_SIZE, board_size, move_token, parse_board
 from companion.sudoku.replay import final_board, guesses_in
 
 LOSS_KINDS = ("l2", "l2-position", "l1")
@@ -342,7 +342,7 @@ def train_model(model, data: TranscriptBatch, cfg: TrainConfig, device="cpu", pr
 def prompt_tokens(puzzle) -> list[int]:
     """The clues in cell order followed by the start token."""
     b = parse_board(puzzle)
-    n = 4 if len(b) == 16 else 9
+    n = board_size(b)
     return [move_token(c, v, n) for c, v in enumerate(b) if v] + [START]
 
 
@@ -362,16 +362,14 @@ def label_accuracy(model, data: TranscriptBatch, batch_size: int = 256) -> dict:
         lab = b.labels[:, :T].long()
         has = (lab >= 0).any(-1)
         ok = (lab == pred[..., None]).any(-1)
-        nxt = torch.cat([b.tokens[:, 1:T], torch.full_like(b.tokens[:, :1], PAD)], 1)
         first = lab[..., 0]
         kinds = {
-            "move": (first >= 111) & (first <= 999) & (lab >= 0).sum(-1).ge(1),
+            "move": (first >= 111) & (first <= 999),
             "101": first == 101,
             "102": first == 102,
             "0": first == SOLVED,
             "level": (first >= 1) & (first <= 99),
         }
-        del nxt
         for name, m in {"all": has, **kinds}.items():
             m = m & has
             a, c = hits.get(name, (0, 0))
@@ -425,7 +423,7 @@ def greedy_decode(
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         states = None
         if protocol:
-            states = [ProtocolState(b, 4 if len(b) == 16 else 9) for b in boards[start : start + B]]
+            states = [ProtocolState(b, board_size(b)) for b in boards[start : start + B]]
 
         def pick(logits, done_list):
             if states is None:
@@ -486,7 +484,7 @@ def evaluate_model(
     """Board accuracy (the last value per cell equals the solution; a valid completion where no
     solution is given), the share that ends with ``0``, and the guesses per puzzle."""
     seqs = greedy_decode(model, puzzles, max_total=max_total, batch_size=batch_size, device=device, protocol=protocol)
-    n = 4 if len(parse_board(puzzles[0])) == 16 else 9
+    n = board_size(parse_board(puzzles[0]))
     correct, ended, guesses = [], [], []
     for i, (p, s) in enumerate(zip(puzzles, seqs)):
         board = final_board(s, n)
@@ -507,7 +505,7 @@ def evaluate_model(
 
 
 @torch.no_grad()
-def next_token_probs(model, tokens, top_k: int | None = None) -> torch.Tensor:
+def next_token_probs(model, tokens) -> torch.Tensor:
     """Teacher-forced next-token distributions at every position of one sequence: ``[T, VOCAB]``."""
     model.eval()
     device = next(model.parameters()).device
@@ -549,7 +547,3 @@ def load_checkpoint(path, device="cpu"):
     if missing or unexpected:
         raise ValueError(f"checkpoint {path} does not match the model: missing {missing[:3]}, unexpected {unexpected[:3]}")
     return model.to(device).eval(), json.loads(md.get("meta", "{}"))
-
-
-def lr_schedule_summary(cfg: TrainConfig) -> str:
-    return f"AdamW lr {cfg.lr:g}, betas (0.9, 0.95), wd {cfg.weight_decay}, {cfg.warmup} warm-up steps, linear decay, clip {cfg.clip}"

@@ -32,7 +32,7 @@ import torch
 from scipy.optimize import minimize
 
 from companion.core import check_choice, check_float
-from companion.sudoku.board import geometry
+from companion.sudoku.board import board_size, geometry
 
 FEATURES = (
     "1 / #candidates of the cell",
@@ -52,7 +52,7 @@ def move_features(fixpoint, moves) -> np.ndarray:
     from companion.sudoku.rules import CONTRADICTION, analyze
 
     b = np.asarray(fixpoint, dtype=np.int64)
-    n = 4 if b.size == 16 else 9
+    n = board_size(b)
     g = geometry(n)
     if not moves:
         return np.zeros((0, len(FEATURES)))

@@ -186,16 +186,6 @@ def _analyze(b, xp, n):
     return cand, forced, status
 
 
-def analyze_bits(boards, device=None):
-    """Bitmask analysis of every board: ``(cand [B, N], forced [B, N], status [B] int8)``.
-
-    ``cand[b, c]`` has bit v-1 set when v is a candidate of the empty cell c; ``forced[b, c]`` has the
-    bits of every single (naked or hidden) that fires in c. numpy in, numpy out; torch in, torch out.
-    """
-    b, xp, n = _prepare(boards, device)
-    return _analyze(b, xp, n)
-
-
 def _bits_to_bool(masks, n):
     if isinstance(masks, torch.Tensor):
         shifts = torch.arange(n, device=masks.device, dtype=masks.dtype)
@@ -244,13 +234,3 @@ def propagate(boards, device=None, max_iters: int | None = None):
         idx = xp.nonzero(active)
         status[idx] = _analyze(b[idx], xp, n)[2]
     return b, status, it
-
-
-def candidate_moves(boards) -> list[list[tuple[int, int]]]:
-    """For each board, every (cell, value) that does not conflict with a placed value."""
-    cand, _, _ = analyze(np.asarray(boards.cpu() if isinstance(boards, torch.Tensor) else boards))
-    out = []
-    for c in cand:
-        cells, vals = np.nonzero(c)
-        out.append([(int(x), int(v) + 1) for x, v in zip(cells, vals)])
-    return out

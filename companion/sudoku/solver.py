@@ -102,9 +102,6 @@ class State:
         for p in self.g.peers[cell]:
             cand[p] &= bit
 
-    def is_complete(self) -> bool:
-        return 0 not in self.board
-
     def analyze(self):
         """``(status, forced)``: status ``"contradiction" | "solved" | "open"``; forced = sorted (cell, value).
 

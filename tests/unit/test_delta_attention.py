@@ -72,11 +72,27 @@ def test_mask_bad_input(kw, name):
 def test_method_bad_input():
     with pytest.raises(ParameterError, match="parameter mode="):
         Method(mode="fast")
-    with pytest.raises(ParameterError, match="parameter gamma="):
-        Method(gamma=0)
+
+
+@pytest.mark.parametrize("method, name, allowed", [
+    (Method("sparse", sink=4, window=32), "window=32", "<= 16"),           # window larger than N
+    (Method("delta", sink=17, window=4), "sink=17", "<= 16"),              # sink larger than N
+    (Method("recompute", sink=2, window=4, gamma=4, tail=17), "tail=17", "<= 16"),  # tail longer than N
+    (Method("delta", sink=2, window=4, gamma=17, tail=0), "gamma=17", "<= 16"),     # γ larger than N
+])
+def test_delta_attention_bad_input_names_parameter_value_and_range(method, name, allowed):
+    """The issue's bad inputs: each error names the parameter, its value and the allowed range."""
     q, k, v = qkv(16)
-    with pytest.raises(ParameterError, match="N = 16"):
-        delta_attention(q, k, v, Method("sparse", sink=4, window=32))
+    with pytest.raises(ParameterError, match=f"parameter {name} is not allowed: expected .*{allowed}"):
+        delta_attention(q, k, v, method)
+
+
+def test_gamma_below_one_is_refused_everywhere():
+    for bad in (0, -1):
+        with pytest.raises(ParameterError, match=f"parameter gamma={bad} is not allowed: expected an integer >= 1"):
+            Method("delta", gamma=bad)
+        with pytest.raises(ParameterError, match=f"parameter gamma={bad} "):
+            delta_plan(64, bad)
 
 
 # ---------------------------------------------------------------- masks

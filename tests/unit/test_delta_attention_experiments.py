@@ -16,7 +16,7 @@ from transformers import BertConfig, BertModel
 from companion.delta_attention import Method, delta_plan
 from companion.delta_attention.attention import dense_mask, masked_attention
 from companion.delta_attention.explore import ladder_figure, make_explorer_update, mask_picture
-from companion.delta_attention.gpu import bytes_needed, delta_prefill, delta_prefill_unfused, sparse_index, sparse_prefill
+from companion.delta_attention.gpu import bytes_needed, check_free_memory, delta_prefill, delta_prefill_unfused, sparse_index, sparse_prefill
 from companion.delta_attention.minilm import compare, position_error, run_minilm
 from companion.delta_attention.recall import RecallTask, TinyCausalLM, recall_metrics
 from companion_kernels.block_sparse import index_to_dense
@@ -130,6 +130,15 @@ def test_gpu_path_reference_semantics():
 def test_bytes_needed_at_one_million_tokens():
     gib = bytes_needed(1 << 20) / 2 ** 30          # q 8 + k,v 4 + three 8-GiB buffers = 36 GiB, +10 %
     assert gib == pytest.approx(39.6, abs=0.1)
+
+
+def test_free_memory_check_says_what_a_million_tokens_need(monkeypatch):
+    """The million-token runs check free GPU memory first (issue: 'say what they need')."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (20 * 2 ** 30, 80 * 2 ** 30))
+    with pytest.raises(MemoryError, match=r"N=1048576: needs about 39\.6 GiB of GPU memory, 20\.0 GiB free"):
+        check_free_memory(1 << 20)
+    need, free = check_free_memory(1 << 17)        # 128k fits in 20 GiB
+    assert need == bytes_needed(1 << 17) and free == 20 * 2 ** 30
 
 
 def test_heatmap_binning_keeps_means():

@@ -42,6 +42,7 @@ from companion.scalekv import (
     run_policy,
     scalekv_budgets,
     select_drafters,
+    sweep,
     token_agreement,
     train_var,
     uniform_budget,
@@ -95,10 +96,76 @@ def test_schedule_must_increase(bad):
 
 @pytest.mark.parametrize("fraction", [0, 0.0, -0.1, 1.0001, 2, float("nan"), float("inf"), "10%", None, True])
 def test_budget_outside_unit_interval_is_rejected(fraction):
-    with pytest.raises(ParameterError, match="budget"):
+    with pytest.raises(ParameterError, match=r"fraction=.*a number in \(0, 1\]"):
         uniform_budget(fraction, INFINITY_1024)
     with pytest.raises(ParameterError):
         uniform_budgets(4, fraction, INFINITY_1024)
+
+
+def _entry_points(model, z):
+    """Every public call a user makes with a budget fraction, a refiner decay or a scale schedule."""
+    from companion.scalekv import planted_model
+    from companion.scalekv.bench import attention_latency
+
+    d = _drafters(3, SIDES, (0,))
+    lab = torch.arange(2)
+    latency = dict(geometry=dict(layers=1, heads=2, head_dim=8), batch=1, budget=6, dtype=torch.float32, log=lambda *a: None)
+    fraction = {
+        "uniform_budget": lambda f: uniform_budget(f, SIDES),
+        "uniform_budgets": lambda f: uniform_budgets(3, f, SIDES, window_size=4),
+        "pyramid_budgets": lambda f: pyramid_budgets(3, f, SIDES, window_size=4),
+        "scalekv_budgets": lambda f: scalekv_budgets(d, f, SIDES, window_size=4),
+        "method_budgets": lambda f: method_budgets("streaming", 3, f, SIDES),
+        "plan": lambda f: plan("scalekv", model, f, SIDES, z=z, window_size=4),
+        "sweep": lambda f: sweep(model, lab, z, [0.3, f], window_size=4),
+        "planted_experiment": lambda f: planted_experiment((1, 2, 3, 4), layers=3, drafters=(1,), fractions=(f,), n_cal=1, n_eval=1),
+        "analytic_memory": lambda f: analytic_memory(fraction=f),
+    }
+    delta = {
+        "scalekv_budgets": lambda x: scalekv_budgets(d, 0.3, SIDES, delta=x, window_size=4),
+        "method_budgets": lambda x: method_budgets("scalekv", 3, 0.3, SIDES, drafters=d, delta=x, window_size=4),
+        "plan": lambda x: plan("scalekv", model, 0.3, SIDES, z=z, delta=x, window_size=4),
+        "sweep": lambda x: sweep(model, lab, z, [0.3], delta=x, window_size=4),
+        "planted_experiment": lambda x: planted_experiment((1, 2, 3, 4, 6), layers=3, drafters=(1,), fractions=(0.3,), delta=x,
+                                                           n_cal=1, n_eval=1),
+        "analytic_memory": lambda x: analytic_memory(delta=x),
+    }
+    schedule = {
+        "check_schedule": lambda s: check_schedule(s),
+        "VARConfig": lambda s: VARConfig(sides=s),
+        "load_digit_tokens": lambda s: load_digit_tokens(s),
+        "cumulative_tokens": lambda s: cumulative_tokens(s),
+        "uniform_budgets": lambda s: uniform_budgets(3, 0.3, s),
+        "scalekv_budgets": lambda s: scalekv_budgets(torch.zeros(3, len(s), dtype=torch.bool), 0.3, s),
+        "plan": lambda s: plan("uniform", 3, 0.3, s),
+        "planted_model": lambda s: planted_model(s, layers=3, drafters=(1,)),
+        "planted_experiment": lambda s: planted_experiment(s, layers=3, drafters=(1,)),
+        "analytic_memory": lambda s: analytic_memory(sides=s),
+        "attention_latency": lambda s: attention_latency("cpu", sides=s, **latency),
+    }
+    return fraction, delta, schedule
+
+
+def test_the_issues_bad_inputs_are_named_at_every_entry_point(model, z):
+    """Budget outside (0, 1], a delta that makes a refiner budget negative, a schedule that does not increase:
+    each public entry point raises ParameterError naming the parameter, the value and what is allowed."""
+    fraction, delta, schedule = _entry_points(model, z)
+    for name, call in fraction.items():
+        for bad in (0.0, 1.5, -0.1):
+            with pytest.raises(ParameterError, match=rf"fraction={bad!r} is not allowed: expected .*\(0, 1\]"):
+                call(bad)
+    # B_r(j) = (600/650 - delta * j) * B: SIDES at 30 % compresses 2 scales before the last (j <= 1, limit 0.923),
+    # Infinity at 10 % compresses 5 (j <= 4, limit 0.231).
+    for name, call in delta.items():
+        too_big, limit = (0.3, "0.2308") if name == "analytic_memory" else (1.0, "0.9231")
+        with pytest.raises(ParameterError, match=rf"delta={too_big} is not allowed: expected delta <= {limit} so that the refiner "
+                                                 r"budget stays >= 0"):
+            call(too_big)
+        with pytest.raises(ParameterError, match=r"delta=-0\.1 is not allowed: expected a number >= 0"):
+            call(-0.1)
+    for name, call in schedule.items():
+        with pytest.raises(ParameterError, match=r"scales=\(1, 3, 2\) is not allowed: expected a strictly increasing schedule"):
+            call((1, 3, 2))
 
 
 def test_uniform_budget_is_a_fraction_of_the_cache_before_the_last_map():
@@ -285,6 +352,15 @@ def test_window_positions_are_the_official_patch_centroids():
     assert local48[:4].tolist() == [5 * 48 + c for c in (5, 17, 29, 41)] and local48[4].item() == 17 * 48 + 5
     glob3, local3 = window_positions(3, 5, 14, 16)  # smaller than the 4x4 grid: the last 14 cache entries
     assert glob3.tolist() == list(range(0, 14)) and local3.min() == 0 and local3.max() == 8
+    # Sides not divisible by 4 floor the patch (H // 4): 6x6 -> patches of 1, centres 0-3 (the top-left 4x4 block);
+    # 20x20 (Infinity) -> patches of 5, centres 2, 7, 12, 17 (h = i * 5 + (5 - 1) // 2).
+    _, local6 = window_positions(6, 21, 57, 16)
+    assert local6.tolist() == [r * 6 + c for r in range(4) for c in range(4)]
+    _, local20 = window_positions(20, 0, 400, 16)
+    assert local20.tolist() == [r * 20 + c for r in (2, 7, 12, 17) for c in (2, 7, 12, 17)]
+    # A 3x3 map inside a longer cache: the last 16 entries (13..28), queries clamped to the map as the code does.
+    glob3b, local3b = window_positions(3, 20, 29, 16)
+    assert glob3b.tolist() == list(range(13, 29)) and local3b.tolist() == [0] * 7 + list(range(9))
     g2, l2 = window_positions(6, 30, 66, 4)  # 2x2 grid on a 6x6 map: centres 1 and 4
     assert l2.tolist() == [7, 10, 25, 28]
     with pytest.raises(ParameterError):
@@ -326,8 +402,41 @@ def test_compression_starts_above_base_and_the_last_scale_reuses_the_previous_bu
     assert (gen.retained[:, 3:] == 20).all()
     assert torch.equal(gen.retained, expected_retained(b))
     assert gen.attended[:, 4].tolist() == [20 + 36] * 3  # step 4 attends to the kept 20 plus its own map
-    again = run_policy(model, torch.arange(2), b, window_size=4)  # the flag was reset after the last scale
-    assert torch.equal(again.tokens, gen.tokens)
+
+
+def test_policy_rule_base_capacity_last_scale_and_flag_on_a_hand_case():
+    """The official ``update_kv`` rule, one layer, maps 1, 2, 3 (cache 1, 5, 14), base capacity 3, sliding
+    window so only the lengths matter. The table's last column (9) is never read: the last scale uses the
+    previous column (2). After the last scale the flag is cleared without a ``reset``, so the next image's
+    short caches are left alone, while within an image a cache below base is still cut once it has been."""
+    from companion.scalekv.budgets import Budgets
+    from companion.scalekv.model import LayerCache
+
+    def cache(n):
+        t = torch.arange(float(n)).view(1, 1, n, 1)
+        return LayerCache(k=t, v=t.clone(), pos=torch.arange(n).view(1, 1, n))
+
+    b = Budgets("window", 0.5, (1, 2, 3), 3, torch.tensor([[0, 2, 9]]), torch.zeros(1, 3, dtype=torch.bool), "recent", 1)
+    pol = CachePolicy(b)
+    pol.reset(1)
+    c = cache(1)
+    pol.compress(0, 0, c, None)
+    assert c.length == 1 and pol.reached == [False]  # 1 <= base: untouched
+    c = cache(3)
+    pol.compress(0, 1, c, None)
+    assert c.length == 3 and pol.reached == [False]  # key_len == base: still untouched (compress only above)
+    c = cache(5)
+    pol.compress(0, 1, c, None)
+    assert c.pos.flatten().tolist() == [3, 4] and pol.reached == [True]  # 5 > base: cut to the scale's capacity 2
+    c = cache(3)
+    pol.compress(0, 1, c, None)
+    assert c.length == 2  # once reached, a cache of 3 <= base is cut too
+    c = cache(11)
+    pol.compress(0, 2, c, None)
+    assert c.pos.flatten().tolist() == [9, 10] and pol.reached == [False]  # last scale: previous capacity, flag cleared
+    c = cache(3)
+    pol.compress(0, 1, c, None)
+    assert c.length == 3  # the next image starts uncompressed
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.3, 0.6])

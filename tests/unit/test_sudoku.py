@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from companion.core import ParameterError
-from companion.sudoku.backdoors import backdoors_reference, expected_guesses, find_backdoors
+from companion.sudoku.backdoors import backdoors_reference, cumulative_guess_curve, expected_guesses, find_backdoors
 from companion.sudoku.board import (
     DEAD_END,
     GUESS,
@@ -96,7 +96,7 @@ def test_no_solution_and_several_solutions_are_named():
     no_sol = "." + "234" + "." * 4 + "1" + "." * 7
     with pytest.raises(SudokuError, match="no solution"):
         dfs_transcript(no_sol)
-    with pytest.raises(SudokuError, match="several solutions"):
+    with pytest.raises(SudokuError, match=r"several solutions \(at least two, differing at r\d+c\d+"):
         dfs_transcript("." * 16)
     # without the uniqueness check the DFS still finds one of the solutions
     t = dfs_transcript("." * 16, check_unique=False)
@@ -104,8 +104,14 @@ def test_no_solution_and_several_solutions_are_named():
 
 
 def test_step_limit_stops_hard_search():
-    with pytest.raises(StepLimitExceeded):
+    with pytest.raises(StepLimitExceeded, match="step limit of 50 steps"):
         count_solutions("." * 81, limit=10**6, max_steps=50)
+    # the DFS transcript generator has its own budget (no uniqueness check, so only the DFS runs)
+    with pytest.raises(StepLimitExceeded, match="step limit of 5 steps"):
+        dfs_transcript("." * 81, check_unique=False, max_steps=5)
+    # ... and the uniqueness check is bounded too
+    with pytest.raises(StepLimitExceeded):
+        unique_solution("." * 81, max_steps=3)
 
 
 # --------------------------------------------------------------------------------- rules
@@ -309,8 +315,10 @@ def test_backdoors_vectorised_match_sequential(puzzles9):
             assert info.oracle_p("lower") <= info.oracle_p("upper") <= 1.0
 
 
-def test_expected_guesses():
-    assert list(expected_guesses([0.5, 1.0, 0.0])) == [2.0, 1.0, np.inf]
+def test_expected_guesses_and_cumulative_curve():
+    e = expected_guesses([0.5, 1.0, 0.0])
+    assert list(e) == [2.0, 1.0, np.inf]
+    assert cumulative_guess_curve(e, [0.5, 1.0, 2.0, 1e9]).tolist() == [0.0, 1 / 3, 2 / 3, 2 / 3]
 
 
 # --------------------------------------------------------------------------------- grammar
