@@ -46,7 +46,7 @@ test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limi
 	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q
 
 test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
-	@# A kernel occasionally stalls on a widget cell under load: failed notebooks get one serial second run.
+	@# On a loaded 2-core machine a browser run can exceed its limits: failed notebooks get one serial second run.
 	bash tests/ui/setup.sh && { $(PY) -m pytest tests/ui -q -n 2 || { echo "==> browser stage: running the failed notebooks once more"; $(PY) -m pytest tests/ui -q --lf; }; } || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
 
 lab: $(STAMP) ## JupyterLab on 127.0.0.1 with token authentication, in notebooks/
