@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from companion.core import check_int
+from companion.core import ParameterError, check_int
 from companion.delta_attention.attention import Method, delta_attention
 from companion_kernels.query_sparse import query_sparse_attention
 
@@ -134,13 +134,13 @@ class Block(nn.Module):
 class TinyCausalLM(nn.Module):
     """A pre-LN causal transformer (RoPE) whose attention takes a `Method`."""
 
-    def __init__(self, vocab: int, length: int, d: int = 64, layers: int = 2, heads: int = 4,
+    def __init__(self, vocab: int, d: int = 64, layers: int = 2, heads: int = 4,
                  smear_from: int = 0):
         super().__init__()
         check_int("d", d, lo=8)
         check_int("layers", layers, lo=1)
         if d % heads:
-            raise ValueError(f"d={d} must be a multiple of heads={heads}")
+            raise ParameterError("d", d, f"a multiple of heads = {heads}")
         self.tok = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList([Block(d, heads, smear=i >= smear_from) for i in range(layers)])
         self.ln = nn.LayerNorm(d)
@@ -160,7 +160,7 @@ def train_recall(task: RecallTask, *, steps: int = 300, batch: int = 32, d: int 
     check_int("steps", steps, lo=1)
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
-    model = TinyCausalLM(task.vocab, task.length, d=d, layers=layers, heads=heads, smear_from=smear_from)
+    model = TinyCausalLM(task.vocab, d=d, layers=layers, heads=heads, smear_from=smear_from)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 30) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))

@@ -92,7 +92,7 @@ def test_recall_task_structure():
 def test_recall_model_methods_reduce_to_dense():
     task = RecallTask(length=64, pairs=4, queries=4, num_keys=8, num_values=8, num_filler=8)
     torch.manual_seed(0)
-    model = TinyCausalLM(task.vocab, task.length, d=32, layers=2, heads=4).eval()
+    model = TinyCausalLM(task.vocab, d=32, layers=2, heads=4).eval()
     tok, _ = task.sample(3, torch.Generator().manual_seed(1))
     p = task.query_start
     with torch.no_grad():
