@@ -16,8 +16,8 @@ from plotly.subplots import make_subplots
 
 from companion.delta_attention.attention import Method, compute_fraction, delta_plan, sink_window_mask
 from companion.delta_attention.minilm import position_error, run_minilm
+from companion.viz import COLORS
 
-COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
 
 def make_explorer_update(model, input_ids, *, tail: int = 32, causal: bool = False, dense=None,

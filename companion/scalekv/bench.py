@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from companion.core import check_float, check_int
-from companion.scalekv.budgets import expected_retained, scalekv_budgets, uniform_budget
+from companion.scalekv.budgets import expected_retained, retained_lengths, scalekv_budgets, uniform_budget
 from companion.scalekv.schedule import INFINITY_1024, INFINITY_8B, cumulative_tokens, kv_bytes, map_sizes
 
 __all__ = ["larger_model_protocol", "attention_latency", "selection_timing", "analytic_memory", "bench_ms"]
@@ -108,18 +108,8 @@ def larger_model_protocol(device, *, sides=LARGE_SIDES, layers: int = 8, dim: in
 
 def _compressed_lengths(sides, budget: int) -> list[int]:
     """Keys each scale's queries attend with a cache compressed to ``budget`` (the uniform rule)."""
-    sizes, cum = map_sizes(sides), cumulative_tokens(sides)
-    out, held, reached = [], 0, False
-    for k, n in enumerate(sizes):
-        key_len = held + n
-        out.append(key_len)
-        if key_len <= budget and not reached:
-            held = key_len
-        else:
-            reached = True
-            held = min(key_len, budget)
-    assert out[0] == cum[0]
-    return out
+    held = retained_lengths(sides, budget, [budget] * len(sides))
+    return [prev + n for prev, n in zip([0] + held[:-1], map_sizes(sides))]
 
 
 def attention_latency(device, *, sides=INFINITY_1024, geometry=None, batch: int = 2, budget: int = 650,

@@ -49,6 +49,7 @@ __all__ = [
     "pyramid_budgets",
     "method_budgets",
     "expected_retained",
+    "retained_lengths",
 ]
 
 METHODS = ("scalekv", "uniform", "pyramid", "streaming", "window")
@@ -260,20 +261,21 @@ def method_budgets(method: str, layers: int, fraction: float, sides, *, drafters
     return uniform_budgets(layers, fraction, sides, method=method, window_size=window_size)
 
 
-def expected_retained(budgets: Budgets) -> torch.Tensor:
-    """Analytic cache length ``[L, K]`` after each step under the official rule (compare with a run)."""
-    sizes = map_sizes(budgets.sides)
-    nl, nk = budgets.table.shape
-    out = torch.zeros(nl, nk, dtype=torch.long)
-    for li in range(nl):
-        held, reached = 0, False
-        for k in range(nk):
-            key_len = held + sizes[k]
-            if key_len <= budgets.base and not reached:
-                held = key_len
-            else:
-                reached = True
-                cap = int(budgets.table[li, k if k < nk - 1 else nk - 2])
-                held = min(key_len, cap)
-            out[li, k] = held
+def retained_lengths(sides, base: int, capacities) -> list[int]:
+    """One layer's cache length after each step under the official rule: the cache is kept whole while
+    it fits ``base``; from the first step where it does not, it is cut to ``capacities[k]`` at every step."""
+    held, reached, out = 0, False, []
+    for k, n in enumerate(map_sizes(sides)):
+        key_len = held + n
+        reached = reached or key_len > base
+        held = min(key_len, int(capacities[k])) if reached else key_len
+        out.append(held)
     return out
+
+
+def expected_retained(budgets: Budgets) -> torch.Tensor:
+    """Analytic cache length ``[L, K]`` after each step under the official rule (compare with a run);
+    the last scale reuses the previous scale's budget."""
+    nk = budgets.table.shape[1]
+    caps = torch.cat([budgets.table[:, : nk - 1], budgets.table[:, nk - 2: nk - 1]], dim=1)
+    return torch.tensor([retained_lengths(budgets.sides, budgets.base, row.tolist()) for row in caps], dtype=torch.long)

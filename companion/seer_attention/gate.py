@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from companion.core.atomic import write_atomic
 from companion.core.validation import ParameterError, check_bool, check_int
 
 POOLINGS = ("avg", "max", "min")
@@ -259,25 +260,12 @@ class GateSet(nn.Module):
 
     def save(self, path, metadata: dict | None = None) -> Path:
         """Write the weights and the config (as safetensors metadata) atomically to ``path``."""
-        import os
-        import tempfile
-
         from safetensors.torch import save_file
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"seer_gate_config": json.dumps(self.config())}
         meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata=meta)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_atomic(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
 
     @classmethod
     def load(cls, path, device: str | torch.device = "cpu") -> "GateSet":

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from companion.core import ParameterError, check_int
+from companion.core.atomic import write_text_atomic
 from companion.sudoku.board import PAD, VOCAB_SIZE, board_size, format_board, geometry, parse_board
 from companion.sudoku.solver import State, _Budget, _has_solution, _search
 
@@ -195,14 +196,9 @@ def generate_puzzles(n: int, count: int, seed: int = 0, workers: int = 1, distin
 
 def save_puzzles(path, puzzles, header: str | None = None) -> Path:
     """Write puzzles (one line each) atomically; ``header`` lines become ``#`` comments."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"# {h}" for h in (header or "").splitlines()]
     lines += [format_board(p) for p in puzzles]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def load_puzzles(path, n: int | None = None) -> list[tuple]:

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from companion.core import ParameterError, check_choice, check_float, check_int
+from companion.core.atomic import write_atomic
 from companion.sudoku.board import PAD, SOLVED, START, VOCAB_SIZE, board_size, move_token, parse_board
 from companion.sudoku.replay import final_board, guesses_in
 
@@ -518,14 +519,9 @@ def save_checkpoint(model, path, meta: dict | None = None, dtype: torch.dtype = 
     """Save weights with safetensors (``dtype``, default bf16) plus the config and ``meta`` as metadata."""
     from safetensors.torch import save_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items() if v.is_floating_point()}
     metadata = {"gpt_config": json.dumps(asdict(model.sudoku_config)), "meta": json.dumps(meta or {})}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file(state, str(tmp), metadata=metadata)
-    tmp.replace(path)
-    return path
+    return write_atomic(path, lambda tmp: save_file(state, tmp, metadata=metadata))
 
 
 def load_checkpoint(path, device="cpu"):
