@@ -3,11 +3,12 @@
 Nothing here imports plotly or ipywidgets, so benchmark scripts can use it on a bare GPU machine.
 """
 
-from companion.core.claims import VERDICTS, Claims
+from companion.core.claims import VERDICTS, Claim, Claims
+from companion.core.paper import Paper
 from companion.core.paths import repo_path
 from companion.core.profiles import PROFILES, check_common, device_for, resolve_profile, seed_everything
 from companion.core.results import recorded_results, save_results
-from companion.core.timing import Timer
+from companion.core.timing import Timer, limit_threads, time_ms
 from companion.core.validation import (
     ParameterError,
     check_bool,
@@ -19,7 +20,9 @@ from companion.core.validation import (
 
 __all__ = [
     "VERDICTS",
+    "Claim",
     "Claims",
+    "Paper",
     "PROFILES",
     "ParameterError",
     "Timer",
@@ -30,9 +33,11 @@ __all__ = [
     "check_int",
     "check_str",
     "device_for",
+    "limit_threads",
     "recorded_results",
     "repo_path",
     "resolve_profile",
     "save_results",
     "seed_everything",
+    "time_ms",
 ]

@@ -28,11 +28,18 @@ CLAIMS_DIR_ENV = "COMPANION_CLAIMS_DIR"
 
 @dataclass(frozen=True)
 class Claim:
+    """One row of a claims table: what the paper says beside what this run measured, at what scale."""
+
     claim: str
     paper: str
     measured: str
     scale: str
     verdict: str
+
+    def __post_init__(self):
+        for name in ("claim", "paper", "measured", "scale"):
+            check_str(name, getattr(self, name))
+        check_choice("verdict", self.verdict, VERDICTS)
 
 
 class Claims:
@@ -49,6 +56,14 @@ class Claims:
         self.items.append(item)
         self._write()
         return item
+
+    def extend(self, rows) -> "Claims":
+        """Record the :class:`Claim` rows a paper's ``claims.claim_rows(...)`` built; returns self."""
+        for row in rows:
+            if not isinstance(row, Claim):
+                raise TypeError(f"claim rows must be Claim objects, got {type(row).__name__}")
+            self.add(claim=row.claim, paper=row.paper, measured=row.measured, scale=row.scale, verdict=row.verdict)
+        return self
 
     @property
     def path(self) -> Path | None:

@@ -1,8 +1,23 @@
-"""A wall-clock timer for notebooks and CLIs (GPU speed is measured in benchmarks/ with do_bench)."""
+"""Timing helpers written once for every paper: a wall-clock timer, a median-of-runs timer and a
+CPU-thread limit.
+
+GPU speed is measured in ``benchmarks/`` with :func:`time_ms` (``triton.testing.do_bench``); tests
+never assert on time.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import statistics
 import time
+from collections.abc import Callable, Iterator
+
+
+def _cuda_sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 class Timer:
@@ -14,10 +29,7 @@ class Timer:
 
     def _sync(self) -> None:
         if self.cuda_sync:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
+            _cuda_sync()
 
     def __enter__(self) -> "Timer":
         self._sync()
@@ -27,3 +39,50 @@ class Timer:
     def __exit__(self, *exc) -> None:
         self._sync()
         self.seconds = time.perf_counter() - self._start
+
+
+def time_ms(fn: Callable[[], object], device="cpu", *, warmup: int = 25, rep: int = 100,
+            cpu_warmup: int = 1, cpu_reps: int = 5, grad_to_none=None) -> float:
+    """Median milliseconds of ``fn()``.
+
+    On a CUDA ``device``: ``triton.testing.do_bench(fn, warmup, rep, return_mode="median")`` (``warmup``
+    and ``rep`` are milliseconds there, as in Triton). Elsewhere: ``cpu_warmup`` untimed calls, then the
+    median ``time.perf_counter`` of ``cpu_reps`` calls.
+    """
+    kind = device.type if hasattr(device, "type") else str(device).split(":")[0]
+    if kind == "cuda":
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                             return_mode="median"))
+    if cpu_reps < 1:
+        raise ValueError(f"cpu_reps must be at least 1, got {cpu_reps}")
+    for _ in range(cpu_warmup):
+        fn()
+    times = []
+    for _ in range(cpu_reps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(statistics.median(times))
+
+
+@contextlib.contextmanager
+def limit_threads(n: int | None) -> Iterator[None]:
+    """Use ``n`` torch intra-op CPU threads inside the block (``None``: leave as is), then restore.
+
+    Small per-op work on a busy two-core machine only gains contention from intra-op threads.
+    """
+    if n is None:
+        yield
+        return
+    import torch
+
+    if int(n) < 1:
+        raise ValueError(f"limit_threads needs n >= 1 or None, got {n}")
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

@@ -1,0 +1,67 @@
+"""The helpers written once for every paper: time_ms, limit_threads, Paper, Claim rows, RoPE."""
+
+import math
+
+import pytest
+import torch
+
+from companion.core import Claim, Claims, Paper, limit_threads, time_ms
+from companion.core.validation import ParameterError
+from companion.models import apply_rope, rope_cos_sin, rotate_half
+
+
+def test_time_ms_is_a_median_of_cpu_calls():
+    calls = []
+    ms = time_ms(lambda: calls.append(1), "cpu", cpu_warmup=2, cpu_reps=3)
+    assert len(calls) == 5 and ms >= 0 and math.isfinite(ms)
+    with pytest.raises(ValueError, match="cpu_reps"):
+        time_ms(lambda: None, "cpu", cpu_reps=0)
+
+
+def test_limit_threads_restores():
+    before = torch.get_num_threads()
+    with limit_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with limit_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(ValueError):
+        with limit_threads(0):
+            pass
+
+
+def test_paper_identity_is_validated():
+    p = Paper("07", "graph_multiview", "GMV: a title", "2501.01234", None)
+    assert p.notebook == "07_graph_multiview" and p.venue == "NeurIPS 2025"
+    for bad in (dict(number="7"), dict(slug="Bad-Slug"), dict(title=" "), dict(arxiv="abc")):
+        args = dict(number="07", slug="x", title="T", arxiv=None, code=None) | bad
+        with pytest.raises(ValueError):
+            Paper(**args)
+
+
+def test_claim_rows_are_validated_and_extended():
+    row = Claim("c", "paper", "measured", "scale", "reproduced")
+    claims = Claims("00_tour").extend([row, row])
+    assert claims.items == [row, row]
+    with pytest.raises(ParameterError):
+        Claim("c", "p", "m", "s", "sort of")
+    with pytest.raises(TypeError):
+        claims.extend([{"claim": "c"}])
+
+
+def test_rope_is_a_rotation_and_relative():
+    d, base = 16, 10000.0
+    cos, sin = rope_cos_sin(40, d, base=base, dtype=torch.float64)
+    x = torch.randn(40, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = apply_rope(x, cos, sin)
+    assert torch.allclose(y.norm(dim=-1), x.norm(dim=-1))          # a rotation keeps norms
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    dots = [(apply_rope(q, cos[t + 3], sin[t + 3]) * apply_rope(k, cos[t], sin[t])).sum() for t in range(0, 30, 7)]
+    assert torch.allclose(torch.stack(dots), dots[0].expand(len(dots)))  # depends on the offset only
+    assert torch.equal(rotate_half(rotate_half(x)), -x)
+    c2, _ = rope_cos_sin(torch.tensor([0, 5]), d, dtype=torch.float64)
+    assert torch.allclose(c2[1], cos[5])
+    with pytest.raises(ValueError, match="even"):
+        rope_cos_sin(4, 7)
+    with pytest.raises(ValueError, match="layout"):
+        rope_cos_sin(4, 8, layout="other")

@@ -1,0 +1,98 @@
+"""The paper-package shape (CONTRIBUTING.md, "The shape of a paper package"), checked for every
+notebook ``notebooks/NN_<slug>.ipynb`` that has a package ``companion/<slug>/``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+
+import nbformat
+import pytest
+
+from companion.core import VERDICTS, Claim, Paper, repo_path
+
+NOTEBOOKS = sorted(p for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
+ROLE_FILES = ("__init__.py", "explorer.py", "claims.py", "scale.py")
+RETIRED_NAMES = ("explore.py", "scaleup.py")
+
+
+def _slug(path):
+    return path.stem[3:]
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.stem)
+def paper(request):
+    return request.param
+
+
+def _constants(path):
+    """UPPER_CASE module-level names bound to int/float literals (verdict thresholds) in claims.py."""
+    names = []
+    for stmt in ast.parse(path.read_text()).body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id.isupper() and stmt.value is not None:
+                try:
+                    value = ast.literal_eval(stmt.value)
+                except ValueError:
+                    continue
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    names.append(t.id)
+    return names
+
+
+def test_role_files(paper):
+    folder = repo_path("companion", _slug(paper))
+    missing = [f for f in ROLE_FILES if not (folder / f).exists()]
+    assert not missing, f"companion/{_slug(paper)} lacks {missing}"
+    retired = [f for f in RETIRED_NAMES if (folder / f).exists()]
+    assert not retired, f"companion/{_slug(paper)} still has {retired}: use explorer.py / scale.py"
+
+
+def test_identity(paper):
+    module = importlib.import_module(f"companion.{_slug(paper)}")
+    info = getattr(module, "PAPER", None)
+    assert isinstance(info, Paper), "__init__.py must define PAPER = companion.core.Paper(...)"
+    assert info.notebook == paper.stem
+    doc = module.__doc__ or ""
+    assert info.title.split(":")[0] in doc, "the package docstring names the paper's title"
+    if info.arxiv:
+        assert info.arxiv in doc, "the package docstring cites the arXiv id"
+    assert isinstance(getattr(module, "__all__", None), (list, tuple)) and module.__all__, "__init__ declares its public API"
+
+
+def test_explorer_module(paper):
+    module = importlib.import_module(f"companion.{_slug(paper)}.explorer")
+    for name in ("explorer_view", "explorer_controls"):
+        assert callable(getattr(module, name, None)), f"explorer.py must define {name}()"
+
+
+def test_claims_module_and_tested_thresholds(paper):
+    slug = _slug(paper)
+    module = importlib.import_module(f"companion.{slug}.claims")
+    assert callable(getattr(module, "claim_rows", None)), "claims.py must define claim_rows(...) -> list[Claim]"
+    assert getattr(module, "Claim", Claim) is Claim
+    thresholds = _constants(repo_path("companion", slug, "claims.py"))
+    tests = repo_path("tests", "unit", f"test_{slug}_claims.py")
+    assert tests.exists(), f"tests/unit/test_{slug}_claims.py must test the claim builders"
+    text = tests.read_text()
+    untested = [t for t in thresholds if not re.search(rf"\b{t}\b", text)]
+    assert not untested, f"thresholds in claims.py not exercised by {tests.name}: {untested}"
+
+
+def test_scale_module(paper):
+    module = importlib.import_module(f"companion.{_slug(paper)}.scale")
+    assert isinstance(getattr(module, "GPU_PROFILE", None), dict), "scale.py must define GPU_PROFILE = {...}"
+    assert callable(getattr(module, "recorded", None)), "scale.py must define recorded() (the committed GPU results)"
+
+
+def test_no_verdict_in_notebook_cells(paper):
+    """Verdicts come from claims.py: no notebook code cell spells a verdict or calls Claims.add."""
+    notebook = nbformat.read(paper, as_version=4)
+    pattern = re.compile("|".join(re.escape(repr(v)) + "|" + re.escape(f'"{v}"') for v in VERDICTS))
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        assert not pattern.search(cell.source), f"{paper.name}: a code cell spells a verdict: {cell.source[:80]!r}"
+        assert ".add(claim=" not in cell.source, f"{paper.name}: build rows in claims.py, then claims.extend(claim_rows(...))"
