@@ -40,17 +40,26 @@ test-unit: $(STAMP) ## unit tests of the library
 test-kernels: $(STAMP) ## kernel tests on the CPU under TRITON_INTERPRET=1
 	TRITON_INTERPRET=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/kernels -q -n 2
 
-test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limit), then contract + golden checks
+test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limit), contract + golden checks, plain nbval on the tour
 	rm -rf build/test-notebooks
 	$(PY) -m companion.runner --jobs 2 --timeout 120 --profile cpu --out build/test-notebooks
 	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q
+	@# The third way to use the project: plain nbval, as a user would run it (one notebook, to prove the path works).
+	OMP_NUM_THREADS=1 $(PY) -m pytest -p no:randomly -q --nbval-lax --nbval-sanitize-with tests/notebooks/sanitize.cfg notebooks/00_tour.ipynb
 
 test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
 	@# On a loaded 2-core machine a browser run can exceed its limits: failed notebooks get one serial second run.
 	bash tests/ui/setup.sh && { $(PY) -m pytest tests/ui -q -n 2 || { echo "==> browser stage: running the failed notebooks once more"; $(PY) -m pytest tests/ui -q --lf; }; } || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
 
-lab: $(STAMP) ## JupyterLab on 127.0.0.1 with token authentication, in notebooks/
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) --ServerApp.root_dir=notebooks --IdentityProvider.token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"
+lab: $(STAMP) ## JupyterLab on 127.0.0.1 in notebooks/; token from JUPYTER_TOKEN (generated if unset), printed once
+	@export JUPYTER_TOKEN="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"; \
+	port=$${JUPYTER_PORT:-8888}; \
+	echo ""; \
+	echo "  JupyterLab: http://127.0.0.1:$$port/lab?token=$$JUPYTER_TOKEN"; \
+	echo "  (open that URL; the token is also in JUPYTER_TOKEN. JUPYTER_PORT=... picks another port.)"; \
+	echo ""; \
+	exec $(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$$port --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
+	  --ServerApp.root_dir=notebooks --ServerApp.port_retries=0
 
 bench: $(STAMP) ## CPU benchmarks (results in benchmarks/results/)
 	@for f in benchmarks/*_cpu.py; do [ -e "$$f" ] && echo "==> $$f" && $(PY) $$f; done

@@ -28,7 +28,7 @@ SMOKE = "--smoke" in sys.argv
 if SMOKE and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from companion.core import save_results  # noqa: E402
+from companion.core import save_results, time_ms  # noqa: E402
 from companion_kernels.block_sparse import (  # noqa: E402
     block_sparse_attention,
     dense_to_index,
@@ -68,9 +68,8 @@ def log(*a):
 
 
 def bench(fn, reps_ms: float) -> float:
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=max(5.0, reps_ms / 4), rep=reps_ms, return_mode="median"))
+    """do_bench median over ``reps_ms`` milliseconds (``companion.core.time_ms`` on the GPU)."""
+    return time_ms(fn, "cuda", warmup=max(5.0, reps_ms / 4), rep=reps_ms)
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -43,7 +43,7 @@ SMOKE = "--smoke" in sys.argv
 if SMOKE and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from companion.core import repo_path, save_results  # noqa: E402
+from companion.core import repo_path, save_results, time_ms  # noqa: E402
 from companion.delta_attention.attention import delta_plan  # noqa: E402
 from companion.delta_attention.gpu import (  # noqa: E402
     GiB,
@@ -80,10 +80,7 @@ def sync(dev):
 def time_call(fn, dev, *, warm: bool = True) -> tuple[float, str]:
     """(milliseconds, how it was timed)."""
     if dev.type != "cuda":
-        fn()
-        t = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t) * 1e3, "wall clock, CPU (smoke)"
+        return time_ms(fn, dev, cpu_warmup=1, cpu_reps=1), "wall clock, CPU (smoke)"
     if warm:
         fn()
         torch.cuda.synchronize()
@@ -105,9 +102,7 @@ def time_call(fn, dev, *, warm: bool = True) -> tuple[float, str]:
     if first >= 100:
         runs = events(3)
         return statistics.median(runs), "CUDA events, median of 3 after a warm-up"
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")), "do_bench median"
+    return time_ms(fn, dev), "do_bench median"
 
 
 class Recorder:

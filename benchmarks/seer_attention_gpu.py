@@ -50,16 +50,15 @@ def main(argv=None) -> int:
     log = lambda *a: print(*a, flush=True)  # noqa: E731
 
     if args.smoke:
-        res = distil_long(seq_len=512, n_train=2, n_test=1, steps=5, num_heads=2, head_dim=32, num_layers=2,
+        res, model, gates = distil_long(seq_len=512, n_train=2, n_test=1, steps=5, num_heads=2, head_dim=32, num_layers=2,
                           long_factor=2, device="cpu", dtype=torch.float32, impl="reference", log=log)
         seq_lens = [256, 512]
     else:
         if not torch.cuda.is_available():
             log("no CUDA device: run with --smoke on a CPU")
             return 2
-        res = distil_long(seq_len=args.train_len, steps=args.steps, log=log)
+        res, model, gates = distil_long(seq_len=args.train_len, steps=args.steps, log=log)
         seq_lens = [int(s) for s in args.seq_lens.split(",")]
-    model, gates = res.pop("_model"), res.pop("_gates")
     for r in res["recall"]:
         if r["sparsity"] == 0.9 or r["method"].startswith("gate"):
             log(f"  recall {r['length']:>9} {r['method']:<22} sparsity {r['sparsity']:.1f}: mass {r['mass_recall']:.3f}")

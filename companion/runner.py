@@ -6,44 +6,136 @@
 Every notebook in ``notebooks/`` (or the chosen subset) is executed with papermill into a new folder
 (``runs/<UTC timestamp>/`` unless ``--out`` names one; an existing folder is never reused), each in
 its own process with a wall-clock limit, ``--jobs`` at a time. For each notebook the folder gets the
-executed ``.ipynb``, an HTML rendering and the claims JSON the notebook recorded
-(``companion.core.Claims``); then ``index.html``, ``summary.json`` and a terminal table
-(paper | claim | measured here | scale | verdict | runtime). A failing notebook is reported with its
-failing cell and error; the others still run; the exit status is then 1. Each notebook's results are
-written as soon as it finishes, so an interrupted run keeps what was done.
+executed ``.ipynb`` (with its widget state), an HTML report that shows every figure and the
+explorers' first views offline (``companion.report``) and the claims JSON the notebook recorded
+(``companion.core.Claims``); then ``index.html`` (counts, one card per paper, the claims table),
+``summary.json`` and a terminal table (paper | claim | paper says | measured here | scale | verdict),
+cells wrapped, never cut. A failing notebook is reported with its failing cell and error; the
+others still run; the exit status is then 1.
+
+The runner owns its children: each papermill process starts in a session of its own, and on SIGINT
+(Ctrl-C) or SIGTERM the runner stops every one of them with all their descendants (kernels
+included), then writes the index with the status "interrupted", naming the notebooks that did not
+finish (exit status 130 or 143). Each notebook's results are written as soon as it finishes, so an
+interrupted run keeps what was done.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import textwrap
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from companion.core.atomic import write_json_atomic, write_text_atomic
-from companion.core.claims import CLAIMS_DIR_ENV
+from companion.core.claims import CLAIMS_DIR_ENV, VERDICTS
 from companion.core.paths import repo_path
 
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)\.ipynb$")
+# A notebook's status; a run's status is "running", "passed", "failed" or "interrupted".
+STATUSES = ("passed", "failed", "timed out", "interrupted", "not run")
 
 
 @dataclass
 class NotebookResult:
     notebook: str
-    status: str  # "passed" | "failed" | "timed out"
+    status: str  # one of STATUSES
     seconds: float
     error: str = ""
     failing_cell: int | None = None
     claims: list = field(default_factory=list)
     attempts: int = 1
+    failing_source: str = ""
+
+
+class Children:
+    """The runner's child processes. Each starts in a new session (so a terminal's Ctrl-C reaches only
+    the runner, which decides); :meth:`stop` ends them all with their descendants."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopping: str | None = None  # the signal's name once the run is being stopped
+        self.stopped: set[int] = set()  # pids of the children that were still running when the stop came
+
+    def start(self, cmd, **kwargs) -> subprocess.Popen | None:
+        with self._lock:
+            if self.stopping:
+                return None
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self._procs.add(proc)
+            return proc
+
+    def release(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self, reason: str, grace: float = 5.0) -> None:
+        """Mark the run as stopping and end every running child with its descendants."""
+        with self._lock:
+            self.stopping = self.stopping or reason
+            procs = [p for p in self._procs if p.poll() is None]
+            self.stopped.update(p.pid for p in procs)
+        threads = [threading.Thread(target=kill_tree, args=(p, grace)) for p in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def kill_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM ``proc``, its process group and every descendant (a kernel runs in a session of its own),
+    then SIGKILL whatever is left after ``grace`` seconds."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in tree:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, tree = psutil.wait_procs(tree, timeout=grace if sig == signal.SIGTERM else 2.0)
+        if not tree:
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def become_subreaper() -> None:
+    """On Linux, orphaned descendants (a kernel whose papermill died) are re-parented to the runner,
+    so a stop still finds them. Elsewhere nothing happens."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+CHILDREN = Children()
 
 
 def discover(folder: Path | None = None) -> dict[str, Path]:
@@ -86,12 +178,13 @@ def new_run_folder(root: Path) -> Path:
     raise RuntimeError(f"could not create a fresh run folder under {root}")
 
 
-def first_error(executed: Path) -> tuple[int | None, str]:
-    """The number (1-based, among the notebook's own code cells) of the first cell with an error, and the error."""
+def first_error(executed: Path, with_source: bool = False):
+    """The number (1-based, among the notebook's own code cells) of the first cell with an error, and the
+    error; with ``with_source`` also the cell's source."""
     try:
         nb = json.loads(executed.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None, ""
+        return (None, "", "") if with_source else (None, "")
     code_index = 0
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code" or "injected-parameters" in cell.get("metadata", {}).get("tags", []):
@@ -99,8 +192,10 @@ def first_error(executed: Path) -> tuple[int | None, str]:
         code_index += 1
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                return code_index, f"{out.get('ename')}: {out.get('evalue')}"
-    return None, ""
+                found = code_index, f"{out.get('ename')}: {out.get('evalue')}"
+                source = cell.get("source", "")
+                return (*found, "".join(source) if isinstance(source, list) else source) if with_source else found
+    return (None, "", "") if with_source else (None, "")
 
 
 def thread_env(jobs: int) -> dict:
@@ -113,8 +208,10 @@ def thread_env(jobs: int) -> dict:
     return {name: threads for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
-def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, jobs: int = 1) -> NotebookResult:
-    """Run one notebook with papermill in a child process, then render it to HTML."""
+def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, jobs: int = 1,
+            children: Children | None = None) -> NotebookResult:
+    """Run one notebook with papermill in a child process (a session of its own), then render its report."""
+    children = children or CHILDREN
     out_dir = out_dir.resolve()  # the kernel runs in notebooks/, so it needs an absolute claims folder
     executed = out_dir / path.name
     claims_file = out_dir / f"{path.stem}.claims.json"
@@ -126,91 +223,342 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
            "--kernel", "python3", "--no-progress-bar", "--log-level", "ERROR"]
     for key, value in parameters.items():
         cmd += ["-p", key, str(value)]
+    log_path = out_dir / f"{path.stem}.log"
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        status = "passed" if proc.returncode == 0 else "failed"
-        log = proc.stderr
-    except subprocess.TimeoutExpired:
-        status, log = "timed out", ""
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = children.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True)
+        if proc is None:
+            return NotebookResult(path.stem, "not run", 0.0, "the run was interrupted before it started")
+        try:
+            proc.wait(timeout=timeout)
+            status = "passed" if proc.returncode == 0 else "failed"
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            status = "timed out"
+        finally:
+            children.release(proc)
     seconds = time.perf_counter() - start
-    cell, error = first_error(executed)
+    if proc.pid in children.stopped:  # ended by the stop, whatever its exit status says
+        status = "interrupted"
+    cell, error, source = first_error(executed, with_source=True)
     if status == "timed out":
         error = f"exceeded the {timeout:.0f} s limit"
+    elif status == "interrupted":
+        error = f"stopped by {children.stopping}" + (f" ({error})" if error else "")
     elif status == "failed" and not error:
-        error = (log.strip().splitlines() or ["papermill failed"])[-1]
-    (out_dir / f"{path.stem}.log").write_text(log or "", encoding="utf-8")
-    if executed.exists():
-        subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--log-level", "ERROR", str(executed)],
-                       capture_output=True, text=True)
+        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        error = (lines or ["papermill failed"])[-1]
+    if executed.exists() and status != "interrupted":
+        try:
+            from companion.report import render_html
+
+            render_html(executed)
+        except Exception as exc:  # a report that cannot be rendered must not hide the run's result
+            print(f"  could not render {executed.name} to HTML: {type(exc).__name__}: {exc}", flush=True)
     claims = json.loads(claims_file.read_text(encoding="utf-8"))["claims"] if claims_file.exists() else []
-    return NotebookResult(path.stem, status, round(seconds, 1), error, cell, claims)
+    return NotebookResult(path.stem, status, round(seconds, 1), error, cell, claims, failing_source=source if status == "failed" else "")
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+HEADER = ["paper", "claim", "paper says", "measured here", "scale", "verdict"]
+WIDTHS = [14, 26, 26, 30, 20, 17]
+
+
+def runtime_text(r: NotebookResult) -> str:
+    return f"{r.seconds:.0f} s" + (" (2nd try)" if r.attempts > 1 else "")
 
 
 def table_rows(results: list[NotebookResult]) -> list[list[str]]:
+    """One row per claim; a notebook that did not pass gets a row with its status, failing cell and error."""
     rows = []
     for r in results:
-        runtime = f"{r.seconds:.0f} s" + ("" if r.status == "passed" else f" ({r.status})") + (" (2nd try)" if r.attempts > 1 else "")
         if r.status != "passed":
             where = f"cell {r.failing_cell}: " if r.failing_cell else ""
-            rows.append([r.notebook, "—", f"{where}{r.error}"[:90], "—", r.status.upper(), runtime])
+            rows.append([r.notebook, f"{r.status.upper()} after {runtime_text(r)}", "", f"{where}{r.error}", "", r.status.upper()])
         for c in r.claims or ([] if r.status != "passed" else [None]):
             if c is None:
-                rows.append([r.notebook, "(no claims recorded)", "", "", "", runtime])
+                rows.append([r.notebook, "(no claims recorded)", "", "", "", ""])
             else:
-                rows.append([r.notebook, c["claim"], c["measured"], c["scale"], c["verdict"], runtime])
+                rows.append([r.notebook, c["claim"], c.get("paper", ""), c["measured"], c["scale"], c["verdict"]])
     return rows
 
 
-HEADER = ["paper", "claim", "measured here", "scale", "verdict", "runtime"]
+def format_table(rows: list[list[str]], width: int | None = None, widths: list[int] | None = None) -> str:
+    """A plain-text table whose cells wrap within their column (never cut); rows are separated by a rule.
+
+    ``width`` (the terminal's) shares out the columns; by default the widths in :data:`WIDTHS`.
+    """
+    widths = list(widths or WIDTHS)
+    if width:
+        room = width - 3 * (len(widths) - 1)
+        widths = [max(6, w * room // sum(widths)) for w in widths]
+    # A column no wider than its longest cell.
+    widths = [min(w, max([len(HEADER[i])] + [len(str(r[i])) for r in rows])) for i, w in enumerate(widths)]
+
+    def wrapped(cells):
+        cols = [textwrap.wrap(str(c), w, break_long_words=True, break_on_hyphens=False) or [""] for c, w in zip(cells, widths)]
+        height = max(len(c) for c in cols)
+        return [" | ".join((col[k] if k < len(col) else "").ljust(w) for col, w in zip(cols, widths)).rstrip() for k in range(height)]
+
+    rule = "-+-".join("-" * w for w in widths)
+    lines = wrapped(HEADER) + [rule]
+    previous = None
+    for row in rows:
+        if previous is not None and row[0] != previous:
+            lines.append(rule)
+        lines += wrapped(row)
+        previous = row[0]
+    return "\n".join(lines)
 
 
-def format_table(rows: list[list[str]], width: int = 42) -> str:
-    clip = [[(cell if len(cell) <= width else cell[: width - 1] + "…") for cell in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in clip)) if clip else len(h) for i, h in enumerate(HEADER)]
-    line = lambda cells: " | ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([line(HEADER), "-+-".join("-" * w for w in widths)] + [line(r) for r in clip])
+def failure_report(results: list[NotebookResult]) -> str:
+    """Each failed notebook with its failing cell's source and error."""
+    parts = []
+    for r in results:
+        if r.status in ("failed", "timed out"):
+            head = f"{r.notebook}: {r.status}" + (f" in cell {r.failing_cell}" if r.failing_cell else "") + f": {r.error}"
+            body = textwrap.indent(r.failing_source.rstrip(), "    | ") if r.failing_source else ""
+            parts.append(head + ("\n" + body if body else ""))
+    return "\n\n".join(parts)
 
 
-def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict) -> None:
-    rows = table_rows(results)
-    body = "".join(
-        "<tr>" + "".join(
-            f"<td><a href='{html.escape(cell)}.html'>{html.escape(cell)}</a></td>" if i == 0 else f"<td>{html.escape(cell)}</td>"
-            for i, cell in enumerate(row)) + "</tr>"
-        for row in rows)
+# ---------------------------------------------------------------------------------------------- index
+
+def paper_title(stem: str) -> str:
+    """The title of ``companion.<slug>.PAPER``, read from its ``__init__.py`` without importing it; else the
+    notebook's first heading; else the slug."""
+    slug = stem[3:]
+    init = repo_path("companion", slug, "__init__.py")
+    try:
+        for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PAPER" for t in node.targets)
+                    and isinstance(node.value, ast.Call)):
+                for kw in node.value.keywords:
+                    if kw.arg == "title" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                        return kw.value.value
+    except (OSError, SyntaxError):
+        pass
+    try:
+        nb = json.loads(repo_path("notebooks", f"{stem}.ipynb").read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") == "markdown":
+                text = "".join(cell.get("source", ""))
+                match = re.search(r"^# (.+)$", text, re.M)
+                if match:
+                    return re.sub(r"[*_`]", "", match.group(1)).strip()
+    except (OSError, ValueError):
+        pass
+    return slug
+
+
+VERDICT_COLOURS = {"reproduced": ("#1a7f37", "#dafbe1"), "partly reproduced": ("#9a6700", "#fff8c5"),
+                   "not reproduced": ("#cf222e", "#ffebe9"), "recorded on GPU": ("#0969da", "#ddf4ff"),
+                   "not run here": ("#57606a", "#eaeef2")}
+STATUS_COLOURS = {"passed": ("#1a7f37", "#dafbe1"), "failed": ("#cf222e", "#ffebe9"), "timed out": ("#cf222e", "#ffebe9"),
+                  "interrupted": ("#9a6700", "#fff8c5"), "not run": ("#57606a", "#eaeef2"), "running": ("#0969da", "#ddf4ff")}
+
+INDEX_CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1280px;padding:0 16px;color:#1f2328}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px}.sub{color:#57606a;margin:0 0 16px}
+.badge{display:inline-block;border-radius:12px;padding:1px 9px;font-size:12px;font-weight:600;margin:2px 4px 2px 0;white-space:nowrap}
+.counts{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}.count{border:1px solid #d0d7de;border-radius:8px;padding:8px 14px;min-width:90px}
+.count b{display:block;font-size:22px}.count span{font-size:12px;color:#57606a}
+.banner{border-radius:8px;padding:10px 14px;margin:12px 0;font-weight:600}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:14px}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:12px;display:flex;flex-direction:column;gap:6px}
+.card h3{font-size:14px;margin:0;line-height:1.35}.card h3 a{color:#0969da;text-decoration:none}.card .meta{font-size:12px;color:#57606a}
+.thumb{height:170px;border:1px solid #eaeef2;border-radius:4px;overflow:hidden}.thumb.empty{display:flex;align-items:center;justify-content:center;color:#8c959f;font-size:12px}
+table.claims{border-collapse:collapse;width:100%;table-layout:fixed}
+table.claims th,table.claims td{border-bottom:1px solid #d0d7de;padding:6px 8px;text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;font-size:13px}
+table.claims th{background:#f6f8fa}table.claims td.paper{font-weight:600}
+.error{color:#cf222e;font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap}
+pre.cell{background:#f6f8fa;border-radius:4px;padding:6px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:220px;overflow:auto}
+"""
+
+
+def _badge(text: str, colours: dict) -> str:
+    fg, bg = colours.get(text, ("#57606a", "#eaeef2"))
+    return f"<span class='badge' style='color:{fg};background:{bg}'>{html.escape(text)}</span>"
+
+
+def run_status(results: list[NotebookResult], finished: bool, stopping: str | None) -> str:
+    if stopping:
+        return "interrupted"
+    if not finished:
+        return "running"
+    return "passed" if all(r.status == "passed" for r in results) else "failed"
+
+
+def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, *, status: str = "passed",
+                planned: list[str] | None = None, stopping: str | None = None, started: str | None = None) -> None:
+    """``index.html`` and ``summary.json`` for the results so far (written again after every notebook)."""
+    planned = planned or [r.notebook for r in results]
+    done = {r.notebook: r for r in results}
+    unfinished = [s for s in planned if s not in done or done[s].status in ("interrupted", "not run")]
+    verdicts = {v: 0 for v in VERDICTS}
+    for r in results:
+        for c in r.claims:
+            verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+    passed = sum(r.status == "passed" for r in results)
+    failed = sum(r.status in ("failed", "timed out") for r in results)
+
+    counts = [("passed", passed, "passed"), ("failed", failed, "failed")]
+    if unfinished:
+        counts.append(("did not finish" if status != "running" else "to go", len(unfinished), "interrupted" if status != "running" else "running"))
+    count_html = "".join(
+        f"<div class='count' style='border-color:{STATUS_COLOURS[k][0]}'><b style='color:{STATUS_COLOURS[k][0]}'>{n}</b><span>notebooks {label}</span></div>"
+        for label, n, k in counts)
+    count_html += "".join(
+        f"<div class='count'><b style='color:{VERDICT_COLOURS[v][0]}'>{n}</b><span>{html.escape(v)}</span></div>"
+        for v, n in verdicts.items() if n)
+    banner = ""
+    if status == "interrupted":
+        banner = (f"<div class='banner' style='color:#9a6700;background:#fff8c5'>Interrupted by {html.escape(stopping or 'a signal')}: "
+                  f"{len(unfinished)} notebook(s) did not finish: {html.escape(', '.join(unfinished))}. "
+                  "The notebooks that finished before the stop have their results below.</div>")
+    elif status == "running":
+        banner = f"<div class='banner' style='color:#0969da;background:#ddf4ff'>Running: {html.escape(', '.join(unfinished))} still to finish.</div>"
+
+    cards = []
+    for stem in planned:
+        r = done.get(stem)
+        title = paper_title(stem)
+        shown_status = r.status if r else ("not run" if status == "interrupted" else "running")
+        badges = _badge(shown_status, STATUS_COLOURS)
+        if r:
+            tally: dict[str, int] = {}
+            for c in r.claims:
+                tally[c["verdict"]] = tally.get(c["verdict"], 0) + 1
+            badges += "".join(_badge(f"{n} {v}" if n > 1 else v, {f"{n} {v}" if n > 1 else v: VERDICT_COLOURS.get(v, ("#57606a", "#eaeef2"))})
+                              for v, n in tally.items())
+        figure = None
+        if r and r.status == "passed":
+            from companion.report import first_figure
+
+            figure = first_figure(out_dir / f"{stem}.ipynb")
+        if figure:
+            from companion.report import plotly_html
+
+            layout = dict(figure.get("layout", {}))
+            layout.update(height=170, margin=dict(l=30, r=10, t=28, b=24), showlegend=False, font=dict(size=9))
+            layout.pop("width", None)
+            title_text = (layout.get("title") or {}).get("text") if isinstance(layout.get("title"), dict) else layout.get("title")
+            layout["title"] = dict(text=title_text or "", font=dict(size=11), x=0.02)
+            thumb = f"<div class='thumb'>{plotly_html({'data': figure.get('data', []), 'layout': layout}, height=170, static=True)}</div>"
+        else:
+            thumb = "<div class='thumb empty'>no figure</div>"
+        link = f"{stem}.html" if (out_dir / f"{stem}.html").exists() else f"{stem}.ipynb"
+        meta = f"{html.escape(stem)} · {runtime_text(r)}" if r else html.escape(stem)
+        error = ""
+        if r and r.status != "passed":
+            where = f"cell {r.failing_cell}: " if r.failing_cell else ""
+            error = f"<div class='error'>{html.escape(where + r.error)}</div>"
+            if r.failing_source:
+                error += f"<pre class='cell'>{html.escape(r.failing_source)}</pre>"
+        cards.append(f"<div class='card'><h3><a href='{html.escape(link)}'>{html.escape(title)}</a></h3>"
+                     f"<div class='meta'>{meta}</div><div>{badges}</div>{thumb}{error}</div>")
+
+    body_rows = []
+    for r in results:
+        title = html.escape(paper_title(r.notebook))
+        link = f"<a href='{html.escape(r.notebook)}.html'>{html.escape(r.notebook)}</a>"
+        claims = r.claims or []
+        if not claims:
+            where = f"cell {r.failing_cell}: " if r.failing_cell else ""
+            text = where + r.error if r.status != "passed" else "(no claims recorded)"
+            body_rows.append(f"<tr><td class='paper'>{link}<br><small>{title}</small></td><td colspan='4'>{html.escape(text)}</td>"
+                             f"<td>{_badge(r.status, STATUS_COLOURS)}</td></tr>")
+            continue
+        for i, c in enumerate(claims):
+            first = (f"<td class='paper' rowspan='{len(claims)}'>{link}<br><small>{title}</small></td>" if i == 0 else "")
+            body_rows.append(f"<tr>{first}<td>{html.escape(c['claim'])}</td><td>{html.escape(c.get('paper', ''))}</td>"
+                             f"<td>{html.escape(c['measured'])}</td><td>{html.escape(c['scale'])}</td>"
+                             f"<td>{_badge(c['verdict'], VERDICT_COLOURS)}</td></tr>")
+    params = (f"<p class='sub'>parameters: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
+    needs_plotly = any("companion-plot" in c for c in cards)
+    plotly = ""
+    if needs_plotly:
+        from companion.report import plotly_js
+
+        plotly = f"<script>{plotly_js()}</script>"
     page = (
-        "<!doctype html><meta charset='utf-8'><title>Companion run</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}</style>"
-        f"<h1>Companion run {html.escape(out_dir.name)}</h1><p>parameters: {html.escape(json.dumps(parameters))}</p>"
-        "<table><tr>" + "".join(f"<th>{h}</th>" for h in HEADER) + "</tr>" + body + "</table>"
+        "<!doctype html><html><head><meta charset='utf-8'><title>Companion run " + html.escape(out_dir.name) + "</title>"
+        f"<style>{INDEX_CSS}</style>{plotly}</head><body>"
+        f"<h1>Companion run {html.escape(out_dir.name)} {_badge(status, STATUS_COLOURS)}</h1>"
+        f"<p class='sub'>{len(planned)} notebook(s){' · started ' + html.escape(started) if started else ''}</p>{params}"
+        f"<div class='counts'>{count_html}</div>{banner}"
+        f"<h2>Papers</h2><div class='cards'>{''.join(cards)}</div>"
+        "<h2>Claims: what the paper says, what this run measured</h2>"
+        "<table class='claims'><colgroup><col style='width:13%'><col style='width:17%'><col style='width:22%'>"
+        "<col style='width:22%'><col style='width:15%'><col style='width:11%'></colgroup>"
+        "<tr><th>paper</th><th>claim</th><th>paper says</th><th>measured here</th><th>scale</th><th>verdict</th></tr>"
+        + "".join(body_rows) + "</table></body></html>"
     )
     write_text_atomic(out_dir / "index.html", page)
-    write_json_atomic(out_dir / "summary.json", {"parameters": parameters, "notebooks": [asdict(r) for r in results]})
+    write_json_atomic(out_dir / "summary.json", {
+        "status": status, "interrupted_by": stopping, "unfinished": unfinished if status != "passed" else [],
+        "started": started, "parameters": parameters, "notebooks": [asdict(r) for r in results]})
 
 
-def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, timeout: float | None) -> list[NotebookResult]:
+# ---------------------------------------------------------------------------------------------- run
+
+def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, timeout: float | None,
+        children: Children | None = None) -> list[NotebookResult]:
     """Execute the notebooks, ``jobs`` at a time. A notebook that exceeds its time limit is run once more
     (and reported with ``attempts=2``): kernels started by concurrent papermill processes occasionally
-    stall on a widget cell and never finish, which a second attempt does not repeat."""
+    stall on a widget cell and never finish, which a second attempt does not repeat. If the run is
+    stopped (``children.stop``), the notebooks still running are ended and reported "interrupted",
+    those not started "not run"."""
+    children = children or CHILDREN
     results: dict[str, NotebookResult] = {}
     order = [p.stem for p in notebooks.values()]
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lock = threading.Lock()
+
+    def index(final: bool = False) -> None:
+        with lock:
+            done = [results[s] for s in order if s in results]
+            write_index(out_dir, done, parameters, status=run_status(done, final, children.stopping),
+                        planned=order, stopping=children.stopping, started=started)
 
     def one(path: Path) -> None:
-        result = execute(path, out_dir, parameters, timeout, jobs)
-        if result.status == "timed out":
+        result = execute(path, out_dir, parameters, timeout, jobs, children)
+        if result.status == "timed out" and not children.stopping:
             print(f"  timed out {result.seconds:6.1f} s  {path.stem}: running it once more", flush=True)
-            result = execute(path, out_dir, parameters, timeout, jobs)
+            result = execute(path, out_dir, parameters, timeout, jobs, children)
             result.attempts = 2
         results[path.stem] = result
-        print(f"  {result.status:>9}  {result.seconds:6.1f} s  {path.stem}" + (f"  ({result.error})" if result.error else ""), flush=True)
-        write_index(out_dir, [results[s] for s in order if s in results], parameters)
+        if result.status != "not run":
+            print(f"  {result.status:>11}  {result.seconds:6.1f} s  {path.stem}" + (f"  ({result.error})" if result.error else ""), flush=True)
+        index()
 
     print(f"Executing {len(notebooks)} notebook(s) into {out_dir} ({jobs} at a time)", flush=True)
+    index()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, notebooks.values()))
+        pending = {pool.submit(one, p) for p in notebooks.values()}
+        while pending:  # short waits, so that a signal handler runs promptly in this thread
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for f in done:
+                f.result()
+    for stem in order:
+        results.setdefault(stem, NotebookResult(stem, "not run", 0.0, "the run was interrupted before it started"))
+    index(final=True)
     return [results[s] for s in order]
+
+
+def install_signal_handlers(children: Children) -> None:
+    """SIGINT and SIGTERM stop the run: every child process tree is ended, the index says "interrupted"."""
+
+    def handler(signum, _frame):
+        name = signal.Signals(signum).name
+        if children.stopping:
+            return
+        print(f"\n==> {name}: stopping the running notebooks", flush=True)
+        children.stop(name)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,9 +568,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="", help="output folder (default: runs/<UTC timestamp>; must not exist)")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit per notebook, seconds")
+    parser.add_argument("--notebooks-dir", default="", help=argparse.SUPPRESS)  # tests: a folder of throwaway notebooks
     args = parser.parse_args(argv)
 
-    notebooks = select(discover(), [n for n in re.split(r"[\s,]+", args.papers) if n])
+    notebooks = select(discover(Path(args.notebooks_dir) if args.notebooks_dir else None),
+                       [n for n in re.split(r"[\s,]+", args.papers) if n])
     if not notebooks:
         raise SystemExit("no notebooks found in notebooks/")
     parameters = {}
@@ -232,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile not in PROFILES:
             raise SystemExit(f"PROFILE={args.profile!r} is not allowed: expected one of {', '.join(PROFILES)}")
         parameters["PROFILE"] = args.profile
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs={args.jobs} must be >= 1")
     if args.out:
         out_dir = Path(args.out).resolve()
         if out_dir.exists():
@@ -239,14 +591,32 @@ def main(argv: list[str] | None = None) -> int:
         out_dir.mkdir(parents=True)
     else:
         out_dir = new_run_folder(repo_path("runs"))
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs={args.jobs} must be >= 1")
 
-    results = run(notebooks, out_dir, parameters, args.jobs, args.timeout)
+    become_subreaper()
+    install_signal_handlers(CHILDREN)
+    results = run(notebooks, out_dir, parameters, args.jobs, args.timeout, CHILDREN)
+    if CHILDREN.stopping:  # the last sweep: anything re-parented to the runner
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
     print()
-    print(format_table(table_rows(results)))
-    failed = [r for r in results if r.status != "passed"]
-    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed — report: {out_dir / 'index.html'}")
+    columns = None if not sys.stdout.isatty() else os.get_terminal_size().columns
+    print(format_table(table_rows(results), width=columns))
+    report = failure_report(results)
+    if report:
+        print("\nFailures:\n" + report)
+    failed = [r for r in results if r.status in ("failed", "timed out")]
+    passed = sum(r.status == "passed" for r in results)
+    if CHILDREN.stopping:
+        unfinished = [r.notebook for r in results if r.status in ("interrupted", "not run")]
+        print(f"\nINTERRUPTED by {CHILDREN.stopping}: {passed} passed, {len(failed)} failed, did not finish: "
+              f"{', '.join(unfinished) or 'none'} — report: {out_dir / 'index.html'}")
+        return 128 + getattr(signal, CHILDREN.stopping)
+    print(f"\n{passed} passed, {len(failed)} failed — report: {out_dir / 'index.html'}")
     return 1 if failed else 0
 
 

@@ -75,8 +75,39 @@ class Claims:
             write_json_atomic(self.path, {"notebook": self.notebook, "claims": [asdict(c) for c in self.items]})
 
     def table(self):
-        """The claims as a pandas DataFrame (what the notebook shows in its Reproduce section)."""
+        """The claims as a pandas DataFrame (what the notebook shows in its Reproduce section).
+
+        It displays every cell in full, never cut at pandas' 50 characters: as HTML with wrapped,
+        left-aligned cells and the verdict coloured, and as text without a column-width limit.
+        """
+        import html
+
         import pandas as pd
 
+        colours = {"reproduced": "#d8f0e0", "partly reproduced": "#fdf0c8", "not reproduced": "#f8d7d3",
+                   "recorded on GPU": "#dce9f7", "not run here": "#ececec"}
+
+        class ClaimsTable(pd.DataFrame):
+            @property
+            def _constructor(self):
+                return pd.DataFrame
+
+            def __repr__(self):
+                with pd.option_context("display.max_colwidth", None, "display.width", None):
+                    return super().__repr__()
+
+            def _repr_html_(self):
+                head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+                rows = "".join(
+                    "<tr>" + "".join(
+                        f"<td style='background:{colours.get(v, 'transparent')}'>{html.escape(str(v))}</td>"
+                        if c == "verdict" else f"<td>{html.escape(str(v))}</td>" for c, v in zip(self.columns, row)) + "</tr>"
+                    for row in self.itertuples(index=False))
+                return ("<table class='companion-claims' style='table-layout:auto;border-collapse:collapse'>"
+                        "<style>.companion-claims td,.companion-claims th{text-align:left;vertical-align:top;"
+                        "white-space:normal;word-break:normal;overflow-wrap:anywhere;max-width:28em;padding:4px 8px;"
+                        "border-bottom:1px solid #ddd}</style>"
+                        f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+
         frame = pd.DataFrame([asdict(c) for c in self.items], columns=list(Claim.__dataclass_fields__))
-        return frame.rename(columns={"paper": "paper says", "measured": "measured here"})
+        return ClaimsTable(frame.rename(columns={"paper": "paper says", "measured": "measured here"}))

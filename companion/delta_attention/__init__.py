@@ -1,4 +1,6 @@
-"""Paper 09 · Δ Attention (Willette, Lee, Hwang, NeurIPS 2025, arXiv 2505.11254).
+"""Paper 09 · Δ Attention: Fast and Accurate Sparse Attention Inference by Delta Correction
+(Willette, Lee, Hwang, NeurIPS 2025, arXiv 2505.11254; official code
+https://github.com/jeffwillette/delta-attention).
 
 Sparse prefill (sink + sliding window) shifts the distribution of attention outputs; Δ adds back, at
 every γ-th row and repeated over its γ-block, the difference between dense and sparse attention.
@@ -6,9 +8,11 @@ every γ-th row and repeated over its γ-block, the difference between dense and
 Modules: `attention` (masks, the four modes, the official cut_n rule, compute fraction), `lemma`
 (Lemma 1), `diagnostics` (cosine, Spearman), `minilm` (experiment A on the real MiniLM), `recall`
 (experiment B, a causal toy trained on key→value recall), `gpu` (block-sparse + fused Δ kernel path
-of the benchmark), `explore` (figures and the explorer's update function; imports plotly).
+of the benchmark), `explorer` (the explorer's view and controls) and `figures` (both import plotly),
+`claims` (the claims table), `scale` (the GPU profile and the recorded ladder).
 """
 
+from companion.core import Paper
 from companion.delta_attention.attention import (
     MODES,
     DeltaPlan,
@@ -23,8 +27,17 @@ from companion.delta_attention.attention import (
 from companion.delta_attention.diagnostics import cosine_rows, mean_pool_cosine, spearman_rows
 from companion.delta_attention.lemma import lemma1_terms
 
+PAPER = Paper(
+    number="09",
+    slug="delta_attention",
+    title="Δ Attention: Fast and Accurate Sparse Attention Inference by Delta Correction",
+    arxiv="2505.11254",
+    code="https://github.com/jeffwillette/delta-attention",
+)
+
 __all__ = [
     "MODES",
+    "PAPER",
     "DeltaPlan",
     "Method",
     "check_sparse_config",

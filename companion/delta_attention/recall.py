@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from companion.core import ParameterError, check_int
 from companion.delta_attention.attention import Method, delta_attention
+from companion.models.rope import apply_rope, rope_cos_sin
 from companion_kernels.query_sparse import query_sparse_attention
 
 
@@ -83,13 +84,10 @@ class RecallTask:
 
 
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """Rotary position embedding (RoPE, half-split form) of x [B, H, N, D]."""
-    n, d = x.shape[-2], x.shape[-1]
-    inv = base ** (-torch.arange(0, d // 2, dtype=torch.float32, device=x.device) / (d // 2))
-    ang = torch.arange(n, dtype=torch.float32, device=x.device)[:, None] * inv[None, :]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    """Rotary position embedding (RoPE, half-split form) of x [B, H, N, D] at positions 0 … N−1
+    (``companion.models.rope``)."""
+    cos, sin = rope_cos_sin(x.shape[-2], x.shape[-1], base=base, device=x.device)
+    return apply_rope(x, cos, sin)
 
 
 class Block(nn.Module):

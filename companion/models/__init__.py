@@ -1,6 +1,13 @@
-"""Shared model pieces: the offline MiniLM loader, Q/K/attention capture, tiny decoders, offline text, RoPE."""
+"""Shared model pieces: the offline MiniLM loader, attention interception and capture, tiny decoders, offline text, RoPE."""
 
-from companion.models.capture import AttentionCapture, capture_attention
+from companion.models.attention import (
+    AttentionCaptureError,
+    AttentionLayout,
+    attention_layout,
+    attention_session,
+    dense_attention,
+)
+from companion.models.capture import AttentionCapture, attention_probs, capture_attention
 from companion.models.loading import ModelUnavailableError, load_minilm, load_model
 from companion.models.rope import apply_rope, rope_cos_sin, rotate_half
 from companion.models.texts import stdlib_texts
@@ -8,6 +15,12 @@ from companion.models.tiny import tiny_gpt2, tiny_llama
 
 __all__ = [
     "AttentionCapture",
+    "AttentionCaptureError",
+    "AttentionLayout",
+    "attention_layout",
+    "attention_probs",
+    "attention_session",
+    "dense_attention",
     "ModelUnavailableError",
     "capture_attention",
     "load_minilm",

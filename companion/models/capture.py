@@ -1,10 +1,12 @@
 """Capture per-layer queries, keys and attention probabilities from a Hugging Face model.
 
-Works on models whose attention has separate query and key projections (BERT: ``query``/``key``;
-Llama-style: ``q_proj``/``k_proj``) and an attention module that returns ``(output, weights)`` with
-eager attention. Q and K are captured as the projections produce them, split into heads:
-``[B, H, N, D]`` (for RoPE models that is *before* the rotary embedding, which is what a
-SeerAttention-style gate pools). Attention probabilities are ``[B, H, N, N]``.
+Built on the project's one attention interception (:func:`companion.models.attention.attention_session`):
+every self-attention layer's Q and K are recorded as the projections produce them, split into heads,
+``[B, H, N, D]`` and ``[B, H_kv, N, D]`` (for RoPE models that is *before* the rotary embedding, which
+is what a SeerAttention-style gate pools), and the attention probabilities the layer computes,
+``softmax(q k^T * scaling [+ causal mask])`` with Q/K after RoPE, ``[B, H, N, N]``. The layer's output
+is ``probs @ v``, so the model runs exactly as with eager attention (no dropout: call it in eval mode).
+The inputs must be unpadded (``attention_mask`` of all ones or none), as for every session.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-_QK_NAMES = (("query", "key"), ("q_proj", "k_proj"))
+from companion.models.attention import attention_session
+
+__all__ = ["AttentionCapture", "capture_attention"]
 
 
 @dataclass
@@ -28,47 +32,31 @@ class AttentionCapture:
         return len(self.q)
 
 
-def _attention_modules(model):
-    found = []
-    for name, module in model.named_modules():
-        for q_name, k_name in _QK_NAMES:
-            if isinstance(getattr(module, q_name, None), torch.nn.Linear) and isinstance(getattr(module, k_name, None), torch.nn.Linear):
-                found.append((name, module, q_name, k_name))
-    return found
-
-
-def _heads(module, config) -> tuple[int, int, int]:
-    heads = getattr(config, "num_attention_heads")
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    return heads, kv_heads, head_dim
+def attention_probs(q: torch.Tensor, k: torch.Tensor, causal: bool, scaling: float) -> torch.Tensor:
+    """``softmax(q k^T * scaling)`` with keys after the query masked when ``causal``; float32 math."""
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scaling
+    if causal:
+        n, m = scores.shape[-2:]
+        keep = torch.ones(n, m, dtype=torch.bool, device=scores.device).tril(m - n)
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, dim=-1)
 
 
 @contextmanager
 def capture_attention(model):
-    """``with capture_attention(model) as cap: model(**inputs)`` fills ``cap.q/k/probs`` per layer."""
-    modules = _attention_modules(model)
-    if not modules:
-        raise ValueError(
-            f"cannot capture attention of {type(model).__name__}: no attention module with separate "
-            "query/key (or q_proj/k_proj) linear projections was found"
-        )
-    if getattr(model.config, "_attn_implementation", "eager") != "eager":
-        raise ValueError("attention probabilities are only returned with eager attention; load with attn_implementation='eager'")
-    heads, kv_heads, head_dim = _heads(model, model.config)
+    """``with capture_attention(model) as cap: model(**inputs)`` fills ``cap.q/k/probs`` per layer.
+
+    Raises :class:`companion.models.attention.AttentionCaptureError` (a ``ValueError``) when the model's
+    attention cannot be intercepted.
+    """
     cap = AttentionCapture()
-    handles = []
 
-    def split(x, h):
-        b, n, _ = x.shape
-        return x.detach().view(b, n, h, head_dim).transpose(1, 2)
+    def handler(*, layer, q_pre, k_pre, q, k, v, causal, scaling, **_):
+        probs = attention_probs(q, k, causal, scaling)
+        cap.q.append(q_pre.detach())
+        cap.k.append(k_pre.detach())
+        cap.probs.append(probs.detach().to(q.dtype))
+        return torch.matmul(probs, v.float()).to(v.dtype)
 
-    for _, module, q_name, k_name in modules:
-        handles.append(getattr(module, q_name).register_forward_hook(lambda m, i, o: cap.q.append(split(o, heads))))
-        handles.append(getattr(module, k_name).register_forward_hook(lambda m, i, o: cap.k.append(split(o, kv_heads))))
-        handles.append(module.register_forward_hook(lambda m, i, o: cap.probs.append(o[1].detach() if isinstance(o, tuple) and len(o) > 1 and torch.is_tensor(o[1]) else None)))
-    try:
+    with attention_session(model, handler):
         yield cap
-    finally:
-        for h in handles:
-            h.remove()

@@ -40,10 +40,16 @@ def _docstrings():
                 yield " ".join(doc.split())
 
 
-def stdlib_texts(n: int, min_chars: int = 400, seed: int = 0) -> list[str]:
-    """``n`` docstrings of at least ``min_chars`` characters (whitespace collapsed), shuffled by ``seed``."""
+def stdlib_texts(n: int | None = None, min_chars: int = 400, seed: int = 0) -> list[str]:
+    """``n`` docstrings of at least ``min_chars`` characters (whitespace collapsed), shuffled by ``seed``.
+
+    ``n=None`` returns all of them (the same order: ``stdlib_texts(k)`` is a prefix of it)."""
     texts = sorted(t for t in _docstrings() if len(t) >= min_chars)
+    random.Random(seed).shuffle(texts)
+    if n is None:
+        return texts
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n={n!r} must be a non-negative integer or None (all texts)")
     if n > len(texts):
         raise ValueError(f"asked for n={n} texts of >= {min_chars} chars; only {len(texts)} are available")
-    random.Random(seed).shuffle(texts)
     return texts[:n]

@@ -26,29 +26,15 @@ import time
 import torch
 import torch.nn.functional as F
 
-from companion.core import check_float, check_int
+from companion.core import check_float, check_int, time_ms
 from companion.scalekv.budgets import expected_retained, retained_lengths, scalekv_budgets, uniform_budget
 from companion.scalekv.schedule import INFINITY_1024, INFINITY_8B, cumulative_tokens, kv_bytes, map_sizes
 
-__all__ = ["larger_model_protocol", "attention_latency", "selection_timing", "analytic_memory", "bench_ms"]
+__all__ = ["larger_model_protocol", "attention_latency", "selection_timing", "analytic_memory"]
 
 LARGE_SIDES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
-
-
-def bench_ms(fn, device: torch.device, *, warmup: int = 5, rep: int = 25) -> float:
-    """Median milliseconds of ``fn()``: ``triton.testing.do_bench`` on CUDA, wall clock on a CPU."""
-    if device.type == "cuda":
-        import triton
-
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return float(sorted(times)[len(times) // 2])
+# companion.core.time_ms settings: do_bench warm-up / repetition ms on CUDA, untimed / timed calls on a CPU.
+TIMING = {"warmup": 5, "rep": 25, "cpu_warmup": 2, "cpu_reps": 5}
 
 
 def larger_model_protocol(device, *, sides=LARGE_SIDES, layers: int = 8, dim: int = 256, heads: int = 8, train_seconds: float = 60.0,
@@ -128,8 +114,8 @@ def attention_latency(device, *, sides=INFINITY_1024, geometry=None, batch: int 
         q = torch.randn(batch, h, n, d, generator=g).to(device=device, dtype=dtype)
         kf, vf = kk[:, :, :nf], vv[:, :, :nf]
         kc, vc = kk[:, :, :nc].contiguous(), vv[:, :, :nc].contiguous()
-        full_ms = bench_ms(lambda: F.scaled_dot_product_attention(q, kf, vf), device)
-        comp_ms = bench_ms(lambda: F.scaled_dot_product_attention(q, kc, vc), device)
+        full_ms = time_ms(lambda: F.scaled_dot_product_attention(q, kf, vf), device, **TIMING)
+        comp_ms = time_ms(lambda: F.scaled_dot_product_attention(q, kc, vc), device, **TIMING)
         rows.append({"scale": k, "side": sides[k], "queries": n, "full_keys": nf, "compressed_keys": nc,
                      "full_ms": round(full_ms, 5), "compressed_ms": round(comp_ms, 5)})
         log(f"  scale {k:2d} ({sides[k]:2d}x{sides[k]:<2d}) keys {nf:6d} -> {nc:6d}: {full_ms:.4f} -> {comp_ms:.4f} ms")
@@ -170,14 +156,14 @@ def selection_timing(device, *, geometry=None, batch: int = 2, cases=((2954, 48)
         for impl in impls:
             fn = lambda impl=impl: scalekv_select(q, k, v, widx, capacity, impl=impl)  # noqa: E731
             outs[impl] = fn()[2]
-            ms = bench_ms(fn, device)
+            ms = time_ms(fn, device, **TIMING)
             rows.append({"label": label, "key_len": n, "capacity": capacity, "impl": impl, "ms": round(ms, 5)})
             log(f"  {label:<22} {impl:<20} {ms:.4f} ms")
         if compiled is not None:
             try:
                 fn = lambda: compiled(q, k, v, widx, capacity)  # noqa: E731
                 fn()
-                ms = bench_ms(fn, device)
+                ms = time_ms(fn, device, **TIMING)
                 rows.append({"label": label, "key_len": n, "capacity": capacity, "impl": "reference (torch.compile)", "ms": round(ms, 5)})
                 log(f"  {label:<22} {'reference (compile)':<20} {ms:.4f} ms")
             except Exception as exc:  # a compile failure must not cost the other rows

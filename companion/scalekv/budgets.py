@@ -10,8 +10,9 @@ budgets (``budgets/2b_10%_budget.json``) satisfy the equality *per scale* (2B, s
 
 Conventions (from the official ``scale_kv.py`` / ``infer_*.py``; the calibration code is not released):
 
-* ``B_uniform`` for a memory fraction ``f`` is ``round(f * N_{K-2})``: the paper's 10 % is 650 tokens
-  on Infinity's 1024^2 schedule, whose cache before the last scale holds N_{K-2} = 6,425 tokens.
+* ``B_uniform`` for a memory fraction ``f`` is ``round(f * N_{K-2})``: on Infinity's 1024^2 schedule,
+  whose cache before the last scale holds N_{K-2} = 6,425 tokens, 10 % gives 642 tokens; the paper's
+  10 % budget is 650 (its rounding is not stated; 650 / 6,425 = 10.1 %).
 * Compression starts at the first scale whose full cache exceeds ``B_uniform`` (``base_capacity``)
   and the last scale reuses the previous scale's budgets.
 * ``delta`` and ``B_r(0)`` are given as fractions of ``B_uniform`` (the paper's ablation: B = 650,

@@ -28,7 +28,8 @@ from companion.scalekv.model import TinyVAR
 from companion.scalekv.schedule import cumulative_tokens
 from companion.viz import COLORS
 
-__all__ = ["KVGroupsData", "kv_groups_data", "kv_groups_view", "budget_grid", "format_bytes", "GROUP_COLORS"]
+__all__ = ["KVGroupsData", "kv_groups_data", "kv_groups_view", "explorer_view", "explorer_controls", "budget_grid", "format_bytes",
+           "GROUP_COLORS"]
 
 # uncompressed, refiner, drafter
 GROUP_COLORS = ("#d9d9d9", COLORS[0], COLORS[1])
@@ -174,3 +175,23 @@ def kv_groups_view(data: KVGroupsData, *, budget: float, delta: float):
                f"{data.n_eval} images: ScaleKV PSNR {sk['psnr']:.1f} dB, token agreement {sk['agreement']:.1%}; "
                f"best baseline ({bl['label']}) {bl['psnr']:.1f} dB, {bl['agreement']:.1%}.")
     return fig, readout
+
+
+def explorer_view(data: KVGroupsData, *, budget: float, delta: float):
+    """The explorer's update (the notebook binds it with ``functools.partial(explorer_view, data)``)."""
+    return kv_groups_view(data, budget=budget, delta=delta)
+
+
+def explorer_controls(data: KVGroupsData, *, budget: float = 0.1, delta: float | None = None) -> dict:
+    """``{"budget", "delta"}`` selection sliders over the budgets and deltas ``data`` was computed at,
+    starting at the grid points nearest ``budget`` and ``delta`` (default: the middle delta)."""
+    import ipywidgets as W
+
+    f, d = data.nearest(budget, data.deltas[len(data.deltas) // 2] if delta is None else delta)
+    style = {"description_width": "initial"}
+    return {
+        "budget": W.SelectionSlider(options=[(f"{b:.0%}", b) for b in data.fractions], value=f, description="total budget",
+                                    continuous_update=False, style=style),
+        "delta": W.SelectionSlider(options=[(f"{x:g}", x) for x in data.deltas], value=d, description="refiner decay δ",
+                                   continuous_update=False, style=style),
+    }

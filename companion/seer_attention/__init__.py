@@ -1,11 +1,15 @@
-"""SeerAttention (paper 01, arXiv 2410.13276): a learned block-sparsity gate, self-distilled from a
-frozen model, and block-sparse attention with the masks it selects.
+"""SeerAttention (paper 01): a learned block-sparsity gate, self-distilled from a frozen model, and
+block-sparse attention with the masks it selects.
 
-Modules (no plotly import here; ``explore`` holds the figures and the explorer):
+Paper: *SeerAttention: Self-distilled Attention Gating for Efficient Long-context Prefilling* (Gao et al.,
+NeurIPS 2025), arXiv 2410.13276; official code https://github.com/microsoft/SeerAttention.
+
+Modules (no plotly import here; ``explorer`` holds the explorer, ``figures`` the static figures,
+``claims`` the claims table, ``scale`` the GPU section):
 
 * ``gate``: ``AttnGate`` (pooled Q/K, per-head linear maps, block RoPE, softmax), ``GateSet``
   (one gate per layer, safetensors save/load);
-* ``hf``: hooks into any Hugging Face transformer's attention (pre-RoPE Q/K for the gate, post-RoPE
+* attention hooks: ``companion.models.attention`` (pre-RoPE Q/K for the gate, post-RoPE
   Q/K/V for the target and for block-sparse runs);
 * ``distill``: the teacher pass and the KL self-distillation;
 * ``evaluate``: threshold / top-k masks, baselines, recall, output similarity;
@@ -15,6 +19,8 @@ Modules (no plotly import here; ``explore`` holds the figures and the explorer):
   section (long-context distillation and kernel timing).
 """
 
+from companion.core import Paper
+from companion.models.attention import AttentionCaptureError, AttentionLayout, attention_layout, attention_session
 from companion.seer_attention.data import byte_windows, text_windows
 from companion.seer_attention.distill import TeacherData, collect_teacher, distill, distill_loss, heldout_kl, kl_rows
 from companion.seer_attention.evaluate import (
@@ -31,11 +37,19 @@ from companion.seer_attention.evaluate import (
     topk_select,
 )
 from companion.seer_attention.gate import AttnGate, GateSet, block_pool, block_rope, count_parameters, n_blocks
-from companion.seer_attention.hf import AttentionCaptureError, AttentionLayout, attention_layout, attention_session
 from companion.seer_attention.ops import block_mass_map, pooled_attention_map, pooled_attention_map_rbuffer
+
+PAPER = Paper(
+    number="01",
+    slug="seer_attention",
+    title="SeerAttention: Self-distilled Attention Gating for Efficient Long-context Prefilling",
+    arxiv="2410.13276",
+    code="https://github.com/microsoft/SeerAttention",
+)
 
 __all__ = [
     "METHODS",
+    "PAPER",
     "AttentionCaptureError",
     "AttentionLayout",
     "AttnGate",

@@ -57,16 +57,7 @@ def text_windows(
 def _all_texts(min_chars: int, seed: int) -> list[str]:
     from companion.models import stdlib_texts
 
-    lo, hi = 1, 100_000
-    # stdlib_texts raises when asked for more than exist; find how many there are (few imports, cached)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        try:
-            stdlib_texts(mid, min_chars=min_chars, seed=seed)
-            lo = mid
-        except ValueError:
-            hi = mid - 1
-    return stdlib_texts(lo, min_chars=min_chars, seed=seed)
+    return stdlib_texts(None, min_chars=min_chars, seed=seed)
 
 
 def byte_windows(n: int, seq_len: int, *, seed: int = 0, min_chars: int = 200) -> torch.Tensor:

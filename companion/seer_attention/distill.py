@@ -21,15 +21,15 @@ schedule shape.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 
 import torch
 
+from companion.core.timing import limit_threads
 from companion.core.validation import ParameterError, check_float, check_int
+from companion.models.attention import attention_session, dense_attention
 from companion.seer_attention.gate import GateSet, gate_logits
-from companion.seer_attention.hf import _dense_attention, attention_session
 from companion.seer_attention.ops import block_mass_map, pooled_attention_map
 
 LOSS_SCALE = 10.0  # the official code multiplies the summed per-layer KL by 10
@@ -100,7 +100,7 @@ def collect_teacher(
         if keep_qkv_of is not None and offset[0] <= keep_qkv_of < offset[0] + q.shape[0]:
             i = keep_qkv_of - offset[0]
             data.qkv[layer] = (q[i].detach().cpu(), k[i].detach().cpu(), v[i].detach().cpu(), float(scaling))
-        return _dense_attention(q, k, v, causal, scaling)
+        return dense_attention(q, k, v, causal, scaling)
 
     device = next(model.parameters()).device
     with torch.no_grad(), attention_session(model, handler):
@@ -162,18 +162,6 @@ def heldout_kl(gates: GateSet, data: TeacherData) -> list[float]:
     return out
 
 
-@contextlib.contextmanager
-def _few_threads():
-    """Gate training is many tiny ops: on a CPU one thread beats several (no spin-waits, and CI runs
-    two notebooks on two cores). GPU runs are unaffected."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
     """Linear warm-up then cosine decay to 0 (the official schedule)."""
     if step < warmup:
@@ -220,7 +208,7 @@ def distill(
     device = gates[0].w_q.device
     qp_all, kp_all, gt_all = (x.to(device) for x in _stacked(data))
     gates.train()
-    with _few_threads():
+    with limit_threads(1):  # many tiny ops: on a CPU one thread beats several (GPU runs are unaffected)
         for step in range(steps):
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, steps, lr, warmup)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from companion.core.validation import ParameterError, check_float
 from companion.seer_attention.gate import GateSet
-from companion.seer_attention.hf import _dense_attention, attention_session
+from companion.models.attention import dense_attention, attention_session
 from companion.seer_attention.ops import block_sparse_attention, pooled_attention_map
 
 METHODS = ("gate", "untrained", "oracle", "random", "a-shape")
@@ -53,9 +53,15 @@ def keep_per_row(n: int, sparsity: float, causal: bool) -> int:
     return _bs().topk_rows(n, 1.0 - check_sparsity(sparsity), sqrt_rule=causal)
 
 
-def topk_select(scores: torch.Tensor, sparsity: float, *, causal: bool, dense_last_rows: int = 0) -> torch.Tensor:
-    """Top-k block mask at ``sparsity`` (density ``1 - sparsity``) from any scores ``[..., n, n]``."""
+def topk_select(scores: torch.Tensor, sparsity: float, *, causal: bool, dense_last_rows: int | None = None) -> torch.Tensor:
+    """Top-k block mask at ``sparsity`` (density ``1 - sparsity``) from any scores ``[..., n, n]``.
+
+    Causal maps get the last two query-block rows dense, as the threshold rule does: the official
+    ``get_sparse_attn_mask_from_nz_ratio(..., use_dense_for_last_block=True)`` applies
+    ``last_block_dense`` to both selection rules. ``dense_last_rows`` overrides it (0: none)."""
     nz = 1.0 - check_sparsity(sparsity)
+    if dense_last_rows is None:
+        dense_last_rows = 2 if causal else 0
     return _bs().topk_mask(scores, nz, causal=causal, sqrt_rule=causal, dense_last_rows=dense_last_rows)
 
 
@@ -228,6 +234,6 @@ def head_output_cosine(q, k, v, mask, *, block_size: int, causal: bool, scaling:
     if q.dim() == 2:
         q, k, v, mask = q[None], k[None], v[None], mask[None]
     q4, k4, v4 = q[None].float(), k[None].float(), v[None].float()
-    dense = _dense_attention(q4, k4, v4, causal, scaling)
+    dense = dense_attention(q4, k4, v4, causal, scaling)
     sparse = block_sparse_attention(q4, k4, v4, mask[None], block_size=block_size, causal=causal, sm_scale=scaling, impl="reference")
     return float(F.cosine_similarity(dense, sparse, dim=-1).mean())

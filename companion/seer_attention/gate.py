@@ -42,6 +42,7 @@ from torch import nn
 
 from companion.core.atomic import write_atomic
 from companion.core.validation import ParameterError, check_bool, check_int
+from companion.models.rope import apply_rope, rope_cos_sin
 
 POOLINGS = ("avg", "max", "min")
 INIT_STD = 0.02  # the official initializer_range for the gate's MultiHeadLinear weights
@@ -74,29 +75,14 @@ def block_pool(x: torch.Tensor, block_size: int, kind: str) -> torch.Tensor:
     return xb.amax(-2) if kind == "max" else xb.amin(-2)
 
 
-def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate-half RoPE tables (as in Llama) for integer ``positions [n]`` and an even ``dim``."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim))
-    freqs = positions.to(torch.float64)[:, None] * inv_freq[None, :]
-    emb = torch.cat([freqs, freqs], dim=-1)
-    return emb.cos().float(), emb.sin().float()
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``x * cos + rotate_half(x) * sin`` over the last dimension."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
-
-
 def block_rope(x: torch.Tensor, block_size: int, theta: float, position_offset: int = 0) -> torch.Tensor:
     """Block RoPE: rotate the pooled ``x [..., n, d_g]`` at the block-start positions
     ``position_offset + 0, B, 2B, ...`` (the first token of each block, like ``position_ids[:, ::B]``
     in the official code)."""
     n, d = x.shape[-2], x.shape[-1]
     pos = position_offset + block_size * torch.arange(n, device=x.device)
-    cos, sin = rope_cos_sin(pos, d, theta)
-    return apply_rope(x, cos.to(x.dtype), sin.to(x.dtype))
+    cos, sin = rope_cos_sin(pos, d, base=theta)
+    return apply_rope(x, cos, sin)
 
 
 def gate_logits(

@@ -22,12 +22,33 @@ import time
 
 import torch
 
+from companion.core import recorded_results, time_ms
+
+from companion.models.attention import attention_layout, attention_session, dense_attention
 from companion.seer_attention.data import byte_windows
 from companion.seer_attention.distill import collect_teacher, distill, heldout_kl
 from companion.seer_attention.evaluate import evaluate_blocks, threshold_select, topk_select
 from companion.seer_attention.gate import GateSet, count_parameters
-from companion.seer_attention.hf import _dense_attention, attention_layout, attention_session
 from companion.seer_attention.synthetic import planted_decoder, with_bos
+
+#: What the GPU profile runs (``benchmarks/seer_attention_gpu.py`` with its defaults): distillation at
+#: ``train_len`` tokens, held-out evaluation at 4x that length, masks and kernel timing at ``lengths``.
+GPU_PROFILE = {
+    "script": "benchmarks/seer_attention_gpu.py",
+    "train_len": 8192,
+    "long_factor": 4,
+    "steps": 300,
+    "block_size": 64,
+    "gate_dim": 64,
+    "sparsities": (0.5, 0.7, 0.9),
+    "timing": {"heads": 32, "head_dim": 128, "dtype": "bfloat16", "lengths": (8192, 32768, 131072)},
+}
+RESULTS_NAME = "seer_attention_gpu"
+
+
+def recorded() -> dict | None:
+    """The committed GPU results (``benchmarks/results/seer_attention_gpu.json``), or None."""
+    return recorded_results(RESULTS_NAME)
 
 
 def _windows(n: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -37,8 +58,11 @@ def _windows(n: int, seq_len: int, seed: int) -> torch.Tensor:
 def distil_long(*, seq_len: int = 8192, n_train: int = 8, n_test: int = 2, steps: int = 300, lr: float = 3e-3,
                 block_size: int = 64, gate_dim: int = 64, num_heads: int = 8, head_dim: int = 64, num_layers: int = 2,
                 long_factor: int = 4, sparsities=(0.5, 0.7, 0.9), device="cuda", dtype=torch.bfloat16, seed: int = 0,
-                impl: str = "auto", log=print) -> dict:
-    """Distil gates with and without block RoPE from the planted decoder; return models, gates and metrics."""
+                impl: str = "auto", log=print) -> tuple[dict, torch.nn.Module, GateSet]:
+    """Distil gates with and without block RoPE from the planted decoder.
+
+    Returns ``(metrics, model, gates)``: a JSON-ready metrics dict, the decoder and the block-RoPE gates
+    (for :func:`gate_masks`)."""
     torch.manual_seed(seed)
     model, names = planted_decoder(num_layers=num_layers, num_heads=num_heads, head_dim=head_dim, seed=seed,
                                    max_position=max(seq_len * long_factor, 131072) + 64)
@@ -83,8 +107,7 @@ def distil_long(*, seq_len: int = 8192, n_train: int = 8, n_test: int = 2, steps
                 recalls.append(dict(length=tag, seq_len=data.gt[0].shape[-1] * block_size, method=method, sparsity=r.sparsity,
                                     density=r.density, mass_recall=r.mass_recall, gt_recall=r.gt_recall))
     out["recall"] = recalls
-    out["_model"], out["_gates"] = model, gates
-    return out
+    return out, model, gates
 
 
 def gate_masks(model, gates: GateSet, seq_len: int, *, layer: int = 0, thresholds=(5e-4, 2e-3), sparsities=(0.5, 0.9), seed: int = 0) -> dict:
@@ -95,7 +118,7 @@ def gate_masks(model, gates: GateSet, seq_len: int, *, layer: int = 0, threshold
     def handler(*, layer: int, q_pre, k_pre, q, k, v, causal, scaling, position_offset):
         if layer == captured.get("want"):
             captured["scores"] = gates[layer].scores(q_pre, k_pre, position_offset)
-        return _dense_attention(q, k, v, causal, scaling)
+        return dense_attention(q, k, v, causal, scaling)
 
     captured["want"] = layer
     device = next(model.parameters()).device
@@ -148,19 +171,8 @@ def time_attention(masks: dict, seq_len: int, *, heads: int = 32, head_dim: int 
     causal_flops = 4 * heads * head_dim * seq_len * seq_len / 2
     rows = []
 
-    def bench(fn):
-        if on_gpu:
-            import triton.testing
-
-            fn()
-            torch.cuda.synchronize()
-            return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return sorted(times)[1]
+    def bench(fn):  # do_bench median on CUDA, median of three wall-clock runs on the CPU smoke path
+        return time_ms(fn, device, cpu_warmup=0, cpu_reps=3)
 
     dense_ms = {}
     if dense:

@@ -1,5 +1,7 @@
 """Paper 04 -- ZeroS: Zero-Sum Linear Attention for Efficient Transformers (Lu et al., NeurIPS 2025).
 
+arXiv 2602.05230; official code https://github.com/LJC-FVNR/SequenceLab (``src/sequencelab/layers/zeros.py``).
+
 * :mod:`.functional` -- the equations: Taylor split, zero-sum weights, the explicit O(T^2) oracle,
   the prefix scan (official path), the chunked running-max form, the 3d-key identity, ZeroS-SM, RoPE.
 * :mod:`.layer` -- :class:`ZeroSAttention` (ZeroS and ZeroS-SM) as an ``nn.Module``.
@@ -7,11 +9,14 @@
   expressivity toy and an MQAR-style recall task.
 * :mod:`.bench` -- the kernel benchmark shared by ``benchmarks/zeros_attention_kernel.py`` and the
   notebook's GPU profile.
-* :mod:`.explorer` -- figure builders for the notebook (imports plotly; not imported here).
+* :mod:`.claims` -- the claims table's rows and their thresholds.
+* :mod:`.scale` -- the GPU profile and the reader of the recorded kernel benchmark.
+* :mod:`.explorer` -- the signed-attention explorer and the figure builders (imports plotly; not imported here).
 
 The Triton kernel lives in ``kernels/zeros_linear`` (``companion_kernels.zeros_linear``).
 """
 
+from companion.core import Paper
 from companion.zeros_attention.functional import (
     LOGIT_TYPES,
     apply_rope,
@@ -33,7 +38,11 @@ from companion.zeros_attention.functional import (
 )
 from companion.zeros_attention.layer import ROPE_LAYOUTS, VARIANTS, ZEROS_IMPLS, ZeroSAttention
 
+PAPER = Paper(number="04", slug="zeros_attention", title="ZeroS: Zero-Sum Linear Attention for Efficient Transformers",
+              arxiv="2602.05230", code="https://github.com/LJC-FVNR/SequenceLab")
+
 __all__ = [
+    "PAPER",
     "LOGIT_TYPES",
     "ROPE_LAYOUTS",
     "VARIANTS",

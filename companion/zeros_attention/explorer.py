@@ -19,6 +19,8 @@ from plotly.subplots import make_subplots
 from companion.zeros_attention import functional as Fz
 
 __all__ = [
+    "explorer_view",
+    "explorer_controls",
     "minilm_logits",
     "signed_attention_view",
     "taylor_row_figure",
@@ -98,6 +100,28 @@ def signed_attention_view(logits: torch.Tensor, tokens, *, layer: int = 0, head:
                f"ZeroS row sums: max |sum| = {np.abs(rows_r).max():.1e}   |   "
                f"negative ZeroS weights: {100 * neg:.0f}% of visible entries, range [{r[vis].min():.3f}, {r[vis].max():.3f}]")
     return fig, readout
+
+
+def explorer_view(data: dict, *, layer: int = 2, head: int = 0, sigma1: float = 0.8, sigmah: float = 0.5,
+                  temperature: float = 1.0, causal: bool = True):
+    """The explorer's update on ``data = {"logits": [L, H, T, T], "tokens": [...]}`` (:func:`minilm_logits`)."""
+    return signed_attention_view(data["logits"], data["tokens"], layer=layer, head=head, sigma1=sigma1, sigmah=sigmah,
+                                 temperature=temperature, causal=causal)
+
+
+def explorer_controls(data: dict, *, layer: int = 2, head: int = 0) -> dict:
+    """Sliders for layer, head, the two gates, the temperature and a causal checkbox."""
+    import ipywidgets as W
+
+    L, H = data["logits"].shape[:2]
+    return {
+        "layer": W.IntSlider(value=min(layer, L - 1), min=0, max=L - 1, description="layer"),
+        "head": W.IntSlider(value=min(head, H - 1), min=0, max=H - 1, description="head"),
+        "sigma1": W.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.05, description="σ¹"),
+        "sigmah": W.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="σʰ"),
+        "temperature": W.FloatLogSlider(value=1.0, base=2, min=-2, max=2, step=0.25, description="temperature"),
+        "causal": W.Checkbox(value=True, description="causal"),
+    }
 
 
 def taylor_row_figure(s: torch.Tensor, *, sigma1: float = 0.8, sigmah: float = 0.5) -> go.Figure:
@@ -193,26 +217,29 @@ def mqar_figure(results: dict) -> go.Figure:
     return fig
 
 
-_LABEL = {"ours": "ours: ZeroS Triton (chunked)", "ours_chunk128": "ours, chunk 128", "sdpa_flash": "SDPA flash (causal softmax)",
-          "fla_chunk_dk64": "fla chunk_linear dk=d", "fla_chunk_dk192": "fla chunk_linear dk=3d",
+_LABEL = {"zeros": "ours: ZeroS Triton (chunked)", "sdpa_flash": "SDPA flash (causal softmax)",
+          "fla_dk64": "fla chunk_linear dk=d", "fla_dk192": "fla chunk_linear dk=3d",
           "reference": "explicit O(T^2) reference", "scan_official": "official scan (d x d cumsums)"}
 
 
 def scaleup_figures(payload: dict, anchors: dict | None = None) -> go.Figure:
-    """Time (forward, forward+backward) and peak memory vs T from a recorded benchmark payload.
+    """Time (forward, forward+backward) and peak memory (fwd+bwd) vs T from a recorded benchmark payload
+    (either row format, read by :func:`companion.zeros_attention.scale.kernel_table`).
 
     ``anchors``: ``{label: {T: (fwd_ms, fwdbwd_ms, peak_mib)}}`` drawn dashed and labelled "anchor".
     """
+    from companion.zeros_attention.scale import kernel_table
+
     fig = make_subplots(rows=1, cols=3, subplot_titles=("forward (ms)", "forward + backward (ms)", "peak memory, fwd+bwd (MiB)"))
-    rows = payload.get("rows", [])
-    ops = [op for op in _LABEL if any(r["op"] == op for r in rows)]
-    for j, op in enumerate(ops):
-        rs = sorted((r for r in rows if r["op"] == op), key=lambda r: r["T"])
-        for col, key in ((1, "fwd_ms"), (2, "fwdbwd_ms"), (3, "fwdbwd_peak_mib")):
-            pts = [(r["T"], r[key]) for r in rs if r.get(key) is not None]
+    times, peaks = kernel_table(payload, "ms"), kernel_table(payload, "peak_mib")
+    impls = sorted({i for t in times.values() for m in t.values() for i in m} | {i for t in peaks.values() for m in t.values() for i in m},
+                   key=lambda i: (list(_LABEL).index(i) if i in _LABEL else len(_LABEL), i))
+    for j, impl in enumerate(impls):
+        for col, (table, mode) in enumerate(((times, "fwd"), (times, "fwd_bwd"), (peaks, "fwd_bwd")), start=1):
+            pts = [(T, m[mode][impl]) for T, m in table.items() if impl in m.get(mode, {})]
             if pts:
                 fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                                         name=_LABEL[op], legendgroup=op, showlegend=col == 1,
+                                         name=_LABEL.get(impl, impl), legendgroup=impl, showlegend=col == 1,
                                          line=dict(color=f"hsl({(j * 67) % 360},65%,45%)")), row=1, col=col)
     for label, table in (anchors or {}).items():
         Ts = sorted(table)
@@ -223,7 +250,7 @@ def scaleup_figures(payload: dict, anchors: dict | None = None) -> go.Figure:
     fig.update_xaxes(type="log", title_text="T (tokens)")
     fig.update_yaxes(type="log")
     dev = payload.get("device", "?")
-    fig.update_layout(title=f"Recorded on {dev}, {payload.get('date', '?')}: B={payload.get('config', {}).get('B')}, "
-                            f"H={payload.get('config', {}).get('H')}, d={payload.get('config', {}).get('d')}, "
-                            f"{payload.get('config', {}).get('dtype')}", height=460, width=1150)
+    cfg = payload.get("config", {})
+    fig.update_layout(title=f"Recorded on {dev}, {payload.get('date', '?')}: B={cfg.get('B')}, H={cfg.get('H')}, d={cfg.get('d')}, "
+                            f"{cfg.get('dtype')}", height=460, width=1150)
     return fig

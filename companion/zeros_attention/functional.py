@@ -61,6 +61,8 @@ import math
 
 import torch
 
+from companion.models import rope as _rope
+
 __all__ = [
     "rope_cos_sin",
     "apply_rope",
@@ -87,6 +89,10 @@ LOGIT_TYPES = ("deviation", "quadratic", "mean", "distance_1", "distance_rms")
 # ----------------------------------------------------------------------------------------------
 # Rotary position embedding
 # ----------------------------------------------------------------------------------------------
+# The repository's layout name -> companion.models.rope's (the one RoPE implementation of the project).
+_ROPE_TABLES = {"standard": "standard", "official": "interleaved_tables"}
+
+
 def rope_cos_sin(
     T: int,
     d: int,
@@ -97,39 +103,24 @@ def rope_cos_sin(
     device=None,
     dtype=torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin tables ``[T, d]`` for positions ``offset .. offset+T-1``.
+    """cos/sin tables ``[T, d]`` for positions ``offset .. offset+T-1`` (:func:`companion.models.rope.rope_cos_sin`).
 
     ``layout="standard"``: half-split RoPE (coordinate j pairs with j + d/2, both at angle
     ``pos * base^(-2j/d)``), a true rotation. ``layout="official"``: the SequenceLab tables
-    (``repeat_interleave``), which combined with half-split ``rotate_half`` is *not* a rotation
-    by one angle per pair; kept only to reproduce the official behaviour.
+    (``repeat_interleave``, ``layout="interleaved_tables"`` there), which combined with half-split
+    ``rotate_half`` is *not* a rotation by one angle per pair; kept only to reproduce the official behaviour.
     """
     if d % 2 != 0:
         raise ValueError(f"RoPE needs an even head dimension, got d={d}; use an even head size or rope='none'")
-    if layout not in ("standard", "official"):
+    if layout not in _ROPE_TABLES:
         raise ValueError(f"layout must be 'standard' or 'official', got {layout!r}")
-    inv = 1.0 / (base ** (torch.arange(0, d, 2, device=device, dtype=torch.float64) / d))
-    pos = torch.arange(offset, offset + T, device=device, dtype=torch.float64)
-    ang = pos[:, None] * inv[None, :]  # [T, d/2]
-    if layout == "standard":
-        cos = torch.cat([ang.cos(), ang.cos()], dim=-1)
-        sin = torch.cat([ang.sin(), ang.sin()], dim=-1)
-    else:
-        cos = ang.cos().repeat_interleave(2, dim=-1)
-        sin = ang.sin().repeat_interleave(2, dim=-1)
-    return cos.to(dtype), sin.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
+    positions = torch.arange(offset, offset + T, device=device)
+    return _rope.rope_cos_sin(positions, d, base=base, layout=_ROPE_TABLES[layout], device=device, dtype=dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[B, T, H, d]`` with tables ``[T, d]`` (half-split ``rotate_half``)."""
-    c = cos.to(x.dtype)[None, :, None, :]
-    s = sin.to(x.dtype)[None, :, None, :]
-    return x * c + _rotate_half(x) * s
+    """Rotate ``x`` ``[B, T, H, d]`` with tables ``[T, d]`` (:func:`companion.models.rope.apply_rope`, half-split)."""
+    return _rope.apply_rope(x, cos[None, :, None, :], sin[None, :, None, :])
 
 
 def rope_relative_defect(d: int = 8, offset: int = 3, positions=range(0, 40, 8), *, layout="standard",

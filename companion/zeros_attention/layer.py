@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from companion.core.validation import check_choice
 from companion.zeros_attention import functional as Fz
 
 __all__ = ["ZeroSAttention", "ZEROS_IMPLS", "ROPE_LAYOUTS", "VARIANTS"]
@@ -42,9 +43,8 @@ VARIANTS = ("zeros", "zeros_sm")
 
 
 def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed: expected one of {', '.join(map(repr, allowed))}")
-    return value
+    """``value`` if it is one of ``allowed``, else :class:`~companion.core.ParameterError` naming ``name``."""
+    return check_choice(name, value, allowed)
 
 
 class ZeroSAttention(nn.Module):

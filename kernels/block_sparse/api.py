@@ -9,18 +9,17 @@ for the kernels (SeerAttention, paper 01; Delta Attention, paper 09).
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
+from ..dispatch import FLOAT_DTYPES, check_bool, check_impl, check_same, check_scale, check_tensor, resolve_impl
 from .reference import block_sparse_attention_reference, pooled_attention_map_reference
 
 __all__ = ["block_sparse_attention", "pooled_attention_map"]
 
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_OP = "block_sparse"
 _HEAD_DIMS = (32, 64, 128)
 _BLOCK_SIZES = (64, 128)
-_IMPLS = ("auto", "triton", "reference")
 
 
 def _fail(msg: str) -> None:
@@ -28,24 +27,12 @@ def _fail(msg: str) -> None:
 
 
 def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_size, impl, sm_scale, causal):
-    names = ("q", "k") if v is None else ("q", "k", "v")
-    tensors = (q, k) if v is None else (q, k, v)
-    for name, t in zip(names, tensors):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            _fail(f"{name} must be 4-D [B, H, N, D], got shape {tuple(t.shape)}")
-        if t.dtype not in _DTYPES and not (t.dtype == torch.float64 and impl != "triton"):
-            raise TypeError(
-                f"{name} has dtype {t.dtype}; allowed: float32, float16, bfloat16 (float64 with the reference)"
-            )
-        if t.stride(-1) != 1:
-            _fail(f"{name} must have a contiguous last dim (stride 1), got strides {t.stride()}; call .contiguous()")
-    for name, t in zip(names[1:], tensors[1:]):
-        if t.dtype != q.dtype:
-            raise TypeError(f"{name}.dtype {t.dtype} differs from q.dtype {q.dtype}; use one dtype")
-        if t.device != q.device:
-            _fail(f"{name} is on {t.device} but q is on {q.device}; put all tensors on one device")
+    check_impl(impl, op=_OP)
+    named = {"q": q, "k": k} if v is None else {"q": q, "k": k, "v": v}
+    dtypes = FLOAT_DTYPES if impl == "triton" else FLOAT_DTYPES + (torch.float64,)
+    for name, t in named.items():
+        check_tensor(name, t, op=_OP, dim=4, layout="[B, H, N, D]", dtypes=dtypes, last_dim_contiguous=True)
+    check_same("q", q, {n: t for n, t in named.items() if n != "q"}, op=_OP)
     b, hq, n, d = q.shape
     if n < 1:
         _fail("sequence length N must be >= 1")
@@ -58,40 +45,28 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, block_si
         _fail(f"query heads Hq={hq} must be a multiple of key/value heads Hkv={hkv}")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         _fail(f"block_size={block_size!r} must be a positive integer")
-    if impl not in _IMPLS:
-        _fail(f"impl={impl!r} is not allowed; choose one of {_IMPLS}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    if sm_scale is not None and (not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0):
-        _fail(f"sm_scale must be a positive finite number or None, got {sm_scale!r}")
+    check_bool("causal", causal, op=_OP)
+    check_scale("sm_scale", sm_scale, op=_OP)
 
 
 def _resolve_impl(impl: str, q: torch.Tensor, block_size: int) -> str:
-    """The implementation to run. The Triton kernels compile for block sizes 64/128 and D in {32, 64, 128};
-    the reference takes any block size and head dim (MiniLM's 16-token blocks, say). ``auto`` picks the
-    kernel on CUDA when it supports the shape and dtype, the reference otherwise."""
-    device, head_dim = q.device, q.shape[-1]
-    if impl == "auto":
-        supported = block_size in _BLOCK_SIZES and head_dim in _HEAD_DIMS and q.dtype in _DTYPES
-        impl = "triton" if device.type == "cuda" and supported else "reference"
-    if impl == "triton":
-        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
-            _fail("impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); use impl='auto'")
-        if block_size not in _BLOCK_SIZES:
-            _fail(f"block_size={block_size!r} is not supported by the Triton kernel; allowed: {_BLOCK_SIZES} (any with impl='reference')")
-        if head_dim not in _HEAD_DIMS:
-            _fail(f"head dim D={head_dim} is not supported by the Triton kernel; allowed: {_HEAD_DIMS} (any with impl='reference')")
-    return impl
+    """The implementation to run (rule: ``companion_kernels.dispatch``). The Triton kernels compile for
+    block sizes 64/128 and D in {32, 64, 128}; the reference takes any block size and head dim (MiniLM's
+    16-token blocks, say)."""
+    head_dim = q.shape[-1]
+    why = None
+    if block_size not in _BLOCK_SIZES:
+        why = f"block_size={block_size!r} is not supported by the Triton kernel; allowed: {_BLOCK_SIZES}"
+    elif head_dim not in _HEAD_DIMS:
+        why = f"head dim D={head_dim} is not supported by the Triton kernel; allowed: {_HEAD_DIMS}"
+    elif q.dtype not in FLOAT_DTYPES:
+        why = f"dtype {q.dtype} is not supported by the Triton kernel"
+    return resolve_impl(impl, q.device, op=_OP, unsupported=why)
 
 
 def _check_index(block_index, block_count, b, hq, nqb, nkb, device, check_values: bool):
     for name, t in (("block_index", block_index), ("block_count", block_count)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype != torch.int32:
-            raise TypeError(f"{name} must be int32, got {t.dtype} (use .to(torch.int32))")
-        if t.device != device:
-            _fail(f"{name} is on {t.device} but q is on {device}")
+        check_tensor(name, t, op=_OP, dtypes=(torch.int32,), device=device)
     if block_index.dim() != 4:
         _fail(f"block_index must be 4-D [B, Hq, nQB, maxK], got shape {tuple(block_index.shape)}")
     bi, hi, qi, mk = block_index.shape

@@ -13,37 +13,25 @@ PyTorch reference elsewhere; ``"triton"`` forces the kernels (on the CPU only un
 
 from __future__ import annotations
 
-import os
-
 import torch
 
+from ..dispatch import FLOAT_DTYPES, IMPLS, check_choice, check_impl, check_tensor, resolve_impl
 from .reference import scalekv_select_reference
 
 __all__ = ["scalekv_select", "IMPLS", "SCORES"]
 
-IMPLS = ("auto", "triton", "reference")
 SCORES = ("logits", "softmax")
-_TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-_REFERENCE_DTYPES = _TRITON_DTYPES + (torch.float64,)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+_OP = "scalekv_select"
+_REFERENCE_DTYPES = FLOAT_DTYPES + (torch.float64,)
 
 
 def _validate(q_window, keys, values, window_idx, capacity, kernel_size, score, impl):
     for name, t in (("q_window", q_window), ("keys", keys), ("values", values), ("window_idx", window_idx)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if impl not in IMPLS:
-        raise ValueError(f"impl={impl!r} is not allowed: expected one of {IMPLS}")
-    if score not in SCORES:
-        raise ValueError(f"score={score!r} is not allowed: expected one of {SCORES} ('logits' is the official code, 'softmax' the paper's text)")
+        check_tensor(name, t, op=_OP)
+    check_impl(impl, op=_OP)
+    check_choice("score", score, SCORES, op=_OP, note=" ('logits' is the official code, 'softmax' the paper's text)")
     for name, t in (("q_window", q_window), ("keys", keys), ("values", values)):
-        if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D [batch, heads, tokens, head_dim], got shape {tuple(t.shape)}")
-        if t.dtype not in _REFERENCE_DTYPES:
-            raise TypeError(f"{name} has dtype {t.dtype}; allowed: float16, bfloat16, float32 (float64 with impl='reference')")
+        check_tensor(name, t, op=_OP, dim=4, layout="[batch, heads, tokens, head_dim]", dtypes=_REFERENCE_DTYPES)
     b, h, n, d = keys.shape
     if values.shape[:3] != (b, h, n):
         raise ValueError(f"values shape {tuple(values.shape)} must match keys {tuple(keys.shape)} in batch, heads and tokens")
@@ -71,20 +59,17 @@ def _validate(q_window, keys, values, window_idx, capacity, kernel_size, score, 
 
 
 def _use_triton(keys: torch.Tensor, impl: str) -> bool:
-    if impl == "reference":
-        return False
     from .triton import MAX_TRITON_KEYS
 
-    ok_device = keys.is_cuda or _interpreting()
-    if impl == "triton":
-        if not ok_device:
-            raise RuntimeError("impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 on the CPU); use impl='reference' or 'auto'")
-        if keys.dtype == torch.float64:
-            raise TypeError("impl='triton' supports float16, bfloat16 and float32; float64 runs with impl='reference'")
-        if keys.shape[2] > MAX_TRITON_KEYS:
-            raise ValueError(f"impl='triton' supports up to {MAX_TRITON_KEYS} keys per head (a score row lives in registers), got {keys.shape[2]}")
-        return True
-    return keys.is_cuda and keys.dtype != torch.float64 and keys.shape[2] <= MAX_TRITON_KEYS
+    if impl == "triton" and keys.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{_OP}: impl='triton' supports float16, bfloat16 and float32; float64 runs with impl='reference'")
+    why = None
+    if keys.dtype not in FLOAT_DTYPES:
+        why = f"the Triton kernels take float16, bfloat16 and float32, got {keys.dtype}"
+    elif keys.shape[2] > MAX_TRITON_KEYS:
+        why = (f"impl='triton' supports up to {MAX_TRITON_KEYS} keys per head (a score row lives in registers), "
+               f"got {keys.shape[2]}")
+    return resolve_impl(impl, keys.device, op=_OP, unsupported=why) == "triton"
 
 
 def scalekv_select(
@@ -107,7 +92,7 @@ def scalekv_select(
     if _use_triton(keys, impl):
         for name, t in (("q_window", q_window), ("keys", keys), ("values", values)):
             if not t.is_contiguous():
-                raise ValueError(f"{name} must be contiguous for the Triton kernel (call .contiguous() first)")
+                raise ValueError(f"{_OP}: {name} must be contiguous for the Triton kernel (call .contiguous() first)")
         from .triton import scalekv_select_triton
 
         return scalekv_select_triton(q_window, keys, values, window_idx, capacity, kernel_size=kernel_size, score=score)

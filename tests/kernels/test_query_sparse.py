@@ -114,28 +114,33 @@ def test_gamma_one_full_rows_is_dense():
     torch.testing.assert_close(got, dense, atol=2e-5, rtol=2e-5)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(rows=torch.tensor([3, 1])), "strictly increasing"),
-    (dict(rows=torch.tensor([0, 40])), r"rows must lie in \[0, N=20\)"),
-    (dict(rows=torch.tensor([[0, 1]])), "1-D integer"),
-    (dict(rows=torch.tensor([0.0, 1.0])), "int32 or int64"),
-    (dict(impl="cuda"), "impl must be one of"),
-    (dict(k=torch.zeros(1, 3, 20, 16), v=torch.zeros(1, 3, 20, 16)), "multiple of key/value heads"),
-    (dict(k=torch.zeros(1, 2, 20, 16, dtype=torch.float64)), "dtype"),
-    (dict(q=torch.zeros(2, 20, 16)), "4-D"),
+@pytest.mark.parametrize("bad, exc, match", [
+    (dict(rows=torch.tensor([3, 1])), ValueError, "strictly increasing"),
+    (dict(rows=torch.tensor([0, 40])), ValueError, r"rows must lie in \[0, N=20\)"),
+    (dict(rows=torch.tensor([[0, 1]])), ValueError, "1-D integer"),
+    (dict(rows=torch.tensor([0.0, 1.0])), TypeError, "rows has dtype torch.float32; allowed: int32, int64"),
+    (dict(rows=[0, 5]), TypeError, "rows must be a torch.Tensor"),
+    (dict(impl="cuda"), ValueError, "impl='cuda' is not allowed"),
+    (dict(causal=1), TypeError, "causal must be a bool"),
+    (dict(sm_scale=-1.0), ValueError, "sm_scale=-1.0"),
+    (dict(k=torch.zeros(1, 3, 20, 16), v=torch.zeros(1, 3, 20, 16)), ValueError, "multiple of key/value heads"),
+    (dict(k=torch.zeros(1, 2, 20, 16, dtype=torch.float64)), TypeError, "differs from q.dtype"),
+    (dict(q=torch.zeros(1, 4, 20, 16, dtype=torch.int32)), TypeError, "q has dtype torch.int32"),
+    (dict(q=torch.zeros(2, 20, 16)), ValueError, "4-D"),
 ])
-def test_bad_input_is_named(bad, match):
+def test_bad_input_is_named(bad, exc, match):
     args = dict(q=torch.zeros(1, 4, 20, 16), k=torch.zeros(1, 2, 20, 16), v=torch.zeros(1, 2, 20, 16),
                 rows=torch.tensor([0, 5]), impl="reference")
     args.update(bad)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(exc, match=match):
         api.query_sparse_attention(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("rows"), **args)
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(gamma=0, num_delta_rows=0), "gamma must be an int >= 1"),
+    (dict(gamma=0, num_delta_rows=0), r"gamma=0 is not allowed: expected an integer in \[1, inf\]"),
+    (dict(gamma=True, num_delta_rows=0), "gamma=True is not allowed"),
     (dict(gamma=4, num_delta_rows=6), "multiple of gamma"),
-    (dict(gamma=4, num_delta_rows=24), r"in \[0, N=20\]"),
+    (dict(gamma=4, num_delta_rows=24), r"num_delta_rows=24 is not allowed: expected an integer in \[0, 20\]"),
 ])
 def test_bad_delta_args(kw, match):
     q = torch.zeros(1, 2, 20, 16)
@@ -176,3 +181,34 @@ def test_float64_runs_the_reference_only():
     torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
     with pytest.raises(ValueError, match="float64 runs only with impl='reference'"):
         api.query_sparse_attention(q, k, v, rows, impl="triton")
+
+
+@pytest.mark.parametrize("n, gamma, s_p, block_m", [
+    (120, 3, 99, 16),    # 33 anchors: tile boundaries fall between anchors 45 | 48 and 93 | 96
+    (90, 4, 64, 16),     # 16 anchors fill one tile; the tail (64 ...) starts the next
+    (77, 2, 70, 8),      # 35 anchors over five tiles of 8, γ = 2
+    (100, 5, 95, 4),     # 19 anchors over five tiles of 4, a tail of 5 rows
+])
+def test_delta_exact_across_tiles(n, gamma, s_p, block_m):
+    """γ > 1 with anchors spread over several BLOCK_M tiles, checked against Eq. 6/7 written out.
+
+    Tiles run largest positions first, so a Δ added to one row too many (row a + γ, the next anchor,
+    or s_p, the first tail row) corrupts a row another tile has already written densely: this
+    catches it, where anchors within one tile overwrite the mistake.
+    """
+    q, k, v = _qkv(1, 2, 1, n, 16, torch.float32, seed=n + gamma)
+    sparse = torch.randn(q.shape, generator=torch.Generator().manual_seed(3)).to(DEV)
+    dense = reference.query_sparse_attention(q, k, v, torch.arange(n, device=DEV))
+    cfg = {"BLOCK_M": block_m, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+    got = api.query_sparse_delta_(sparse.clone(), q, k, v, gamma=gamma, num_delta_rows=s_p,
+                                  impl="triton", config=cfg)
+    assert (s_p // gamma) > 2 * block_m or (s_p // gamma) % block_m == 0, "anchors must span tiles"
+    want = sparse.clone()
+    for i in range(s_p):
+        a = gamma * (i // gamma)
+        want[:, :, i] = sparse[:, :, i] + dense[:, :, a] - sparse[:, :, a]
+    want[:, :, s_p:] = dense[:, :, s_p:]
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(got[:, :, 0:s_p:gamma], dense[:, :, 0:s_p:gamma], atol=2e-5, rtol=0)
+    ref = api.query_sparse_delta_(sparse.clone(), q, k, v, gamma=gamma, num_delta_rows=s_p, impl="reference")
+    torch.testing.assert_close(ref, want, atol=2e-5, rtol=2e-5)

@@ -105,3 +105,32 @@ def test_timer_measures():
     with Timer() as t:
         sum(range(10000))
     assert 0 <= t.seconds < 5
+
+
+def test_atomic_writes_respect_the_umask(tmp_path):
+    import os
+
+    from companion.core.atomic import write_json_atomic, write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        assert (write_text_atomic(tmp_path / "a.txt", "x").stat().st_mode & 0o777) == 0o644
+        os.umask(0o027)
+        assert (write_json_atomic(tmp_path / "b.json", {"a": 1}).stat().st_mode & 0o777) == 0o640
+        os.umask(0o077)
+        assert (write_text_atomic(tmp_path / "a.txt", "y").stat().st_mode & 0o777) == 0o600  # rewrite follows the umask too
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.json"]
+
+
+def test_claims_table_shows_every_cell_in_full():
+    long = "held-out KL rises from 0.05 at the training length to 0.88 at four times the length, " * 2
+    claims = Claims("99_demo")
+    claims.add(claim="c", paper="p", measured=long, scale="s", verdict="not reproduced")
+    table = claims.table()
+    assert table.loc[0, "measured here"] == long  # still a DataFrame underneath
+    assert long.strip() in repr(table) and "…" not in repr(table) and "..." not in repr(table)
+    page = table._repr_html_()
+    assert long.strip() in page and "white-space:normal" in page
+    assert "background:#f8d7d3'>not reproduced" in page

@@ -15,7 +15,8 @@ from transformers import BertConfig, BertModel
 
 from companion.delta_attention import Method, delta_plan
 from companion.delta_attention.attention import dense_mask, masked_attention
-from companion.delta_attention.explore import ladder_figure, make_explorer_update, mask_picture
+from companion.delta_attention.explorer import make_explorer_update
+from companion.delta_attention.figures import ladder_figure, mask_picture
 from companion.delta_attention.gpu import bytes_needed, check_free_memory, delta_prefill, delta_prefill_unfused, sparse_index, sparse_prefill
 from companion.delta_attention.minilm import compare, position_error, run_minilm
 from companion.delta_attention.recall import RecallTask, TinyCausalLM, recall_metrics
@@ -142,7 +143,7 @@ def test_free_memory_check_says_what_a_million_tokens_need(monkeypatch):
 
 
 def test_heatmap_binning_keeps_means():
-    from companion.delta_attention.explore import bin_positions
+    from companion.delta_attention.explorer import bin_positions
 
     x, b = bin_positions(np.arange(14.0).reshape(2, 7), 3)      # bins of 3: [0:3], [3:6], [6:7]
     assert x.tolist() == [0, 3, 6]

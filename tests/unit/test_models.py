@@ -78,9 +78,31 @@ def test_loader_takes_a_local_folder(tmp_path):
 
 
 def test_capture_refuses_models_without_qk():
-    with pytest.raises(ValueError, match="cannot capture attention"):
+    with pytest.raises(ValueError, match="cannot capture the attention of a Sequential"):
         with capture_attention(torch.nn.Sequential(torch.nn.Linear(2, 2))):
             pass
+
+
+def test_capture_output_equals_the_models_own_attention():
+    """The capture replaces attention by probs @ v: the model's output must not change (causal, GQA)."""
+    model = tiny_llama(hidden_size=64, num_heads=4, num_kv_heads=2, num_layers=2).eval()
+    ids = torch.randint(0, 256, (2, 19), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model(ids).logits
+        with capture_attention(model) as cap:
+            got = model(ids).logits
+        again = model(ids).logits  # the implementation is restored afterwards
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(again, want, atol=0, rtol=0)
+    assert cap.num_layers == 2
+
+
+def test_capture_refuses_padding_masks(minilm):
+    tokenizer, model = minilm
+    enc = tokenizer(["short", "a much longer sentence than the first one"], return_tensors="pt", padding=True)
+    with pytest.raises(ValueError, match="padding masks"):
+        with torch.no_grad(), capture_attention(model):
+            model(**enc)
 
 
 def test_stdlib_texts_are_deterministic_real_text():
@@ -89,6 +111,11 @@ def test_stdlib_texts_are_deterministic_real_text():
     assert stdlib_texts(5, min_chars=300, seed=2) != a
     with pytest.raises(ValueError, match="only"):
         stdlib_texts(10**6)
+    every = stdlib_texts(None, min_chars=300, seed=1)
+    assert every[:5] == a and len(every) == len(set(every)) > 100
+    with pytest.raises(ValueError, match="only"):
+        stdlib_texts(len(every) + 1, min_chars=300, seed=1)
+    assert len(stdlib_texts(len(every), min_chars=300, seed=1)) == len(every)
 
 
 def test_kernels_folder_does_not_shadow_hugging_face_kernels():

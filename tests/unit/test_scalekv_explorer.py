@@ -119,3 +119,14 @@ def test_notebook_figures_build(setup):
                                           capacity=20, dtype=torch.float32, log=lambda *a: None)),
     ]
     assert all(isinstance(f, go.Figure) and len(f.data) > 0 for f in figs)
+
+
+def test_explorer_view_and_controls(setup):
+    from companion.scalekv.explorer import explorer_controls, explorer_view
+
+    *_, data = setup
+    controls = explorer_controls(data, budget=0.28, delta=0.12)
+    assert controls["budget"].value == 0.3 and controls["delta"].value == 0.1  # nearest grid points
+    assert [v for _, v in controls["budget"].options] == FRACTIONS and [v for _, v in controls["delta"].options] == DELTAS
+    fig, readout = explorer_view(data, budget=0.3, delta=0.1)
+    assert readout == kv_groups_view(data, budget=0.3, delta=0.1)[1]

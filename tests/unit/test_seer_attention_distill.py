@@ -8,7 +8,7 @@ import torch
 from companion.models import capture_attention, tiny_gpt2, tiny_llama
 from companion.seer_attention.distill import collect_teacher, distill, distill_loss, heldout_kl, kl_rows
 from companion.seer_attention.gate import GateSet
-from companion.seer_attention.hf import AttentionCaptureError, attention_layout, attention_session
+from companion.models.attention import AttentionCaptureError, attention_layout, attention_session
 from companion.seer_attention.ops import block_mass_map, pooled_attention_map, pooled_attention_map_rbuffer
 
 

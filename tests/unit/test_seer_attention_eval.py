@@ -22,7 +22,7 @@ from companion.seer_attention.evaluate import (
     topk_select,
 )
 from companion.seer_attention.gate import GateSet
-from companion.seer_attention.hf import attention_layout
+from companion.models.attention import attention_layout
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -30,7 +30,7 @@ from companion.seer_attention.hf import attention_layout
 def test_topk_density_matches_request_within_one_block_per_row(causal, sparsity):
     n = 32
     scores = torch.softmax(torch.randn(2, 3, n, n), -1)
-    mask = topk_select(scores, sparsity, causal=causal)
+    mask = topk_select(scores, sparsity, causal=causal, dense_last_rows=0)
     # one block per row is 1/n of a full map and n / (n(n+1)/2) = 2/(n+1) of a causal triangle
     assert density(mask, causal) == pytest.approx(1 - sparsity, abs=(2.0 / (n + 1)) if causal else 1.0 / n)
     assert bool(mask.any(-1).all())  # no empty row
@@ -38,6 +38,19 @@ def test_topk_density_matches_request_within_one_block_per_row(causal, sparsity)
         assert not bool(mask.triu(1).any())
     else:
         assert bool((mask.sum(-1) == keep_per_row(n, sparsity, False)).all())
+
+
+@pytest.mark.parametrize("sparsity", [0.5, 0.9])
+def test_topk_keeps_the_last_two_rows_dense_on_causal_maps_like_the_official_code(sparsity):
+    """``get_sparse_attn_mask_from_nz_ratio(..., use_dense_for_last_block=True)``: rows -2: dense, then tril."""
+    n = 12
+    scores = torch.softmax(torch.randn(1, 2, n, n).masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf")), -1)
+    mask = topk_select(scores, sparsity, causal=True)
+    assert bool(mask[..., -2:, :].equal(torch.ones(1, 2, n, n, dtype=torch.bool).tril()[..., -2:, :]))
+    plain = topk_select(scores, sparsity, causal=True, dense_last_rows=0)
+    assert bool(mask[..., :-2, :].equal(plain[..., :-2, :]))  # the other rows are the plain top-k
+    assert int(plain[..., -2:, :].sum()) < int(mask[..., -2:, :].sum())
+    assert bool(topk_select(scores, sparsity, causal=False).equal(topk_select(scores, sparsity, causal=False, dense_last_rows=0)))
 
 
 def test_threshold_rule_forces_last_rows_and_diagonal():
@@ -132,7 +145,7 @@ def test_head_output_cosine_is_one_with_every_block():
 
 def test_explorer_view_is_a_pure_function_of_its_controls():
     pytest.importorskip("plotly")
-    from companion.seer_attention.explore import ExplorerData, explorer_view
+    from companion.seer_attention.explorer import ExplorerData, explorer_view
 
     n, H, N, d = 8, 2, 64, 16
     gt = torch.softmax(torch.randn(H, n, n) * 2, -1)

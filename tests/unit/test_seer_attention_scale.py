@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from companion.seer_attention.data import byte_windows
-from companion.seer_attention.hf import _dense_attention, attention_session
+from companion.models.attention import dense_attention, attention_session
 from companion.seer_attention.ops import block_mass_map
 from companion.seer_attention.synthetic import BOS, VERTICAL_MARKER, planted_decoder, with_bos
 
@@ -18,7 +18,7 @@ def test_planted_heads_show_their_patterns():
 
     def handler(*, layer, q, k, v, causal, scaling, **kw):
         maps[layer] = block_mass_map(q, k, block_size=64, causal=True, sm_scale=scaling)[0]
-        return _dense_attention(q, k, v, causal, scaling)
+        return dense_attention(q, k, v, causal, scaling)
 
     with torch.no_grad(), attention_session(model, handler):
         model(input_ids=ids)
@@ -35,9 +35,8 @@ def test_planted_heads_show_their_patterns():
 def test_gpu_pipeline_runs_tiny_on_cpu():
     from companion.seer_attention.scale import distil_long, gate_masks, time_attention
 
-    res = distil_long(seq_len=256, n_train=2, n_test=1, steps=3, num_heads=2, head_dim=32, num_layers=1, long_factor=2,
+    res, model, gates = distil_long(seq_len=256, n_train=2, n_test=1, steps=3, num_heads=2, head_dim=32, num_layers=1, long_factor=2,
                       device="cpu", dtype=torch.float32, impl="reference", sparsities=(0.5,), log=lambda *a: None)
-    model, gates = res.pop("_model"), res.pop("_gates")
     assert {r["method"] for r in res["recall"]} >= {"gate", "gate (no block RoPE)", "oracle", "a-shape"}
     assert {r["length"] for r in res["recall"]} == {"train_len", "long"}
     masks = gate_masks(model, gates, 320, sparsities=(0.5,))

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from companion.core import ParameterError
 from companion.zeros_attention import (
     ZeroSAttention,
     causal_linear_attention,
@@ -225,8 +226,12 @@ def test_layer_bad_inputs():
     ZeroSAttention(18, 2, rope="none")  # allowed without RoPE
     with pytest.raises(ValueError, match="divisible"):
         ZeroSAttention(30, 4)
-    with pytest.raises(ValueError, match="impl"):
+    with pytest.raises(ParameterError, match="impl='fast'") as err:
         ZeroSAttention(16, 2, impl="fast")
+    assert err.value.name == "impl" and "'chunked'" in err.value.allowed
+    for name, bad in (("variant", "zeros2"), ("rope", "yarn"), ("logits", "cosine")):
+        with pytest.raises(ParameterError, match=name):
+            ZeroSAttention(16, 2, **{name: bad})
     layer = ZeroSAttention(16, 2)
     with pytest.raises(ValueError, match="T=0"):
         layer(torch.zeros(1, 0, 16))
@@ -316,3 +321,15 @@ def test_summarize_targets():
     assert t["fwd_ratio_source"].startswith("fla anchor")
     assert abs(t["fwd_ratio_vs_fla_dk192_at_Tmax"] - 1.0 / 0.779) < 1e-9
     assert t["extra_mem_ratio_last_two_T"] == 8.0
+
+
+def test_rope_goes_through_the_shared_implementation():
+    from companion.models import rope as shared
+
+    for layout, shared_layout in (("standard", "standard"), ("official", "interleaved_tables")):
+        cos, sin = rope_cos_sin(11, 8, layout=layout, offset=3, dtype=torch.float64)
+        c2, s2 = shared.rope_cos_sin(torch.arange(3, 14), 8, layout=shared_layout, dtype=torch.float64)
+        assert torch.equal(cos, c2) and torch.equal(sin, s2)
+        x = torch.randn(2, 11, 3, 8, dtype=torch.float64)
+        want = shared.apply_rope(x.transpose(1, 2), c2, s2).transpose(1, 2)  # [B, H, T, d] layout there
+        assert torch.equal(apply_rope(x, cos, sin), want)

@@ -78,3 +78,15 @@ def test_scaleup_figure_from_a_payload_with_anchors():
     names = {tr.name for tr in fig.data}
     assert "ours: ZeroS Triton (chunked)" in names and "anchor: fla dk=192" in names
     assert "H200" in fig.layout.title.text
+
+
+def test_explorer_view_and_controls():
+    logits, toks = _logits()
+    data = {"logits": logits, "tokens": toks}
+    controls = E.explorer_controls(data, layer=5, head=1)
+    assert set(controls) == {"layer", "head", "sigma1", "sigmah", "temperature", "causal"}
+    assert controls["layer"].value == 1 and controls["layer"].max == 1 and controls["head"].max == 2  # clipped to the data
+    values = {k: c.value for k, c in controls.items()}
+    fig, readout = E.explorer_view(data, **values)
+    want_fig, want_readout = E.signed_attention_view(logits, toks, **values)
+    assert readout == want_readout and fig.to_json() == want_fig.to_json()

@@ -1,14 +1,16 @@
-"""Run a Hugging Face model with SeerAttention's hooks: capture Q/K, or run attention block-sparse.
+"""Intercept a Hugging Face model's attention: see each layer's Q/K/V, or replace its attention.
 
-Paper: SeerAttention (arXiv 2410.13276), Sec. 3: the gate sees each layer's Q and K *before* RoPE
-(block RoPE is applied inside the gate), the distillation target needs the attention the model
-really computes (Q and K *after* RoPE), and at inference attention runs block-sparse with the gate's
-mask. This module provides those three views for any Hugging Face transformer whose attention layers
-call ``ALL_ATTENTION_FUNCTIONS`` (transformers >= 4.48: BERT, Llama, Qwen, Mistral, GPT-NeoX, ...):
+The one mechanism of the project for getting inside a transformer's attention (papers 01
+SeerAttention and 09 Δ Attention, and :func:`companion.models.capture.capture_attention`). A paper
+needs up to three views of every layer: Q and K *before* RoPE (SeerAttention's gate pools them and
+applies its own block RoPE), Q, K, V *after* RoPE (the attention the model really computes), and the
+power to return a different attention output (block-sparse, Δ-corrected). This module provides them
+for any Hugging Face transformer whose attention layers call ``ALL_ATTENTION_FUNCTIONS``
+(transformers >= 4.48: BERT, Llama, Qwen, Mistral, GPT-NeoX, ...):
 
 * forward hooks on the query/key projections (``q_proj``/``k_proj`` or ``query``/``key``, or a
   ``q_norm``/``k_norm`` after them) give Q and K before RoPE;
-* a registered attention function (``"companion_seer"``) receives Q, K (after RoPE), V and the layer,
+* a registered attention function (``"companion_attention"``, through ``transformers.AttentionInterface``) receives Q, K (after RoPE), V and the layer,
   and hands them to a *handler* which returns the attention output.
 
 The model's own attention mask must be empty (no padding): the block-sparse op and the pooled
@@ -19,6 +21,16 @@ raises a clear error. A model whose attention cannot be captured this way raises
 
 from __future__ import annotations
 
+__all__ = [
+    "ATTN_NAME",
+    "AttentionCaptureError",
+    "AttentionLayout",
+    "attention_layout",
+    "attention_modules",
+    "attention_session",
+    "dense_attention",
+]
+
 import contextlib
 from dataclasses import dataclass
 from typing import Callable
@@ -27,13 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ATTN_NAME = "companion_seer"
+ATTN_NAME = "companion_attention"
 _PROJ_NAMES = (("q_proj", "k_proj"), ("query", "key"))
 _NORM_NAMES = ("q_norm", "k_norm")
 
 
 class AttentionCaptureError(ValueError):
-    """The model's attention layers cannot be hooked (unknown layout or no attention interface)."""
+    """The model's attention layers cannot be intercepted (unknown layout or no attention interface)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ def attention_layout(model: nn.Module) -> AttentionLayout:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         raise AttentionCaptureError(
-            f"cannot capture the attention of a {type(model).__name__}: SeerAttention's hooks need a Hugging Face "
+            f"cannot capture the attention of a {type(model).__name__}: the attention hooks need a Hugging Face "
             "transformers model (one with a config and a pluggable attention implementation)"
         )
     mods = attention_modules(model)
@@ -106,11 +118,13 @@ def attention_layout(model: nn.Module) -> AttentionLayout:
 _ACTIVE: list = []  # a stack of active sessions (innermost last)
 
 
-def _dense_attention(q, k, v, causal: bool, scaling: float) -> torch.Tensor:
+def dense_attention(q, k, v, causal: bool, scaling: float) -> torch.Tensor:
+    """The plain attention a handler falls back to: ``softmax(q k^T * scaling [+ causal mask]) v``
+    (``torch.nn.functional.scaled_dot_product_attention``; q/k/v ``[B, H, N, d]``, K/V already repeated)."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scaling)
 
 
-def _seer_attention_function(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def _attention_function(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     rep = query.shape[1] // key.shape[1]
@@ -131,13 +145,13 @@ def _seer_attention_function(module, query, key, value, attention_mask, scaling=
                 causal_ok = bool((keep == tri).all())
             if not causal_ok:
                 raise ValueError(
-                    "SeerAttention's hooks do not support padding masks: pack the inputs to full length "
+                    "the attention hooks do not support padding masks: pack the inputs to full length "
                     "(pass no attention_mask, or one of all ones)"
                 )
     session = _ACTIVE[-1] if _ACTIVE else None
     causal = bool(getattr(module, "is_causal", False))
     if session is None or id(module) not in session.layer_of:
-        out = _dense_attention(query, key, value, causal, scaling)
+        out = dense_attention(query, key, value, causal, scaling)
     else:
         pos = kwargs.get("position_ids")
         offset = int(pos.reshape(-1)[0]) if isinstance(pos, torch.Tensor) and pos.numel() else 0
@@ -155,11 +169,11 @@ def _register() -> None:
         from transformers import AttentionInterface
     except ImportError as err:  # transformers < 4.48
         raise AttentionCaptureError(
-            "SeerAttention's hooks need transformers >= 4.48 (the pluggable AttentionInterface); "
+            "the attention hooks need transformers >= 4.48 (the pluggable AttentionInterface); "
             "upgrade transformers"
         ) from err
 
-    AttentionInterface.register(ATTN_NAME, _seer_attention_function)
+    AttentionInterface.register(ATTN_NAME, _attention_function)
     try:  # let transformers build masks for our implementation the way it does for SDPA
         from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 

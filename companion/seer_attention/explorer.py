@@ -1,4 +1,4 @@
-"""Figures and the attention-sparsity explorer for SeerAttention (paper 01). Imports plotly.
+"""The attention-sparsity explorer of SeerAttention (paper 01). Imports plotly; figures: ``figures.py``.
 
 The explorer's science is :func:`explorer_view`, a pure function of the control values and a
 precomputed :class:`ExplorerData` (one held-out sequence: each layer's ground-truth block map, attention
@@ -114,71 +114,3 @@ def explorer_controls(data: ExplorerData, layer: int = 0, head: int = 0):
         "sparsity": w.FloatSlider(value=0.7, min=0.05, max=0.95, step=0.05, description="sparsity"),
         "threshold": w.FloatLogSlider(value=0.02, base=10, min=-4, max=-0.5, step=0.1, description="threshold τ"),
     }
-
-
-# -- static figures ----------------------------------------------------------------------------------
-def idea_figure(probs: torch.Tensor, gt: torch.Tensor, block_size: int, title: str) -> go.Figure:
-    """One head: token-level attention, and the block map the gate learns to predict (its target)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("token attention softmax(QKᵀ/√d), log10",
-                                        f"target: max-pool over {block_size}×{block_size} blocks, rows normalised, log10"))
-    fig.add_trace(go.Heatmap(z=_log_heat(probs, 1e-5), zmin=-5, zmax=0, colorscale="Viridis", showscale=False,
-                             hovertemplate="query %{y}, key %{x}: %{z:.2f}<extra></extra>"), 1, 1)
-    fig.add_trace(go.Heatmap(z=_log_heat(gt), zmin=-4, zmax=0, colorscale="Viridis", colorbar=dict(title="log10"),
-                             hovertemplate="query block %{y}, key block %{x}: %{z:.2f}<extra></extra>"), 1, 2)
-    for c, lab in ((1, "token"), (2, "block")):
-        fig.update_yaxes(autorange="reversed", title_text=f"query {lab}", row=1, col=c)
-        fig.update_xaxes(title_text=f"key {lab}", row=1, col=c)
-    fig.update_layout(height=420, width=950, title=title)
-    return fig
-
-
-def loss_figure(hist: dict) -> go.Figure:
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=hist["step"], y=hist["loss"], name="training loss (10·Σ_layers KL, 'mean')", mode="lines"))
-    if hist.get("eval_step"):
-        fig.add_trace(go.Scatter(x=hist["eval_step"], y=hist["eval_kl"], name="held-out KL(gt‖gate), nats per block row", mode="lines+markers", yaxis="y2"))
-    fig.update_layout(title="Self-distillation of the gates (the model is frozen)", xaxis_title="Adam step",
-                      yaxis=dict(title="training loss", type="log"),
-                      yaxis2=dict(title="held-out KL (nats/row)", overlaying="y", side="right", type="log"), height=360)
-    return fig
-
-
-METHOD_LABELS = {"gate": "SeerAttention gate (trained)", "untrained": "untrained gate", "oracle": "oracle top-k on the truth",
-                 "random": "random blocks", "a-shape": "A-shape (sink + local band)"}
-
-
-def recall_figure(block_rows: list, output_rows: list | None = None) -> go.Figure:
-    """Recall of the attention mass vs sparsity for every method (and, if given, the embedding cosine)."""
-    cols = 2 if output_rows else 1
-    fig = make_subplots(rows=1, cols=cols, subplot_titles=("attention mass kept by the selected blocks", "final embedding cosine to dense")[:cols],
-                        horizontal_spacing=0.12)
-    methods = list(dict.fromkeys(r.method for r in block_rows))
-    for i, m in enumerate(methods):
-        rs = sorted((r for r in block_rows if r.method == m), key=lambda r: r.sparsity)
-        fig.add_trace(go.Scatter(x=[r.sparsity for r in rs], y=[r.mass_recall for r in rs], name=METHOD_LABELS.get(m, m),
-                                 mode="lines+markers", legendgroup=m, line=dict(dash="dot" if m in ("oracle",) else None)), 1, 1)
-        if output_rows:
-            os_ = sorted((r for r in output_rows if r["method"] == m), key=lambda r: r["sparsity"])
-            fig.add_trace(go.Scatter(x=[r["sparsity"] for r in os_], y=[r["embedding_cosine"] for r in os_], name=METHOD_LABELS.get(m, m),
-                                     mode="lines+markers", legendgroup=m, showlegend=False,
-                                     line=dict(dash="dot" if m in ("oracle",) else None)), 1, 2)
-    fig.update_xaxes(title_text="sparsity (share of blocks skipped)", tickformat=".0%")
-    fig.update_yaxes(title_text="recall", tickformat=".0%", row=1, col=1)
-    if output_rows:
-        fig.update_yaxes(title_text="cosine", row=1, col=2)
-    fig.update_layout(title="Matched-sparsity comparison on held-out text (all layers and heads)", height=400)
-    return fig
-
-
-def gpu_figure(rows: list) -> go.Figure:
-    """Recorded GPU timings: speed-up of the block-sparse kernel over dense SDPA vs sequence length."""
-    fig = go.Figure()
-    for label in dict.fromkeys(r["mask"] for r in rows):
-        rs = [r for r in rows if r["mask"] == label]
-        fig.add_trace(go.Scatter(x=[r["seq_len"] for r in rs], y=[r["speedup_vs_dense"] for r in rs], mode="lines+markers",
-                                 name=f"{label}", text=[f"density {r['density']:.2f}" for r in rs]))
-    fig.update_xaxes(type="log", title_text="sequence length (tokens)")
-    fig.update_yaxes(title_text="speed-up over the fastest dense SDPA")
-    fig.update_layout(title="Block-sparse kernel with the gate's masks vs dense attention (recorded on GPU)", height=380)
-    return fig

@@ -1,0 +1,99 @@
+"""The run's HTML reports, read offline in Chromium: every figure drawn, every explorer's first view
+shown, equations typeset, and no request leaving the machine.
+
+The reports come from ``$COMPANION_REPORTS`` (a runner output folder), else from
+``build/test-notebooks`` when ``make test-notebooks`` left one, else the tour is executed here with
+the runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from companion.core import repo_path
+
+from .conftest import SCREENSHOTS
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> Path:
+    for candidate in (os.environ.get("COMPANION_REPORTS"), repo_path("build", "test-notebooks")):
+        if candidate and (Path(candidate) / "index.html").exists():
+            return Path(candidate).resolve()
+    out = tmp_path_factory.mktemp("reports") / "run"
+    proc = subprocess.run([sys.executable, "-m", "companion.runner", "--papers", "tour", "--profile", "cpu", "--timeout", "300",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+def offline_page(browser):
+    context = browser.new_context(viewport={"width": 1300, "height": 900}, offline=True)
+    page = context.new_page()
+    outside, errors = [], []
+    page.route("**/*", lambda route: (route.continue_() if route.request.url.startswith(("file:", "data:", "about:"))
+                                      else (outside.append(route.request.url), route.abort())))
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return context, page, outside, errors
+
+
+def expected_figures(executed: Path) -> tuple[int, int]:
+    """(top-level plotly outputs, widget views) in an executed notebook."""
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    figures = views = 0
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            figures += PLOTLY_MIME in data
+            views += "application/vnd.jupyter.widget-view+json" in data
+    return figures, views
+
+
+def test_report_pages_show_figures_explorers_and_equations_offline(reports, browser):
+    pages = sorted(p for p in reports.glob("[0-9][0-9]_*.html"))
+    assert pages, f"no report pages in {reports}"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for html_page in pages:
+        figures, views = expected_figures(html_page.with_suffix(".ipynb"))
+        context, page, outside, errors = offline_page(browser)
+        try:
+            page.goto(html_page.as_uri())
+            page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures + views}", timeout=60_000)
+            explorers = page.locator(".companion-static .companion-explorer")
+            assert explorers.count() >= views, f"{html_page.name}: {explorers.count()} explorer views for {views} widget outputs"
+            for i in range(explorers.count()):
+                assert explorers.nth(i).locator(".js-plotly-plot .main-svg").count() > 0, f"{html_page.name}: explorer {i} has no figure"
+            page.wait_for_function("() => !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0", timeout=60_000)
+            raw_math = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput')].some(e => /\\$\\$|\\\\frac|\\\\sum/.test(e.innerText))")
+            assert not raw_math, f"{html_page.name}: raw TeX left in the page (MathJax did not typeset it)"
+            assert not outside, f"{html_page.name} asked the network for {outside[:5]}"
+            assert not errors, f"{html_page.name}: page errors {errors[:3]}"
+            page.screenshot(path=str(SCREENSHOTS / f"report-{html_page.stem}.png"))
+        finally:
+            context.close()
+
+
+def test_index_page_shows_counts_cards_and_thumbnails_offline(reports, browser):
+    context, page, outside, errors = offline_page(browser)
+    try:
+        page.goto((reports / "index.html").as_uri())
+        summary = json.loads((reports / "summary.json").read_text())
+        assert page.locator(".count").count() >= 2
+        assert page.locator(".card").count() == len(summary["notebooks"])
+        passed = [n for n in summary["notebooks"] if n["status"] == "passed"]
+        with_figures = sum(1 for n in passed if expected_figures(reports / f"{n['notebook']}.ipynb")[0])
+        page.wait_for_function(f"() => document.querySelectorAll('.thumb .js-plotly-plot').length >= {with_figures}", timeout=30_000)
+        assert page.locator("table.claims tr").count() >= 1 + sum(len(n["claims"]) for n in passed)
+        assert not outside and not errors, (outside[:5], errors[:3])
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "report-index.png"), full_page=True)
+    finally:
+        context.close()
