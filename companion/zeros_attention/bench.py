@@ -1,22 +1,22 @@
 """The ZeroS kernel benchmark, shared by ``benchmarks/zeros_attention_kernel.py`` and the notebook's
 GPU profile (paper 04, ZeroS, NeurIPS 2025).
 
-Contenders on the same inputs (B, T, H, d; bf16 on a GPU):
+At every headline size the peers are measured FIRST, then ours, all in one run (issue 28):
 
-* ``ours``            -- ``companion_kernels.zeros_linear`` (Triton, chunked, running max), forward
-                         and forward+backward;
-* ``reference``       -- the explicit O(T^2) oracle (small T only);
-* ``scan``            -- the official associative path (global max, ``[B, T, H, d, d]`` cumsums;
-                         small T only, it is the memory story of the repository);
-* ``sdpa_flash``      -- ``scaled_dot_product_attention(is_causal=True)`` with the flash backend;
-* ``fla_chunk_dk64`` / ``fla_chunk_dk192`` -- flash-linear-attention's ``chunk_linear_attn(q, k, v,
-                         scale=1.0, normalize=False)`` at key width d and 3d (ZeroS as one linear
-                         attention has a 3d-wide key), if ``fla`` imports; otherwise recorded absent.
+* ``fla_dk192``  -- flash-linear-attention's ``chunk_linear_attn(q, k, v, scale=1.0, normalize=False)``
+                    with key width 3d = 192: the same computation as ZeroS's three-part key
+                    (recorded absent, with the import error, if ``fla`` does not import);
+* ``sdpa_flash`` -- ``scaled_dot_product_attention(is_causal=True)`` with the flash backend;
+* ``zeros``      -- ``companion_kernels.zeros_linear`` (Triton, chunked, scalars in-kernel).
 
-Every contender runs inside ``try``: a failure is recorded with its error and the run goes on.
-Timing: ``triton.testing.do_bench`` (median) on a GPU, ``time.perf_counter`` medians in the CPU
-smoke run. Peak memory: the allocator's peak during one call (``peak_mib``, inputs included) and
-that peak minus what was allocated before the call (``extra_mib``).
+Rows: ``{"T", "impl", "mode": "fwd" | "fwd_bwd", "ms", "peak_mib", "extra_mib"}`` (``ms``: median of
+``companion.core.time_ms``, i.e. ``triton.testing.do_bench``; ``peak_mib``: the allocator's peak
+during one call, inputs included; ``extra_mib``: that peak minus what was allocated before). A
+failing contender gets a row with ``"error"`` instead and the run goes on. Optional extras, after
+every headline row: other chunk sizes of ours (``variants``) and the per-kernel split of our time
+(``pieces``). The accuracy check (``accuracy``) compares ours at the longest T with a float64
+evaluation of the exact ZeroS weights on sampled rows (max and mean relative error per row), and
+fla dk192 on the same rows.
 
 No plotly here: this module must import on the bare GPU machine.
 """
@@ -24,16 +24,17 @@ No plotly here: this module must import on the bare GPU machine.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 import traceback
 
 import torch
 import torch.nn.functional as F
 
+from companion.core import time_ms
 from companion.zeros_attention import functional as Fz
 
-__all__ = ["run_kernel_benchmark", "summarize_targets", "ANCHOR_FLA", "ANCHOR_SDPA"]
+__all__ = ["run_kernel_benchmark", "summarize_targets", "sampled_rows_reference", "ANCHOR_FLA", "ANCHOR_SDPA",
+           "TARGET_FWD_VS_FLA", "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
 # The anchors (shared/anchors/README.md, "Linear attention"): H200, torch 2.11, triton 3.6,
 # fla-core 0.6.0, B=1, H=16, value width 64, bf16. {T: (fwd ms, fwd+bwd ms, peak MiB)}.
@@ -42,6 +43,15 @@ ANCHOR_FLA = {
     192: {2048: (0.172, 1.228, 476), 8192: (0.177, 1.362, 832), 32768: (0.398, 2.067, 2560), 65536: (0.779, 4.104, 4864)},
 }
 ANCHOR_SDPA = {2048: (0.066, 0.250, 416), 8192: (0.562, 2.059, 514), 32768: (7.253, 27.062, 1286), 65536: (28.218, 105.992, 2316)}
+
+# Issue 28's targets (at the longest T unless stated): ours / fla dk192 in the forward and in
+# forward+backward, SDPA flash / ours in the forward, and the T from which ours beats SDPA forward.
+TARGET_FWD_VS_FLA = 1.0
+TARGET_FWD_BWD_VS_FLA = 1.5
+TARGET_SDPA_SPEEDUP_TMAX = 30.0
+TARGET_SDPA_FROM_T = 8192
+
+_OLD_OPS = {"ours": "zeros", "fla_chunk_dk192": "fla_dk192", "fla_chunk_dk64": "fla_dk64", "sdpa_flash": "sdpa_flash"}
 
 
 def _inputs(B, T, H, d, dtype, device, seed=0, requires_grad=False):
@@ -63,20 +73,6 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _time_ms(fn, device, grad_to_none=None, smoke_reps=3):
-    if device.type == "cuda":
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, grad_to_none=grad_to_none, return_mode="median"))
-    fn()
-    times = []
-    for _ in range(smoke_reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(statistics.median(times))
-
-
 def _peak_mib(fn, device):
     if device.type != "cuda":
         return None, None
@@ -90,25 +86,22 @@ def _peak_mib(fn, device):
     return peak / 2**20, (peak - before) / 2**20
 
 
-def _measure(name, T, make_fwd, make_fwdbwd, device, log):
-    """One contender at one T: forward and forward+backward time and memory; errors recorded."""
-    row = {"T": T, "op": name}
-    for tag, make in (("fwd", make_fwd), ("fwdbwd", make_fwdbwd)):
-        if make is None:
-            continue
-        try:
-            fn, leaves = make()
-            row[f"{tag}_ms"] = _time_ms(fn, device, grad_to_none=leaves)
-            row[f"{tag}_peak_mib"], row[f"{tag}_extra_mib"] = _peak_mib(fn, device)
-            del fn, leaves
-        except Exception as exc:  # noqa: BLE001 -- record any failure of a contender and go on
-            row[f"{tag}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            log(f"  {name} T={T} {tag} failed: {row[f'{tag}_error']}")
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-    log(f"  {name:18s} T={T:6d} fwd {row.get('fwd_ms', float('nan')):9.3f} ms  "
-        f"fwd+bwd {row.get('fwdbwd_ms', float('nan')):9.3f} ms  peak {row.get('fwdbwd_peak_mib')} MiB")
+def _measure(impl, T, mode, make, device, log, **extra):
+    """One contender, one T, one mode -> a row (an ``error`` row if it fails)."""
+    row = {"T": T, "impl": impl, "mode": mode, **extra}
+    try:
+        fn, leaves = make()
+        row["ms"] = time_ms(fn, device, grad_to_none=leaves)
+        row["peak_mib"], row["extra_mib"] = _peak_mib(fn, device)
+        del fn, leaves
+        log(f"  {impl:12s} {mode:8s} T={T:6d} {row['ms']:9.3f} ms  peak {row['peak_mib']} MiB")
+    except Exception as exc:  # noqa: BLE001 -- record any failure of a contender and go on
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        row["trace"] = traceback.format_exc()[-600:]
+        log(f"  {impl} T={T} {mode} failed: {row['error']}")
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return row
 
 
@@ -116,14 +109,70 @@ def _rel(a, b):
     return (a.float() - b.float()).norm().item() / max(b.float().norm().item(), 1e-12)
 
 
-def _checks(zeros_linear, zeros_linear_reference, fla_fn, device, dtype, H, d, log, check_T=1024):
-    """Correctness on this device: ours vs the oracle (fp32 and the bench dtype), ours vs fla."""
+def sampled_rows_reference(q, k, v, s, sigma1, sigmah, rows, sigma0=None):
+    """Causal ZeroS outputs ``[len(rows), B, H, dv]`` at the given rows, in float64, from the
+    definition (Sec. 3): O(T d) per row, so usable at T = 65,536 where the O(T^2) oracle is not."""
+    out = []
+    qd, kd, vd, sd = q.double(), k.double(), v.double(), s.double()
+    for t in rows:
+        n = t + 1
+        st = sd[:, :n]  # [B, n, H]
+        p = torch.softmax(st, dim=1)
+        delta = st - st.mean(dim=1, keepdim=True)
+        r = (sigma1[:, t].double()[:, None] * delta / n
+             + sigmah[:, t].double()[:, None] * (p - 1.0 / n - delta / n))
+        if sigma0 is not None:
+            r = r + sigma0[:, t].double()[:, None] / n
+        cos = torch.einsum("bhd,bihd->bih", qd[:, t], kd[:, :n])
+        out.append(torch.einsum("bih,bihe->bhe", r * cos, vd[:, :n]))
+    return torch.stack(out)
+
+
+def _row_errors(got_rows, want_rows, rows):
+    """Relative error of each sampled (row, batch, head) output vector: max and mean over rows t >= 1
+    (at t = 0 every ZeroS weight is 0, the reference row is exactly 0 and a relative error is
+    undefined; its absolute error is reported instead)."""
+    keep = torch.tensor([t > 0 for t in rows], device=want_rows.device)
+    diff = (got_rows.double() - want_rows).norm(dim=-1)
+    err = diff[keep] / want_rows[keep].norm(dim=-1).clamp_min(1e-30)
+    out = {"max_rel_err": err.max().item(), "mean_rel_err": err.mean().item()}
+    if not keep.all():
+        out["row0_max_abs_err"] = diff[~keep].max().item()
+    return out
+
+
+def _accuracy(zeros_linear, fla_fn, T, B, H, d, dtype, device, n_rows, log, chunk):
+    """Ours (and fla dk192) at length T against float64 on ``n_rows`` sampled rows."""
+    out = {"T": T, "rows": n_rows, "dtype": str(dtype).split(".")[-1], "chunk": chunk}
+    try:
+        q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, device, seed=4)
+        g = torch.Generator().manual_seed(5)
+        rows = sorted(set(torch.randint(0, T, (n_rows - 4,), generator=g).tolist()) | {0, 63, T // 2, T - 1})
+        want = sampled_rows_reference(q, k, v, s, s1, sh, rows)
+        o = zeros_linear(q, k, v, s, s1, sh, impl="triton", chunk_size=chunk)
+        out["zeros"] = _row_errors(o[:, rows].permute(1, 0, 2, 3), want, rows)
+        del o
+        if fla_fn is not None:
+            Qp, Kp = Fz.three_key_features(q.float(), k.float(), s, s1, sh)
+            o_fla = fla_fn(Qp.to(dtype).contiguous(), Kp.to(dtype).contiguous(), v, scale=1.0, normalize=False)[0]
+            out["fla_dk192"] = _row_errors(o_fla[:, rows].permute(1, 0, 2, 3), want, rows)
+            del o_fla, Qp, Kp
+        # the same computation in fp32 inputs (bounds what bf16 storage costs)
+        o32 = zeros_linear(q.float(), k.float(), v.float(), s, s1, sh, impl="triton", chunk_size=chunk)
+        out["zeros_fp32_inputs"] = _row_errors(o32[:, rows].permute(1, 0, 2, 3), want, rows)
+        del o32
+    except Exception as exc:  # noqa: BLE001
+        out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    log(f"  accuracy: {out}")
+    return out
+
+
+def _checks(zeros_linear, zeros_linear_reference, device, dtype, H, d, log, check_T=1024):
+    """Small correctness checks on this device: ours vs the oracle (fp32 forward; bench dtype with grads)."""
     out = {}
     try:
         args = _inputs(2, 333, 3, 32, torch.float32, device, seed=1)
-        o = zeros_linear(*args, impl="triton")
-        r = zeros_linear_reference(*args)
-        out["fp32_T333_max_abs_err"] = (o - r).abs().max().item()
+        out["fp32_T333_max_abs_err"] = (zeros_linear(*args, impl="triton") - zeros_linear_reference(*args)).abs().max().item()
     except Exception as exc:  # noqa: BLE001
         out["fp32_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     try:
@@ -135,81 +184,162 @@ def _checks(zeros_linear, zeros_linear_reference, fla_fn, device, dtype, H, d, l
         o.float().backward(do)
         r = zeros_linear_reference(*ref_leaves)
         r.backward(do)
-        out[f"{str(dtype).split('.')[-1]}_T{T}_rel_err_out"] = _rel(o, r)
+        tag = f"{str(dtype).split('.')[-1]}_T{T}"
+        out[f"{tag}_rel_err_out"] = _rel(o, r)
         for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), leaves, ref_leaves):
-            out[f"{str(dtype).split('.')[-1]}_T{T}_rel_err_grad_{name}"] = _rel(a.grad, b.grad)
+            out[f"{tag}_rel_err_grad_{name}"] = _rel(a.grad, b.grad)
     except Exception as exc:  # noqa: BLE001
         out["grad_check_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    if fla_fn is not None:
-        try:
-            T = 2048
-            q, k, v, s, s1, sh = _inputs(1, T, H, d, torch.float32, device, seed=3)
-            Qp, Kp = Fz.three_key_features(q, k, s, s1, sh)
-            o_fla = fla_fn(Qp.to(dtype).contiguous(), Kp.to(dtype).contiguous(), v.to(dtype), scale=1.0, normalize=False)[0]
-            o = zeros_linear(q.to(dtype), k.to(dtype), v.to(dtype), s, s1, sh, impl="triton")
-            r = zeros_linear_reference(q, k, v, s, s1, sh)
-            out["fla_3dkey_vs_reference_rel_err"] = _rel(o_fla, r)
-            out["ours_vs_reference_rel_err_T2048"] = _rel(o, r)
-        except Exception as exc:  # noqa: BLE001
-            out["fla_check_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     log(f"  checks: {out}")
+    return out
+
+
+def _normalize_rows(rows):
+    """Rows in the current format; rows of the earlier format ({"op", "fwd_ms", ...}) are converted."""
+    out = []
+    for r in rows:
+        if "impl" in r:
+            out.append(r)
+            continue
+        impl = _OLD_OPS.get(r.get("op"), r.get("op"))
+        for old, mode in (("fwd", "fwd"), ("fwdbwd", "fwd_bwd")):
+            if any(f"{old}_{x}" in r for x in ("ms", "peak_mib", "extra_mib")):
+                row = {"T": r["T"], "impl": impl, "mode": mode, "peak_mib": r.get(f"{old}_peak_mib"),
+                       "extra_mib": r.get(f"{old}_extra_mib")}
+                if f"{old}_ms" in r:
+                    row["ms"] = r[f"{old}_ms"]
+                out.append(row)
     return out
 
 
 def summarize_targets(rows, fla_available):
     """The issue's targets, evaluated on the recorded rows (None where a number is missing)."""
-    by = {(r["op"], r["T"]): r for r in rows}
-    Ts = sorted({r["T"] for r in rows if r["op"] == "ours"})
+    rows = _normalize_rows(rows)
+    by = {(r["impl"], r["mode"], r["T"]): r for r in rows if "error" not in r}
+    Ts = sorted({r["T"] for r in rows if r["impl"] == "zeros" and "ms" in r})
     out = {}
-    if Ts:
-        Tmax = Ts[-1]
-        ours = by.get(("ours", Tmax), {})
-        fla = by.get(("fla_chunk_dk192", Tmax), {})
-        if fla_available and "fwd_ms" in fla and "fwd_ms" in ours:
-            out["fwd_ratio_vs_fla_dk192_at_Tmax"] = ours["fwd_ms"] / fla["fwd_ms"]
-            out["fwd_ratio_source"] = "fla measured in this run"
-        elif "fwd_ms" in ours and Tmax in ANCHOR_FLA[192]:
-            out["fwd_ratio_vs_fla_dk192_at_Tmax"] = ours["fwd_ms"] / ANCHOR_FLA[192][Tmax][0]
-            out["fwd_ratio_source"] = "fla anchor (shared/anchors), not this run"
-        out["Tmax"] = Tmax
-        faster = [T for T in Ts if "fwd_ms" in by.get(("ours", T), {}) and "fwd_ms" in by.get(("sdpa_flash", T), {})
-                  and by[("ours", T)]["fwd_ms"] < by[("sdpa_flash", T)]["fwd_ms"]]
-        crossover = None
-        for T in Ts:
-            if all(t in faster for t in Ts if t >= T):
-                crossover = T
-                break
-        out["faster_than_sdpa_fwd_from_T"] = crossover
-        mem = [(T, by[("ours", T)].get("fwdbwd_extra_mib")) for T in Ts if by.get(("ours", T), {}).get("fwdbwd_extra_mib")]
-        if len(mem) >= 2:
-            (t0, m0), (t1, m1) = mem[-2], mem[-1]
-            out["extra_mem_ratio_last_two_T"] = m1 / m0 if m0 else None
-            out["T_ratio_last_two"] = t1 / t0
+    if not Ts:
+        return out
+    Tmax = Ts[-1]
+    out["Tmax"] = Tmax
+
+    def ms(impl, mode, T):
+        return by.get((impl, mode, T), {}).get("ms")
+
+    for mode, key in (("fwd", "fwd_ratio_vs_fla_dk192_at_Tmax"), ("fwd_bwd", "fwd_bwd_ratio_vs_fla_dk192_at_Tmax")):
+        ours, fla = ms("zeros", mode, Tmax), ms("fla_dk192", mode, Tmax)
+        if ours is None:
+            continue
+        if fla_available and fla is not None:
+            out[key] = ours / fla
+            out[f"{mode}_ratio_source"] = "fla measured in this run"
+        elif Tmax in ANCHOR_FLA[192]:
+            out[key] = ours / ANCHOR_FLA[192][Tmax][0 if mode == "fwd" else 1]
+            out[f"{mode}_ratio_source"] = "fla anchor (shared/anchors), not this run"
+    sd, ours = ms("sdpa_flash", "fwd", Tmax), ms("zeros", "fwd", Tmax)
+    if sd is not None and ours:
+        out["sdpa_over_zeros_fwd_at_Tmax"] = sd / ours
+    faster = [T for T in Ts if ms("sdpa_flash", "fwd", T) is not None and ms("zeros", "fwd", T) < ms("sdpa_flash", "fwd", T)]
+    crossover = None
+    for T in Ts:
+        if all(t in faster for t in Ts if t >= T):
+            crossover = T
+            break
+    out["faster_than_sdpa_fwd_from_T"] = crossover
+    mem = [(T, by[("zeros", "fwd_bwd", T)].get("extra_mib")) for T in Ts
+           if by.get(("zeros", "fwd_bwd", T), {}).get("extra_mib")]
+    if len(mem) >= 2:
+        (t0, m0), (t1, m1) = mem[-2], mem[-1]
+        out["extra_mem_ratio_last_two_T"] = m1 / m0 if m0 else None
+        out["T_ratio_last_two"] = t1 / t0
+    met = {}
+    if "fwd_ratio_vs_fla_dk192_at_Tmax" in out:
+        met["fwd_le_fla"] = out["fwd_ratio_vs_fla_dk192_at_Tmax"] <= TARGET_FWD_VS_FLA
+    if "fwd_bwd_ratio_vs_fla_dk192_at_Tmax" in out:
+        met["fwd_bwd_le_1.5x_fla"] = out["fwd_bwd_ratio_vs_fla_dk192_at_Tmax"] <= TARGET_FWD_BWD_VS_FLA
+    if "sdpa_over_zeros_fwd_at_Tmax" in out:
+        met["ge_30x_sdpa_fwd"] = out["sdpa_over_zeros_fwd_at_Tmax"] >= TARGET_SDPA_SPEEDUP_TMAX
+    if crossover is not None or faster:
+        met["faster_than_sdpa_from_8k"] = crossover is not None and crossover <= TARGET_SDPA_FROM_T
+    out["met"] = met
+    return out
+
+
+def _time_pieces(T, B, H, d, dtype, dev, chunk):
+    """Milliseconds of each kernel of ours at one T (the forward and backward pieces, launched alone)."""
+    from companion_kernels.zeros_linear import triton as zt
+
+    q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, dev)
+    do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
+    g = zt._geometry(q, v, chunk)
+    BH, NT = B * H, g["NT"]
+    h, lb, pb = zt._fwd_states(k, v, s, chunk)
+    o = torch.empty_like(v)
+    par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
+    f32 = torch.float32
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    ds, ds1, dsh = (torch.zeros(B, T, H, device=dev, dtype=f32) for _ in range(3))
+    rows4 = torch.empty(BH, 4, T, device=dev, dtype=f32)
+    xc, yc, cc, ys = (torch.empty(BH, NT, device=dev, dtype=f32) for _ in range(4))
+    dh = torch.empty_like(h)
+
+    def state_fwd():
+        zt._fwd_states(k, v, s, chunk)
+
+    def out_fwd():
+        zt._out_fwd[(NT, BH)](q, k, v, s, s1, sh, sh, h, lb, pb, o, T, H, NT, HAS_S0=False, **par)
+
+    def dq_bwd():
+        zt._dq_bwd[(NT, BH)](q, k, v, do, s, s1, sh, sh, h, lb, pb, dq, ds, ds1, dsh, dsh, rows4, xc, yc, T, H, NT,
+                             HAS_S0=False, **par)
+
+    def state_bwd():
+        zt._state_bwd[zt._seq_grid(g)](q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT, K=g["K"], V=g["V"], BT=chunk,
+                                       BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"],
+                                       INTERPRET=zt._INTERPRET)
+
+    def dkv_bwd():
+        zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
+
+    out = {}
+    for name, fn in (("state_fwd", state_fwd), ("out_fwd", out_fwd), ("dq_bwd", dq_bwd), ("state_bwd", state_bwd),
+                     ("dkv_bwd", dkv_bwd)):
+        out[name] = time_ms(fn, dev)
+    cfg = {}
+    for name in ("_state_fwd", "_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
+        best = getattr(getattr(zt, name), "best_config", None)
+        cfg[name] = str(best) if best is not None else None
+    out["configs"] = cfg
     return out
 
 
 def run_kernel_benchmark(
-    T_list=(2048, 4096, 8192, 16384, 32768, 65536),
+    T_list=(2048, 8192, 32768, 65536),
     *,
     B: int = 1,
     H: int = 16,
     d: int = 64,
     dtype: torch.dtype = torch.bfloat16,
     device: str = "cuda",
-    ref_max_T: int = 4096,
-    scan_max_T: int = 8192,
-    budget_s: float = 200.0,
-    big_chunk: int | None = 128,
-    big_chunk_from_T: int = 32768,
+    chunk_size: int | None = None,
+    variant_chunks=(64, 128),
+    pieces: bool = True,
+    accuracy_rows: int = 64,
+    budget_s: float | None = None,
     log=print,
 ) -> dict:
-    """Run every contender at every T (ascending) within ``budget_s``; returns the results payload.
+    """Peers first, then ours, at every T (ascending); then the optional extras; returns the payload.
 
-    ``big_chunk``: also time our kernel with this chunk size from ``big_chunk_from_T`` on (fewer
-    sequential steps in the state scan, bigger intra-chunk tiles); None to skip.
+    ``chunk_size``: the chunk of the ``zeros`` rows (None: the kernel's default). ``variant_chunks``:
+    other chunk sizes timed after every headline row (``variants``). ``pieces``: time each kernel
+    at the longest T. ``accuracy_rows``: sampled rows of the float64 check at the longest T (0: skip).
+    ``budget_s``: seconds after which the optional variants and pieces are skipped (the headline
+    rows, the checks and the accuracy check always run).
     """
     from companion_kernels.zeros_linear import zeros_linear, zeros_linear_reference
+    from companion_kernels.zeros_linear.triton import CHUNK
 
+    chunk = chunk_size or CHUNK
     dev = torch.device(device)
     t_start = time.perf_counter()
     fla_info = {"available": False, "version": None, "error": None}
@@ -226,40 +356,19 @@ def run_kernel_benchmark(
     if dev.type != "cuda":
         fla_fn = None
         fla_info["available"] = False
-    log(f"ZeroS kernel benchmark on {dev}, B={B} H={H} d={d} {dtype}; fla: {fla_info}")
-    checks = _checks(zeros_linear, zeros_linear_reference, fla_fn, dev, dtype, H, d, log,
-                     check_T=1024 if dev.type == "cuda" else 128)
+    log(f"ZeroS kernel benchmark on {dev}, B={B} H={H} d={d} {dtype}, chunk {chunk}; fla: {fla_info}")
 
-    rows, skipped = [], []
-    for T in T_list:
-        def over():
-            return time.perf_counter() - t_start > budget_s
-
-        # ---- ours
-        def ours_fwd(T=T):
-            args = _inputs(B, T, H, d, dtype, dev)
-            return (lambda: zeros_linear(*args, impl="triton")), None
-
-        def ours_fb(T=T):
-            leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=True)
+    def ours(T, c, backward):
+        def make():
+            leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=backward)
+            if not backward:
+                return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=c)), None
             do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-            return (lambda: zeros_linear(*leaves, impl="triton").backward(do)), leaves
+            return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=c).backward(do)), leaves
+        return make
 
-        contenders = [("ours", ours_fwd, ours_fb, True)]
-        if big_chunk and T >= big_chunk_from_T:
-            def ours128_fwd(T=T):
-                args = _inputs(B, T, H, d, dtype, dev)
-                return (lambda: zeros_linear(*args, impl="triton", chunk_size=big_chunk)), None
-
-            def ours128_fb(T=T):
-                leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=True)
-                do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-                return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=big_chunk).backward(do)), leaves
-
-            contenders.append((f"ours_chunk{big_chunk}", ours128_fwd, ours128_fb, False))
-
-        # ---- SDPA flash (causal softmax), layout [B, H, T, d]
-        def sdpa_make(backward, T=T):
+    def sdpa(T, backward):
+        def make():
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             q, k, v = (torch.randn(B, H, T, d, device=dev, dtype=dtype) for _ in range(3))
@@ -274,65 +383,71 @@ def run_kernel_benchmark(
                 if backward:
                     o.backward(do)
             return fn, ([q, k, v] if backward else None)
+        return make
 
-        contenders.append(("sdpa_flash", lambda: sdpa_make(False), lambda: sdpa_make(True), True))
-
-        # ---- flash-linear-attention chunk_linear_attn at dk = d and 3d
-        if fla_fn is not None:
-            for dk in (3 * d, d):
-                def fla_make(backward, dk=dk, T=T):
-                    q = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
-                    k = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
-                    v = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-                    if backward:
-                        q, k, v = (x.requires_grad_() for x in (q, k, v))
-                        do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-
-                    def fn():
-                        o = fla_fn(q, k, v, scale=1.0, normalize=False)[0]
-                        if backward:
-                            o.backward(do)
-                    return fn, ([q, k, v] if backward else None)
-
-                contenders.append((f"fla_chunk_dk{dk}", lambda m=fla_make: m(False), lambda m=fla_make: m(True), True))
-
-        # ---- explicit oracle and the official scan (small T only)
-        if T <= ref_max_T:
-            def ref_make(backward, T=T):
-                leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=backward)
+    def fla(T, backward, dk=3 * d):
+        def make():
+            q = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
+            k = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
+            v = torch.randn(B, T, H, d, device=dev, dtype=dtype)
+            if backward:
+                q, k, v = (x.requires_grad_() for x in (q, k, v))
                 do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
+
+            def fn():
+                o = fla_fn(q, k, v, scale=1.0, normalize=False)[0]
                 if backward:
-                    return (lambda: zeros_linear_reference(*leaves).backward(do)), leaves
-                return (lambda: zeros_linear_reference(*leaves)), None
+                    o.backward(do)
+            return fn, ([q, k, v] if backward else None)
+        return make
 
-            contenders.append(("reference", lambda: ref_make(False), lambda: ref_make(True), False))
-        if T <= scan_max_T:
-            def scan_make(backward, T=T):
-                leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=backward)
-                do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-                if backward:
-                    return (lambda: Fz.zeros_scan(*leaves).backward(do)), leaves
-                return (lambda: Fz.zeros_scan(*leaves)), None
+    rows = []
+    for T in T_list:
+        for mode, bw in (("fwd", False), ("fwd_bwd", True)):
+            if fla_fn is not None:
+                rows.append(_measure("fla_dk192", T, mode, fla(T, bw), dev, log))
+            else:
+                rows.append({"T": T, "impl": "fla_dk192", "mode": mode, "error": f"fla absent: {fla_info['error']}"})
+            rows.append(_measure("sdpa_flash", T, mode, sdpa(T, bw), dev, log))
+            rows.append(_measure("zeros", T, mode, ours(T, chunk, bw), dev, log, chunk=chunk))
 
-            contenders.append(("scan_official", lambda: scan_make(False), lambda: scan_make(True), False))
+    # ---- optional extras, after every headline row
+    checks = _checks(zeros_linear, zeros_linear_reference, dev, dtype, H, d, log,
+                     check_T=1024 if dev.type == "cuda" else 128)
+    Tmax = max(T_list)
+    accuracy = (_accuracy(zeros_linear, fla_fn, Tmax, B, H, d, dtype, dev, accuracy_rows, log, chunk)
+                if accuracy_rows else None)
+    def over():
+        return budget_s is not None and time.perf_counter() - t_start > budget_s
 
-        for name, mf, mb, essential in contenders:
-            if over() and not (essential and name == "ours"):
-                skipped.append({"T": T, "op": name, "reason": "time budget"})
-                continue
+    variants = []
+    for c in variant_chunks or ():
+        if c == chunk or over():
+            continue
+        for T in T_list:
+            for mode, bw in (("fwd", False), ("fwd_bwd", True)):
+                variants.append(_measure("zeros", T, mode, ours(T, c, bw), dev, log, chunk=c))
+    piece_ms = {}
+    if pieces and dev.type == "cuda" and not over():
+        for c in sorted({chunk, *(variant_chunks or ())}):
             try:
-                rows.append(_measure(name, T, mf, mb, dev, log))
+                piece_ms[str(c)] = _time_pieces(Tmax, B, H, d, dtype, dev, c)
             except Exception as exc:  # noqa: BLE001
-                rows.append({"T": T, "op": name, "error": f"{type(exc).__name__}: {exc}"[:300],
-                             "trace": traceback.format_exc()[-500:]})
+                piece_ms[str(c)] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            log(f"  pieces chunk {c} T={Tmax}: {piece_ms[str(c)]}")
+
     payload = {
         "config": {"B": B, "H": H, "d": d, "dv": d, "dtype": str(dtype).split(".")[-1], "T_list": list(T_list),
-                   "chunk_size": 64, "big_chunk": big_chunk, "ref_max_T": ref_max_T, "scan_max_T": scan_max_T, "budget_s": budget_s,
-                   "timing": "triton.testing.do_bench median" if dev.type == "cuda" else "perf_counter median of 3"},
+                   "chunk_size": chunk, "variant_chunks": list(variant_chunks or ()),
+                   "timing": "companion.core.time_ms: triton.testing.do_bench median" if dev.type == "cuda"
+                   else "companion.core.time_ms: perf_counter median",
+                   "order": "at every T: fla_dk192, sdpa_flash, zeros (fwd, then fwd_bwd)"},
         "fla": fla_info,
-        "checks": checks,
         "rows": rows,
-        "skipped": skipped,
+        "accuracy": accuracy,
+        "checks": checks,
+        "variants": variants,
+        "pieces_ms": piece_ms,
         "targets": summarize_targets(rows, fla_info["available"]),
         "anchors": {"fla": {str(k): {str(t): v for t, v in d_.items()} for k, d_ in ANCHOR_FLA.items()},
                     "sdpa_flash": {str(t): v for t, v in ANCHOR_SDPA.items()},

@@ -1,4 +1,4 @@
-"""Chunked Triton kernels for ZeroS attention (forward and backward), stable with a running max.
+"""Chunked Triton kernels for ZeroS attention (forward and backward), scalars computed in-kernel.
 
 Paper: Lu et al., *ZeroS: Zero-Sum Linear Attention for Efficient Transformers*, NeurIPS 2025.
 The paper ships no GPU kernel; this one is ours. It uses the identity (spec 04, "Chunked form")
@@ -6,29 +6,51 @@ that ZeroS is one un-normalised causal linear attention with a 3d-wide key::
 
     o_t = sum_{i<=t} (q^_t . k^_i) v_i [ a_t e^{s_i - lam_t} + b_t s_i + g_t ]
 
-with per-step scalars computed here in PyTorch (O(T), autograd handles them)::
+with the per-step scalars (Sec. 3, the prefix scan with alpha, beta, gamma)::
 
-    lam_t = log sum_{j<=t} e^{s_j}          (running log-sum-exp: >= the running max, non-decreasing)
-    a_t = sigmah_t,  b_t = (sigma1_t - sigmah_t)/t,  g_t = -(b_t P_t + sigmah_t)/t (+ sigma0_t/t),
-    P_t = sum_{j<=t} s_j
+    lam_t = log sum_{j<=t} e^{s_j}          (running log-sum-exp: non-decreasing, >= every s_j, j<=t)
+    P_t   = sum_{j<=t} s_j
+    a_t = sigmah_t,  b_t = (sigma1_t - sigmah_t)/t,  g_t = -(b_t P_t + sigmah_t)/t (+ sigma0_t/t)
 
 so ``a_t e^{s_i - lam_t} = sigmah_t softmax_t(s)_i``. Every exponent the kernels take is <= 0.
-The carried state (one per 64-token chunk) has three [d x dv] parts, F~ = sum e^{s_i - kappa} k_i v_i^T
-(kappa = lam at the chunk's last row; only this part is rescaled, by exp(kappa_old - kappa_new) <= 1),
-G = sum s_i k_i v_i^T and H = sum k_i v_i^T, exactly like flash-linear-attention's ``chunk`` kernels:
 
-* ``_state_fwd``   grid (3 parts, B*H): sequential over chunks, writes the state before each chunk;
-* ``_out_fwd``     grid (chunks, B*H): intra-chunk masked product + inter-chunk ``q @ state``;
-* ``_state_bwd``   grid (3, B*H): the reverse scan of ``sum_t coef_t q_t do_t^T`` for dk, dv, ds;
-* ``_dq_bwd``      grid (chunks, B*H): dq and the row-scalar gradients d a, d b, d g;
-* ``_dkv_bwd``     grid (chunks, B*H): dk, dv and d s.
+**The scalars never leave the kernels as O(T) scans in PyTorch** (issue 28: ATen runs a scan along a
+non-innermost dimension with one thread per (b, h), 30 of 31 ms at T=64k). They are computed in
+chunks, as a chunk-local scan plus a value carried across chunks, in the manner of
+flash-linear-attention's ``chunk_local_cumsum`` and state passing:
 
-The backward recomputes the forward states (nothing but the inputs is saved), so activation memory
-is the inputs plus two state buffers of [T/64, 3, d, dv] per head: linear in T.
+* the sequential state kernel carries ``Lam_c`` (lam at the last row of chunk c) and ``P_c`` from
+  one chunk to the next (it needs only chunk totals: a log-sum-exp and a sum) and stores them,
+  ``[B*H, NT]``;
+* every chunk-parallel kernel rebuilds its rows' ``lam_t, P_t`` from the carried ``Lam_{c-1},
+  P_{c-1}`` by a chunk-local scan, written as a masked reduction over the causal ``BT x BT`` tile
+  (``lam_t = logaddexp(Lam_{c-1}, lse_{j<=t in chunk} s_j)``, stable: running max inside);
+* the backward of the scalar chain is a reverse chunked scan: the dq kernel forms the per-row
+  gradients (``dlam_t = -a_t dL/da_t``, ``dP_t = -b_t dL/dg_t / t`` and the gate gradients) and
+  their chunk-local reverse sums; the reverse state kernel carries the suffix sums across chunks
+  (``C_c = sum_{t after c} dlam_t e^{Lam_c - lam_t}``, ``Y_c = sum_{t after c} dP_t``); the dk/dv
+  kernel adds ``e^{s_j - Lam_c} C_c + Y_c`` to ``ds_j``.
 
-Logits are shifted by their first value (``s - s_1``, detached) before anything else: ZeroS is
-invariant to adding a constant to every logit, and the shift keeps ``b s + g`` free of a large
-common offset. The bidirectional (``causal=False``) form needs no kernel: every row reads the
+Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass parallel over
+(K-tiles, V-tiles, B*H), then chunk-parallel passes):
+
+* ``_state_fwd``  grid (3 parts x K-tiles, V-tiles, B*H): the state before each chunk, three
+  ``[d x dv]`` parts F~ = sum e^{s_i - Lam_c} k_i v_i^T (only this part is rescaled, by
+  ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T; carries Lam, P;
+* ``_out_fwd``    grid (chunks, B*H): row scalars, intra-chunk masked product, and the inter-chunk
+  term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
+* ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
+* ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H): the reverse state of
+  ``sum_t coef_t q_t do_t^T`` and the reverse carries C, Y;
+* ``_dkv_bwd``    grid (chunks, B*H): dk, dv, ds.
+
+The backward recomputes the forward states (only inputs and two ``[B*H, NT]`` vectors are saved), so
+activation memory is linear in T: two state buffers ``[B*H, NT, 3d, dv]`` in the input dtype plus a
+few fp32 ``[B, T, H]`` vectors. The last chunk may be partial (T not a multiple of the chunk).
+
+Logits are shifted by their first value (``s - s_1``, no gradient through the shift) before anything
+else: ZeroS is invariant to adding a constant to every logit, and the shift keeps ``b s + g`` free of
+a large common offset. The bidirectional (``causal=False``) form needs no kernel: every row reads the
 same full state, two dense contractions in PyTorch.
 
 This module never imports ``reference.py`` (the oracle it is tested against).
@@ -42,83 +64,151 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["zeros_linear_triton", "step_scalars", "CHUNK"]
+__all__ = ["zeros_linear_triton", "CHUNK"]
 
 CHUNK = 64
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _configs(sequential: bool):
-    """Two launch configurations per kernel (kept small: compile time counts in a 4-minute benchmark)."""
+def _seq_configs():
+    """Sequential state passes: V-tile width, warps and pipeline stages (fla tunes the same three)."""
+    if _INTERPRET:
+        return [triton.Config({"BV": 16}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BV": bv}, num_warps=w, num_stages=st)
+            for bv in (32, 64) for w in (2, 4) for st in (2, 3)]
+
+
+def _par_configs():
     if _INTERPRET:
         return [triton.Config({}, num_warps=4, num_stages=1)]
-    if sequential:  # the state scans loop over chunks: let the loads of the next chunk pipeline
-        return [triton.Config({}, num_warps=4, num_stages=2), triton.Config({}, num_warps=4, num_stages=3)]
-    return [triton.Config({}, num_warps=4, num_stages=1), triton.Config({}, num_warps=8, num_stages=1)]
+    return [triton.Config({}, num_warps=4, num_stages=1), triton.Config({}, num_warps=8, num_stages=1),
+            triton.Config({}, num_warps=4, num_stages=2)]
+
+
+def _prune_bv(configs, named_args, **kwargs):
+    """Drop V tiles wider than the padded value width (keep at least the narrowest)."""
+    bvf = kwargs.get("BVF", named_args.get("BVF"))
+    keep = [c for c in configs if bvf is None or c.kwargs["BV"] <= bvf]
+    return keep or [min(configs, key=lambda c: c.kwargs["BV"])]
 
 
 # ----------------------------------------------------------------------------------------------
-# Kernels
+# Shared pieces
 # ----------------------------------------------------------------------------------------------
 @triton.jit
-def _state_fwd_step(acc, kappa, c, k_base, v_base, s_base, l_base, h_base, hmask, is_f, is_g, offk, offv, offt,
-                    T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+def _logaddexp(x, y):
+    """log(e^x + e^y) for x, y that may be -inf (not both)."""
+    m = tl.maximum(x, y)
+    return m + tl.log(tl.exp(x - m) + tl.exp(y - m))
+
+
+@triton.jit
+def _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0: tl.constexpr):
+    """Per-row scalars of one chunk from the carried chunk-end values ``Lam_{c-1}``, ``P_{c-1}``.
+
+    Returns ``sc`` (shifted logits, 0 on padded rows), ``lam``, ``lam_prev`` (scalar), ``P``,
+    ``a, b, g`` (0 on padded rows) and the causal key mask ``m2`` (t >= j, key j valid).
+    The chunk-local scans are masked reductions over the causal tile: stable (running max) and
+    exact in any order of summation.
+    """
+    base = b * T * H + hh
+    s_first = tl.load(s + base).to(tl.float32)
+    sc = tl.load(s + base + rows * H, mask=mrow, other=0.0).to(tl.float32) - s_first
+    sc = tl.where(mrow, sc, 0.0)
+    cp = tl.maximum(c - 1, 0)
+    lam_prev = tl.where(c > 0, tl.load(lb + bh * NT + cp), float("-inf"))
+    p_prev = tl.where(c > 0, tl.load(pb + bh * NT + cp), 0.0)
+    m2 = (rows[:, None] >= rows[None, :]) & mrow[None, :]
+    mloc = tl.max(tl.where(m2, sc[None, :], float("-inf")), axis=1)
+    mloc = tl.where(mloc == float("-inf"), 0.0, mloc)
+    lloc = mloc + tl.log(tl.sum(tl.where(m2, tl.exp(sc[None, :] - mloc[:, None]), 0.0), axis=1))
+    lam = _logaddexp(lam_prev, lloc)
+    P = p_prev + tl.sum(tl.where(m2, sc[None, :], 0.0), axis=1)
+    tpos = (rows + 1).to(tl.float32)
+    a = tl.load(sh + base + rows * H, mask=mrow, other=0.0).to(tl.float32)
+    bb = (tl.load(s1 + base + rows * H, mask=mrow, other=0.0).to(tl.float32) - a) / tpos
+    g = -(bb * P + a) / tpos
+    if HAS_S0:
+        g += tl.load(s0 + base + rows * H, mask=mrow, other=0.0).to(tl.float32) / tpos
+    return sc, lam, lam_prev, P, a, bb, tl.where(mrow, g, 0.0), m2
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb_base, pb_base, hmask, writer,
+                    is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+                    PREC: tl.constexpr):
     tl.store(h_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(h_base.dtype.element_ty), mask=hmask)
     rows = c * BT + offt
     mrow = rows < T
     kc = tl.load(k_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
     vc = tl.load(v_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
-    sc = tl.load(s_base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    kap_new = tl.load(l_base + (tl.minimum(c * BT + BT, T) - 1) * H).to(tl.float32)
-    coef_f = tl.exp(tl.where(mrow, sc - kap_new, float("-inf")))
-    coef = tl.where(is_f, coef_f, tl.where(is_g, sc, 1.0))
-    coef = tl.where(mrow, coef, 0.0)
-    resc = tl.where(is_f, tl.exp(kappa - kap_new), 1.0)
+    sc = tl.load(s_base + rows * H, mask=mrow, other=0.0).to(tl.float32) - s_first
+    sc = tl.where(mrow, sc, 0.0)
+    # chunk totals: log-sum-exp and sum, carried across chunks
+    smax = tl.max(tl.where(mrow, sc, float("-inf")), axis=0)
+    lse = smax + tl.log(tl.sum(tl.where(mrow, tl.exp(sc - smax), 0.0), axis=0))
+    lam_new = _logaddexp(lam, lse)
+    P_new = P + tl.sum(sc, axis=0)
+    tl.store(lb_base + c, lam_new, mask=writer)
+    tl.store(pb_base + c, P_new, mask=writer)
+    coef_f = tl.exp(tl.where(mrow, sc - lam_new, float("-inf")))
+    coef = tl.where(is_f, coef_f, tl.where(is_g, sc, tl.where(mrow, 1.0, 0.0)))
+    resc = tl.where(is_f, tl.exp(lam - lam_new), 1.0)
     kw = (kc.to(tl.float32) * coef[:, None]).to(vc.dtype)
     acc = acc * resc + tl.dot(tl.trans(kw), vc, input_precision=PREC)
-    return acc, kap_new
+    return acc, lam_new, P_new
 
 
-@triton.autotune(configs=_configs(True), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "NT"], prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
-def _state_fwd(k, v, s, lam, h, T, H, NT,
-               K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-               PREC: tl.constexpr, INTERPRET: tl.constexpr):
-    """h[c] = state of the keys before chunk c; program (part, b*h) runs over the chunks in order."""
-    part = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
+def _state_fwd(k, v, s, h, lb, pb, T, H, NT,
+               K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
+               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
+    """h[c] = state of the keys before chunk c; lb[c], pb[c] = Lam, P at the end of chunk c."""
+    i_k = tl.program_id(0)
+    i_v = tl.program_id(1)
+    bh = tl.program_id(2).to(tl.int64)
+    part = i_k // NKT
+    kt = i_k % NKT
     b = bh // H
     hh = bh % H
-    offk = tl.arange(0, BK)
-    offv = tl.arange(0, BV)
+    offk = kt * BK + tl.arange(0, BK)
+    offv = i_v * BV + tl.arange(0, BV)
     offt = tl.arange(0, BT)
     k_base = k + b * T * H * K + hh * K
     v_base = v + b * T * H * V + hh * V
     s_base = s + b * T * H + hh
-    l_base = lam + b * T * H + hh
+    s_first = tl.load(s_base).to(tl.float32)
     h_base = h + bh * NT * 3 * K * V + part * K * V
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     is_f = part == 0
     is_g = part == 1
+    writer = (i_k == 0) & (i_v == 0)
     acc = tl.zeros([BK, BV], dtype=tl.float32)
-    kappa = tl.load(l_base + (tl.minimum(BT, T) - 1) * H).to(tl.float32)
+    lam = s_first * 0.0 + float("-inf")
+    P = s_first * 0.0
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         c = NT * 0
         while c < NT:
-            acc, kappa = _state_fwd_step(acc, kappa, c, k_base, v_base, s_base, l_base, h_base, hmask, is_f, is_g,
-                                         offk, offv, offt, T, H, K, V, BT, PREC)
+            acc, lam, P = _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT,
+                                          pb + bh * NT, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V, BT,
+                                          PREC)
             c += 1
     else:
         for c in range(NT):
-            acc, kappa = _state_fwd_step(acc, kappa, c, k_base, v_base, s_base, l_base, h_base, hmask, is_f, is_g,
-                                         offk, offv, offt, T, H, K, V, BT, PREC)
+            acc, lam, P = _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT,
+                                          pb + bh * NT, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V, BT,
+                                          PREC)
 
 
-@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"])
 @triton.jit
-def _out_fwd(q, k, v, s, lam, ca, cb, cg, h, o, T, H, NT,
+def _out_fwd(q, k, v, s, s1, sh, s0, h, lb, pb, o, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-             PREC: tl.constexpr):
+             HAS_S0: tl.constexpr, PREC: tl.constexpr):
     c = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -131,98 +221,40 @@ def _out_fwd(q, k, v, s, lam, ca, cb, cg, h, o, T, H, NT,
     mv = mrow[:, None] & (offv[None, :] < V)
     qk_off = b * T * H * K + hh * K + rows[:, None] * H * K + offk[None, :]
     v_off = b * T * H * V + hh * V + rows[:, None] * H * V + offv[None, :]
-    sc_off = b * T * H + hh + rows * H
     qc = tl.load(q + qk_off, mask=mk, other=0.0)
     kc = tl.load(k + qk_off, mask=mk, other=0.0)
     vc = tl.load(v + v_off, mask=mv, other=0.0)
-    sc = tl.load(s + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    lc = tl.load(lam + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    a = tl.load(ca + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    bb = tl.load(cb + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    g = tl.load(cg + sc_off, mask=mrow, other=0.0).to(tl.float32)
+    sc, lam, lam_prev, P, a, bb, g, m2 = _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0)
+    m2q = m2 & mrow[:, None]
 
-    m2 = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
     A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
-    E = tl.exp(tl.where(m2, sc[None, :] - lc[:, None], float("-inf")))
+    E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
     W = a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None]
-    W = tl.where(m2, W * A, 0.0)
+    W = tl.where(m2q, W * A, 0.0)
     acc = tl.dot(W.to(vc.dtype), vc, input_precision=PREC)
 
-    # inter-chunk: state before this chunk, stabilised at kappa = lam at the previous chunk's last row
-    kappa = tl.load(lam + b * T * H + hh + tl.maximum(c * BT - 1, 0) * H).to(tl.float32)
+    # inter-chunk: [fF q | b q | g q] @ [F~; G; H], one K=3d product accumulated in fp32
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     h_base = h + (bh * NT + c) * 3 * K * V + offk[:, None] * V + offv[None, :]
     hF = tl.load(h_base, mask=hmask, other=0.0).to(qc.dtype)
     hG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(qc.dtype)
     hH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(qc.dtype)
-    fF = tl.where(mrow, a * tl.exp(tl.where(mrow, kappa - lc, 0.0)), 0.0)
-    acc += fF[:, None] * tl.dot(qc, hF, input_precision=PREC)
-    acc += bb[:, None] * tl.dot(qc, hG, input_precision=PREC)
-    acc += g[:, None] * tl.dot(qc, hH, input_precision=PREC)
+    fF = a * tl.exp(lam_prev - lam)  # state stabilised at Lam_{c-1} <= lam_t; 0 in the first chunk
+    qf = qc.to(tl.float32)
+    acc = tl.dot((qf * fF[:, None]).to(qc.dtype), hF, acc, input_precision=PREC)
+    acc = tl.dot((qf * bb[:, None]).to(qc.dtype), hG, acc, input_precision=PREC)
+    acc = tl.dot((qf * g[:, None]).to(qc.dtype), hH, acc, input_precision=PREC)
     tl.store(o + v_off, acc.to(o.dtype.element_ty), mask=mv)
 
 
+# ----------------------------------------------------------------------------------------------
+# Backward
+# ----------------------------------------------------------------------------------------------
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"])
 @triton.jit
-def _state_bwd_step(acc, kappa, c, q_base, o_base, lam, ca, cb, cg, sc_base, dh_base, hmask, is_f, is_g,
-                    offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
-    tl.store(dh_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(dh_base.dtype.element_ty), mask=hmask)
-    rows = c * BT + offt
-    mrow = rows < T
-    qc = tl.load(q_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
-    oc = tl.load(o_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
-    lc = tl.load(lam + sc_base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    a = tl.load(ca + sc_base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    bb = tl.load(cb + sc_base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    g = tl.load(cg + sc_base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    kap_new = tl.load(lam + sc_base + tl.maximum(c * BT - 1, 0) * H).to(tl.float32)
-    coef_f = a * tl.exp(tl.where(mrow, kap_new - lc, float("-inf")))
-    coef = tl.where(is_f, coef_f, tl.where(is_g, bb, g))
-    coef = tl.where(mrow, coef, 0.0)
-    resc = tl.where(is_f, tl.exp(kap_new - kappa), 1.0)
-    qw = (qc.to(tl.float32) * coef[:, None]).to(oc.dtype)
-    acc = acc * resc + tl.dot(tl.trans(qw), oc, input_precision=PREC)
-    return acc, kap_new
-
-
-@triton.autotune(configs=_configs(True), key=["BT", "BK", "BV"])
-@triton.jit
-def _state_bwd(q, do, lam, ca, cb, cg, dh, T, H, NT,
-               K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-               PREC: tl.constexpr, INTERPRET: tl.constexpr):
-    """dh[c] = sum over rows t in chunks > c of coef_t q_t do_t^T, stabilised at lam[last row of c]."""
-    part = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
-    hh = bh % H
-    offk = tl.arange(0, BK)
-    offv = tl.arange(0, BV)
-    offt = tl.arange(0, BT)
-    q_base = q + b * T * H * K + hh * K
-    o_base = do + b * T * H * V + hh * V
-    sc_base = b * T * H + hh
-    dh_base = dh + bh * NT * 3 * K * V + part * K * V
-    hmask = (offk[:, None] < K) & (offv[None, :] < V)
-    is_f = part == 0
-    is_g = part == 1
-    acc = tl.zeros([BK, BV], dtype=tl.float32)
-    kappa = tl.load(lam + sc_base + tl.maximum((NT - 1) * BT - 1, 0) * H).to(tl.float32)
-    if INTERPRET:
-        i = NT * 0
-        while i < NT:
-            acc, kappa = _state_bwd_step(acc, kappa, NT - 1 - i, q_base, o_base, lam, ca, cb, cg, sc_base, dh_base,
-                                         hmask, is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
-            i += 1
-    else:
-        for i in range(NT):
-            acc, kappa = _state_bwd_step(acc, kappa, NT - 1 - i, q_base, o_base, lam, ca, cb, cg, sc_base, dh_base,
-                                         hmask, is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
-
-
-@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
-@triton.jit
-def _dq_bwd(q, k, v, do, s, lam, ca, cb, cg, h, dq, da, db, dg, T, H, NT,
+def _dq_bwd(q, k, v, do, s, s1, sh, s0, h, lb, pb, dq, ds, ds1, dsh, ds0, rows4, xc, yc, T, H, NT,
             K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-            PREC: tl.constexpr):
+            HAS_S0: tl.constexpr, PREC: tl.constexpr):
     c = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -240,30 +272,25 @@ def _dq_bwd(q, k, v, do, s, lam, ca, cb, cg, h, dq, da, db, dg, T, H, NT,
     kc = tl.load(k + qk_off, mask=mk, other=0.0)
     vc = tl.load(v + v_off, mask=mv, other=0.0)
     oc = tl.load(do + v_off, mask=mv, other=0.0)
-    sc = tl.load(s + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    lc = tl.load(lam + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    a = tl.load(ca + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    bb = tl.load(cb + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    g = tl.load(cg + sc_off, mask=mrow, other=0.0).to(tl.float32)
+    sc, lam, lam_prev, P, a, bb, g, m2 = _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0)
+    m2q = m2 & mrow[:, None]
 
-    m2 = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
     A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
     dA = tl.dot(oc, tl.trans(vc), input_precision=PREC)
-    E = tl.exp(tl.where(m2, sc[None, :] - lc[:, None], float("-inf")))
-    W = tl.where(m2, a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None], 0.0)
-    AdA = tl.where(m2, A * dA, 0.0)
+    E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
+    W = tl.where(m2q, a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None], 0.0)
+    AdA = tl.where(m2q, A * dA, 0.0)
     acc = tl.dot((W * dA).to(kc.dtype), kc, input_precision=PREC)
     gda = tl.sum(E * AdA, axis=1)
     gdb = tl.sum(AdA * sc[None, :], axis=1)
     gdg = tl.sum(AdA, axis=1)
 
-    kappa = tl.load(lam + b * T * H + hh + tl.maximum(c * BT - 1, 0) * H).to(tl.float32)
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     h_base = h + (bh * NT + c) * 3 * K * V + offk[:, None] * V + offv[None, :]
     hF = tl.load(h_base, mask=hmask, other=0.0).to(oc.dtype)
     hG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(oc.dtype)
     hH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(oc.dtype)
-    eF = tl.where(mrow, tl.exp(tl.where(mrow, kappa - lc, 0.0)), 0.0)
+    eF = tl.exp(lam_prev - lam)
     dqF = tl.dot(oc, tl.trans(hF), input_precision=PREC)
     dqG = tl.dot(oc, tl.trans(hG), input_precision=PREC)
     dqH = tl.dot(oc, tl.trans(hH), input_precision=PREC)
@@ -272,15 +299,104 @@ def _dq_bwd(q, k, v, do, s, lam, ca, cb, cg, h, dq, da, db, dg, T, H, NT,
     gda += eF * tl.sum(qf * dqF, axis=1)
     gdb += tl.sum(qf * dqG, axis=1)
     gdg += tl.sum(qf * dqH, axis=1)
+
+    # the scalar chain: b = (s1 - sh)/t, g = -(b P + sh)/t (+ s0/t), E = e^{s_i - lam_t}
+    tpos = (rows + 1).to(tl.float32)
+    Db = gdb - gdg * P / tpos
+    d_sh = gda - Db / tpos - gdg / tpos
+    dP = tl.where(mrow, -gdg * bb / tpos, 0.0)
+    dlam = tl.where(mrow, -a * gda, 0.0)
+    # chunk-local reverse scans (sum over t >= j in this chunk) and the chunk totals for the carry
+    ds_loc = tl.sum(tl.where(m2q, dlam[:, None] * E + dP[:, None], 0.0), axis=0)
+    X = tl.sum(dlam * eF, axis=0)
+    Y = tl.sum(dP, axis=0)
+
     tl.store(dq + qk_off, acc.to(dq.dtype.element_ty), mask=mk)
-    tl.store(da + sc_off, gda, mask=mrow)
-    tl.store(db + sc_off, gdb, mask=mrow)
-    tl.store(dg + sc_off, gdg, mask=mrow)
+    tl.store(ds + sc_off, ds_loc, mask=mrow)
+    tl.store(ds1 + sc_off, Db / tpos, mask=mrow)
+    tl.store(dsh + sc_off, d_sh, mask=mrow)
+    if HAS_S0:
+        tl.store(ds0 + sc_off, gdg / tpos, mask=mrow)
+    r_off = rows4 + bh * 4 * T + rows  # [lam, a, b, g] rows of this head, contiguous in T
+    tl.store(r_off, lam, mask=mrow)
+    tl.store(r_off + T, a, mask=mrow)
+    tl.store(r_off + 2 * T, bb, mask=mrow)
+    tl.store(r_off + 3 * T, g, mask=mrow)
+    tl.store(xc + bh * NT + c, X)
+    tl.store(yc + bh * NT + c, Y)
 
 
-@triton.autotune(configs=_configs(False), key=["BT", "BK", "BV"])
 @triton.jit
-def _dkv_bwd(q, k, v, do, s, lam, ca, cb, cg, dh, dk, dv, ds, T, H, NT,
+def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base, cc_base, ys_base,
+                    hmask, writer, is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr,
+                    BT: tl.constexpr, PREC: tl.constexpr):
+    tl.store(dh_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(dh_base.dtype.element_ty), mask=hmask)
+    tl.store(cc_base + c, C, mask=writer)
+    tl.store(ys_base + c, Y, mask=writer)
+    rows = c * BT + offt
+    mrow = rows < T
+    qc = tl.load(q_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
+    oc = tl.load(o_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
+    lam_r = tl.load(r_base + rows, mask=mrow, other=0.0)
+    lam_c = tl.load(lb_base + c)
+    lam_prev = tl.where(c > 0, tl.load(lb_base + tl.maximum(c - 1, 0)), float("-inf"))
+    coef_f = tl.load(r_base + T + rows, mask=mrow, other=0.0) * tl.exp(tl.where(mrow, lam_prev - lam_r, float("-inf")))
+    coef = tl.where(is_f, coef_f, tl.where(is_g, tl.load(r_base + 2 * T + rows, mask=mrow, other=0.0),
+                                           tl.load(r_base + 3 * T + rows, mask=mrow, other=0.0)))
+    resc_l = tl.exp(lam_prev - lam_c)
+    resc = tl.where(is_f, resc_l, 1.0)
+    qw = (qc.to(tl.float32) * coef[:, None]).to(oc.dtype)
+    acc = acc * resc + tl.dot(tl.trans(qw), oc, input_precision=PREC)
+    C = C * resc_l + tl.load(xc_base + c)
+    Y = Y + tl.load(yc_base + c)
+    return acc, C, Y
+
+
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "NT"], prune_configs_by={"early_config_prune": _prune_bv})
+@triton.jit
+def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT,
+               K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
+               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
+    """dh[c] = sum over rows t in chunks > c of coef_t q_t do_t^T (F part in the frame Lam_c);
+    cc[c], ys[c] = the reverse carries of the scalar chain."""
+    i_k = tl.program_id(0)
+    i_v = tl.program_id(1)
+    bh = tl.program_id(2).to(tl.int64)
+    part = i_k // NKT
+    kt = i_k % NKT
+    b = bh // H
+    hh = bh % H
+    offk = kt * BK + tl.arange(0, BK)
+    offv = i_v * BV + tl.arange(0, BV)
+    offt = tl.arange(0, BT)
+    q_base = q + b * T * H * K + hh * K
+    o_base = do + b * T * H * V + hh * V
+    r_base = rows4 + bh * 4 * T  # [lam, a, b, g] rows of this head
+    dh_base = dh + bh * NT * 3 * K * V + part * K * V
+    hmask = (offk[:, None] < K) & (offv[None, :] < V)
+    is_f = part == 0
+    is_g = part == 1
+    writer = (i_k == 0) & (i_v == 0)
+    acc = tl.zeros([BK, BV], dtype=tl.float32)
+    C = tl.load(lb + bh * NT) * 0.0
+    Y = C
+    if INTERPRET:
+        i = NT * 0
+        while i < NT:
+            acc, C, Y = _state_bwd_step(acc, C, Y, NT - 1 - i, q_base, o_base, r_base, lb + bh * NT, dh_base,
+                                        xc + bh * NT, yc + bh * NT, cc + bh * NT, ys + bh * NT, hmask, writer, is_f,
+                                        is_g, offk, offv, offt, T, H, K, V, BT, PREC)
+            i += 1
+    else:
+        for i in range(NT):
+            acc, C, Y = _state_bwd_step(acc, C, Y, NT - 1 - i, q_base, o_base, r_base, lb + bh * NT, dh_base,
+                                        xc + bh * NT, yc + bh * NT, cc + bh * NT, ys + bh * NT, hmask, writer, is_f,
+                                        is_g, offk, offv, offt, T, H, K, V, BT, PREC)
+
+
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"], restore_value=["ds"])  # ds accumulates
+@triton.jit
+def _dkv_bwd(q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
              PREC: tl.constexpr):
     c = tl.program_id(0)
@@ -300,31 +416,33 @@ def _dkv_bwd(q, k, v, do, s, lam, ca, cb, cg, dh, dk, dv, ds, T, H, NT,
     kc = tl.load(k + qk_off, mask=mk, other=0.0)
     vc = tl.load(v + v_off, mask=mv, other=0.0)
     oc = tl.load(do + v_off, mask=mv, other=0.0)
-    sc = tl.load(s + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    lc = tl.load(lam + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    a = tl.load(ca + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    bb = tl.load(cb + sc_off, mask=mrow, other=0.0).to(tl.float32)
-    g = tl.load(cg + sc_off, mask=mrow, other=0.0).to(tl.float32)
+    s_first = tl.load(s + b * T * H + hh).to(tl.float32)
+    sc = tl.where(mrow, tl.load(s + sc_off, mask=mrow, other=0.0).to(tl.float32) - s_first, 0.0)
+    r_base = rows4 + bh * 4 * T + rows
+    lam = tl.load(r_base, mask=mrow, other=0.0)
+    a = tl.load(r_base + T, mask=mrow, other=0.0)
+    bb = tl.load(r_base + 2 * T, mask=mrow, other=0.0)
+    g = tl.load(r_base + 3 * T, mask=mrow, other=0.0)
 
     # rows index queries t, columns keys i (both inside this chunk)
-    m2 = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
+    m2q = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
     A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
     dA = tl.dot(oc, tl.trans(vc), input_precision=PREC)
-    E = tl.exp(tl.where(m2, sc[None, :] - lc[:, None], float("-inf")))
-    W = tl.where(m2, a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None], 0.0)
-    AdA = tl.where(m2, A * dA, 0.0)
+    E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
+    W = tl.where(m2q, a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None], 0.0)
+    AdA = tl.where(m2q, A * dA, 0.0)
     acc_k = tl.dot(tl.trans((W * dA).to(qc.dtype)), qc, input_precision=PREC)
     acc_v = tl.dot(tl.trans((W * A).to(oc.dtype)), oc, input_precision=PREC)
     gds = tl.sum((a[:, None] * E + bb[:, None]) * AdA, axis=0)
 
-    # inter-chunk: reverse state of the rows after this chunk, stabilised at lam[last row of chunk]
-    kappa = tl.load(lam + b * T * H + hh + (tl.minimum(c * BT + BT, T) - 1) * H).to(tl.float32)
+    # inter-chunk: reverse state of the rows after this chunk, F part in the frame Lam_c
+    lam_c = tl.load(lb + bh * NT + c)
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     h_base = dh + (bh * NT + c) * 3 * K * V + offk[:, None] * V + offv[None, :]
     sF = tl.load(h_base, mask=hmask, other=0.0).to(kc.dtype)
     sG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(kc.dtype)
     sH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(kc.dtype)
-    eF = tl.exp(tl.where(mrow, sc - kappa, float("-inf")))
+    eF = tl.exp(tl.where(mrow, sc - lam_c, float("-inf")))
     dvF = tl.dot(kc, sF, input_precision=PREC)
     dvG = tl.dot(kc, sG, input_precision=PREC)
     dvH = tl.dot(kc, sH, input_precision=PREC)
@@ -335,6 +453,8 @@ def _dkv_bwd(q, k, v, do, s, lam, ca, cb, cg, dh, dk, dv, ds, T, H, NT,
     vH = tl.dot(vc, tl.trans(sH), input_precision=PREC)
     acc_k += eF[:, None] * vF + sc[:, None] * vG + vH
     gds += eF * tl.sum(vcc * dvF, axis=1) + tl.sum(vcc * dvG, axis=1)
+    # the scalar chain: local part (from _dq_bwd) + carries of the later chunks
+    gds += tl.load(ds + sc_off, mask=mrow, other=0.0) + eF * tl.load(cc + bh * NT + c) + tl.load(ys + bh * NT + c)
     tl.store(dk + qk_off, acc_k.to(dk.dtype.element_ty), mask=mk)
     tl.store(dv + v_off, acc_v.to(dv.dtype.element_ty), mask=mv)
     tl.store(ds + sc_off, gds, mask=mrow)
@@ -343,14 +463,15 @@ def _dkv_bwd(q, k, v, do, s, lam, ca, cb, cg, dh, dk, dv, ds, T, H, NT,
 # ----------------------------------------------------------------------------------------------
 # Launchers and autograd
 # ----------------------------------------------------------------------------------------------
-def _blocks(q, v, chunk):
+def _geometry(q, v, chunk):
     B, T, H, K = q.shape
     V = v.shape[-1]
-    BK = max(16, triton.next_power_of_2(K))
+    BK = max(16, triton.next_power_of_2(K))  # chunk-parallel kernels: the whole head
     BV = max(16, triton.next_power_of_2(V))
+    BKS = min(64, BK)  # sequential kernels: K tiles of at most 64 (x3 parts), V tiles tuned
     NT = triton.cdiv(T, chunk)
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
-    return B, T, H, K, V, BK, BV, NT, prec
+    return dict(B=B, T=T, H=H, K=K, V=V, BK=BK, BV=BV, BKS=BKS, NKT=triton.cdiv(K, BKS), NT=NT, prec=prec)
 
 
 def _empty(*shape, device, dtype):
@@ -358,68 +479,64 @@ def _empty(*shape, device, dtype):
     return torch.empty(*shape, device=device, dtype=dtype)
 
 
-def _state_dtype(x):
-    return torch.float32 if x.dtype == torch.float32 else x.dtype
+def _seq_grid(g):
+    return lambda meta: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"])
 
 
-def _fwd_states(k, v, s, lam, chunk):
-    B, T, H, K, V, BK, BV, NT, prec = _blocks(k, v, chunk)
-    h = _empty(B, H, NT, 3, K, V, device=k.device, dtype=_state_dtype(k))
-    _state_fwd[(3, B * H)](k, v, s, lam, h, T, H, NT, K=K, V=V, BT=chunk, BK=BK, BV=BV, PREC=prec, INTERPRET=_INTERPRET)
-    return h
+def _fwd_states(k, v, s, chunk):
+    g = _geometry(k, v, chunk)
+    dev = k.device
+    h = _empty(g["B"] * g["H"], g["NT"], 3, g["K"], g["V"], device=dev, dtype=k.dtype)
+    lb = _empty(g["B"] * g["H"], g["NT"], device=dev, dtype=torch.float32)
+    pb = _empty(g["B"] * g["H"], g["NT"], device=dev, dtype=torch.float32)
+    _state_fwd[_seq_grid(g)](k, v, s, h, lb, pb, g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk,
+                             BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
+    return h, lb, pb
 
 
 class _ZeroSChunk(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, s, lam, a, b, g, chunk):
-        B, T, H, K, V, BK, BV, NT, prec = _blocks(q, v, chunk)
-        h = _fwd_states(k, v, s, lam, chunk)
-        o = _empty(B, T, H, V, device=q.device, dtype=v.dtype)
-        _out_fwd[(NT, B * H)](q, k, v, s, lam, a, b, g, h, o, T, H, NT, K=K, V=V, BT=chunk, BK=BK, BV=BV, PREC=prec)
-        ctx.save_for_backward(q, k, v, s, lam, a, b, g)
+    def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk):
+        g = _geometry(q, v, chunk)
+        h, lb, pb = _fwd_states(k, v, s, chunk)
+        o = _empty(g["B"], g["T"], g["H"], g["V"], device=q.device, dtype=v.dtype)
+        has_s0 = sigma0 is not None
+        _out_fwd[(g["NT"], g["B"] * g["H"])](q, k, v, s, sigma1, sigmah, sigma0 if has_s0 else sigmah, h, lb, pb, o,
+                                             g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
+                                             BV=g["BV"], HAS_S0=has_s0, PREC=g["prec"])
+        ctx.save_for_backward(q, k, v, s, sigma1, sigmah, sigma0, lb, pb)
         ctx.chunk = chunk
+        ctx.has_s0 = has_s0
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, s, lam, a, b, g = ctx.saved_tensors
-        chunk = ctx.chunk
+        q, k, v, s, sigma1, sigmah, sigma0, lb, pb = ctx.saved_tensors
+        chunk, has_s0 = ctx.chunk, ctx.has_s0
         do = do.contiguous().to(v.dtype)
-        B, T, H, K, V, BK, BV, NT, prec = _blocks(q, v, chunk)
-        h = _fwd_states(k, v, s, lam, chunk)
-        dh = _empty(*h.shape, device=h.device, dtype=h.dtype)
-        _state_bwd[(3, B * H)](q, do, lam, a, b, g, dh, T, H, NT, K=K, V=V, BT=chunk, BK=BK, BV=BV, PREC=prec,
-                               INTERPRET=_INTERPRET)
-        dq = _empty(*q.shape, device=q.device, dtype=q.dtype)
-        dk = _empty(*k.shape, device=k.device, dtype=k.dtype)
-        dv = _empty(*v.shape, device=v.device, dtype=v.dtype)
-        da, db, dg, ds = (_empty(B, T, H, device=q.device, dtype=torch.float32) for _ in range(4))
-        grid = (NT, B * H)
-        _dq_bwd[grid](q, k, v, do, s, lam, a, b, g, h, dq, da, db, dg, T, H, NT,
-                      K=K, V=V, BT=chunk, BK=BK, BV=BV, PREC=prec)
-        _dkv_bwd[grid](q, k, v, do, s, lam, a, b, g, dh, dk, dv, ds, T, H, NT,
-                       K=K, V=V, BT=chunk, BK=BK, BV=BV, PREC=prec)
-        dlam = -a * da
-        return dq, dk, dv, ds, dlam, da, db, dg, None
-
-
-def step_scalars(s, sigma1, sigmah, sigma0=None):
-    """Centred logits and the per-step scalars ``(s~, lam, a, b, g)`` (float32, ``[B, T, H]``).
-
-    ``s~ = s - s_1`` (detached shift; ZeroS is shift-invariant), ``lam`` = running log-sum-exp of
-    ``s~``, ``a = sigmah``, ``b = (sigma1 - sigmah)/t``, ``g = -(b P + sigmah)/t (+ sigma0/t)``.
-    """
-    s = s.float()
-    s = s - s[:, :1].detach()
-    T = s.shape[1]
-    t = torch.arange(1, T + 1, device=s.device, dtype=torch.float32).view(1, T, 1)
-    lam = torch.logcumsumexp(s, dim=1)
-    a = sigmah.float()
-    b = (sigma1.float() - a) / t
-    g = -(b * s.cumsum(1) + a) / t
-    if sigma0 is not None:
-        g = g + sigma0.float() / t
-    return s.contiguous(), lam.contiguous(), a.contiguous(), b.contiguous(), g.contiguous()
+        g = _geometry(q, v, chunk)
+        B, T, H, NT = g["B"], g["T"], g["H"], g["NT"]
+        dev = q.device
+        h, _, _ = _fwd_states(k, v, s, chunk)
+        f32 = torch.float32
+        dq = _empty(*q.shape, device=dev, dtype=q.dtype)
+        dk = _empty(*k.shape, device=dev, dtype=k.dtype)
+        dv = _empty(*v.shape, device=dev, dtype=v.dtype)
+        ds, ds1, dsh = (_empty(B, T, H, device=dev, dtype=f32) for _ in range(3))
+        ds0 = _empty(B, T, H, device=dev, dtype=f32) if has_s0 else dsh
+        rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)  # lam, a, b, g per row, contiguous in T
+        xc, yc, cc, ys = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
+        par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
+        _dq_bwd[(NT, B * H)](q, k, v, do, s, sigma1, sigmah, sigma0 if has_s0 else sigmah, h, lb, pb, dq, ds, ds1, dsh,
+                             ds0, rows4, xc, yc, T, H, NT,
+                             HAS_S0=has_s0, **par)
+        del h
+        dh = _empty(B * H, NT, 3, g["K"], g["V"], device=dev, dtype=k.dtype)
+        _state_bwd[_seq_grid(g)](q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT, K=g["K"], V=g["V"], BT=chunk,
+                                 BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
+        _dkv_bwd[(NT, B * H)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
+        return (dq, dk, dv, ds.to(s.dtype), ds1.to(sigma1.dtype), dsh.to(sigmah.dtype),
+                ds0.to(sigma0.dtype) if has_s0 else None, None)
 
 
 def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
@@ -446,5 +563,6 @@ def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True,
     """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``)."""
     if not causal:
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
-    sc, lam, a, b, g = step_scalars(s, sigma1, sigmah, sigma0)
-    return _ZeroSChunk.apply(q, k, v, sc, lam, a, b, g, chunk_size)
+    s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
+    sigma0 = sigma0.contiguous() if sigma0 is not None else None
+    return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size)

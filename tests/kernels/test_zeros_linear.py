@@ -2,7 +2,10 @@
 
 On the CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, fp32/fp16); on a GPU
 (tests marked ``gpu``) in bf16 at a larger size. Every buffer the kernels write is pre-filled with
-NaN, so an element a kernel forgets to write fails the comparison.
+NaN, so an element a kernel forgets to write fails the comparison. The per-step scalars (running
+log-sum-exp, cumulative sums, gates) and their backward are computed inside the kernels: the tests
+forbid PyTorch's scans while the kernel path runs, and cover a ragged last chunk (T not a multiple of
+the chunk) at every chunk size.
 """
 
 import os
@@ -48,11 +51,26 @@ def _grads(fn, args, go):
     return out, [x.grad for x in leaves if x is not None]
 
 
+@pytest.fixture
+def no_torch_scans(monkeypatch):
+    """The kernel path must not fall back to PyTorch scans over T (issue 28)."""
+    def forbidden(*a, **k):
+        raise AssertionError("a PyTorch scan ran on the kernel path")
+
+    for name in ("logcumsumexp", "cumsum", "cummax"):
+        monkeypatch.setattr(torch, name, forbidden)
+        monkeypatch.setattr(torch.Tensor, name, forbidden)
+
+
 @pytest.mark.parametrize("dtype, shape, chunk, sigma0", [
     (torch.float32, (2, 37, 3, 8, 5), 16, False),    # odd T, d and dv below the tile
     (torch.float16, (1, 70, 2, 16, 24), 32, True),   # partial last chunk, zero-order gate
+    (torch.float32, (1, 150, 2, 16, 16), 64, True),  # ragged: 2 full chunks of 64 + 22 rows
+    (torch.float32, (1, 45, 1, 16, 16), 64, False),  # T below one chunk
+    (torch.float32, (1, 128, 1, 16, 16), 64, False),  # T a multiple of the chunk
+    (torch.float16, (1, 131, 2, 32, 32), 128, False),  # chunk 128, ragged by 3 rows
 ])
-def test_forward_backward_match_reference(dtype, shape, chunk, sigma0):
+def test_forward_backward_match_reference(dtype, shape, chunk, sigma0, no_torch_scans):
     B, T, H, d, dv = shape
     args = _inputs(B, T, H, d, dv, dtype, seed=T, sigma0=sigma0)
     go = torch.randn(B, T, H, dv, generator=torch.Generator().manual_seed(1)).to(DEV)
@@ -78,9 +96,26 @@ def test_running_max_is_stable_where_logits_grow():
     torch.testing.assert_close(got.double(), want, atol=5e-5, rtol=1e-4)
 
 
+def test_many_chunks_with_moving_logits_fwd_bwd(no_torch_scans):
+    """17 chunks (ragged last one), logits rising by 120 then falling: the carried log-sum-exp,
+    cumulative sum and their reverse carries in the backward against the float64 oracle."""
+    B, T, H, d = 1, 263, 2, 16
+    args = _inputs(B, T, H, d, d, torch.float32, seed=21, s_scale=2.0)
+    ramp = 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
+    args[3] = args[3] + ramp
+    go = torch.randn(B, T, H, d, generator=torch.Generator().manual_seed(2)).to(DEV)
+    got, g_got = _grads(lambda *a: zeros_linear(*a, impl="triton", chunk_size=16), args, go)
+    want, g_want = _grads(lambda *a: zeros_linear_reference(*a), [a.double() if a is not None else None for a in args],
+                          go.double())
+    torch.testing.assert_close(got.double(), want, atol=5e-5, rtol=1e-4)
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), g_got, g_want):
+        err = (a.double() - b).abs().max().item()
+        assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
+
+
 def test_chunk_size_does_not_change_the_function():
     args = _inputs(1, 50, 1, 16, 16, torch.float32, seed=7)
-    outs = [zeros_linear(*args, impl="triton", chunk_size=c) for c in (16, 32, 64)]
+    outs = [zeros_linear(*args, impl="triton", chunk_size=c) for c in (16, 32, 64, 128)]
     for o in outs[1:]:
         torch.testing.assert_close(o, outs[0], atol=2e-5, rtol=2e-5)
 
@@ -131,7 +166,7 @@ def test_bad_inputs_get_clear_errors(monkeypatch):
         zeros_linear(q, k, v[:, :, :1], s, s1, sh)
     with pytest.raises(TypeError, match="dtype"):
         zeros_linear(q.to(torch.int32), k, v, s, s1, sh)
-    with pytest.raises(TypeError, match="share one dtype"):
+    with pytest.raises(TypeError, match="use one dtype"):
         zeros_linear(q, k.half(), v, s, s1, sh)
     with pytest.raises(ValueError, match="impl="):
         zeros_linear(q, k, v, s, s1, sh, impl="fast")
@@ -182,3 +217,18 @@ def test_long_bf16_sequence_matches_the_chunked_library_form():
     want = zeros_chunked(*ref_args[:6], chunk_size=256)
     assert torch.isfinite(got).all()
     assert ((got.float() - want).norm() / want.norm()).item() < 2e-2
+
+
+@pytest.mark.gpu
+def test_long_ragged_bf16_sequence_against_float64_rows():
+    """T = 20,011 (ragged last chunk at 64 and 128), bf16: sampled rows against the float64 definition."""
+    from companion.zeros_attention.bench import sampled_rows_reference
+
+    T = 20011
+    args = _inputs(1, T, 4, 64, 64, torch.bfloat16, seed=14, device="cuda")
+    rows = [0, 1, 63, 64, 127, 128, 5000, T - 2, T - 1]
+    want = sampled_rows_reference(*args[:6], rows)
+    for chunk in (64, 128):
+        got = zeros_linear(*args, impl="triton", chunk_size=chunk)[:, rows].permute(1, 0, 2, 3).double()
+        rel = (got - want).norm(dim=-1) / want.norm(dim=-1)
+        assert torch.isfinite(rel).all() and rel.max().item() < 5e-2, (chunk, rel.max().item())
