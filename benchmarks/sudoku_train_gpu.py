@@ -7,12 +7,14 @@ Run from the repository root (about 5 minutes on one H200, under 6; nothing is d
 
 The stages (data on all CPU cores, training, held-out evaluation, propagation throughput with
 ``triton.testing.do_bench``, L1 vs L2 one-level guessing) live in
-:func:`companion.sudoku.scale.run_scale_up`, which the notebook's GPU profile calls too.
+:func:`companion.sudoku_dfs.scale.run_scale_up`, which the notebook's GPU profile calls too.
 
-Outputs: ``<out-dir>/sudoku_9x9_gpt2.safetensors`` (bf16 safetensors, about 14 MB; copy it to
-``data/sudoku/`` to let CPU users load it) and ``benchmarks/results/sudoku_train_gpu.json`` via
-``companion.core.save_results``. ``--smoke`` writes ``sudoku_train_gpu_smoke.json`` into ``--out-dir``
-instead, so a smoke run never replaces a real run's results.
+Outputs: ``<out-dir>/sudoku_9x9_gpt2.safetensors`` (bf16 safetensors, about 14 MB) and
+``benchmarks/results/sudoku_train_gpu.json`` via ``companion.core.save_results``. The checkpoint is
+not committed; to use it in the notebook on a CPU, pass its path:
+``papermill notebooks/06_sudoku_dfs.ipynb out.ipynb -p CHECKPOINT /abs/path/sudoku_9x9_gpt2.safetensors``.
+``--smoke`` writes ``sudoku_train_gpu_smoke.json`` into ``--out-dir`` instead, so a smoke run never
+replaces a real run's results.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from companion.core import save_results  # noqa: E402
-from companion.sudoku.model import save_checkpoint  # noqa: E402
-from companion.sudoku.scale import run_scale_up  # noqa: E402
+from companion.sudoku_dfs.checkpoints import save_checkpoint  # noqa: E402
+from companion.sudoku_dfs.scale import run_scale_up  # noqa: E402
 
 
 def main(argv=None) -> dict:
@@ -35,9 +37,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--out-dir", default="build/sudoku",
                     help="folder for the checkpoint (and the smoke JSON); default build/sudoku")
     ap.add_argument("--smoke", action="store_true", help="a tiny CPU run that checks the script end to end")
-    ap.add_argument("--gen-seconds", type=float, default=None, help="puzzle/transcript generation budget (default 25)")
-    ap.add_argument("--train-seconds", type=float, default=None, help="training budget (default 240)")
-    ap.add_argument("--eval-puzzles", type=int, default=None, help="held-out puzzles to decode (default 500)")
+    ap.add_argument("--gen-seconds", type=float, default=None, help="puzzle/transcript generation budget (default: scale.GPU_PROFILE)")
+    ap.add_argument("--train-seconds", type=float, default=None, help="training budget (default: scale.GPU_PROFILE)")
+    ap.add_argument("--eval-puzzles", type=int, default=None, help="held-out puzzles to decode (default: scale.GPU_PROFILE)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if not args.smoke and not torch.cuda.is_available():

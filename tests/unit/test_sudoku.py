@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from companion.core import ParameterError
-from companion.sudoku.backdoors import backdoors_reference, cumulative_guess_curve, expected_guesses, find_backdoors
-from companion.sudoku.board import (
+from companion.sudoku_dfs.backdoors import backdoors_reference, cumulative_guess_curve, expected_guesses, find_backdoors
+from companion.sudoku_dfs.board import (
     DEAD_END,
     GUESS,
     SOLVED,
@@ -23,7 +23,7 @@ from companion.sudoku.board import (
     move_token,
     parse_board,
 )
-from companion.sudoku.generator import (
+from companion.sudoku_dfs.generator import (
     apply_symmetry,
     generate_puzzle,
     load_puzzles,
@@ -31,9 +31,10 @@ from companion.sudoku.generator import (
     save_puzzles,
     symmetry_token_map,
 )
-from companion.sudoku.replay import final_board, replay, verify_transcript
-from companion.sudoku.rules import CONTRADICTION, OPEN, SOLVED as ST_SOLVED, analyze, propagate
-from companion.sudoku.solver import (
+from companion.sudoku_dfs.replay import final_board, replay, verify_transcript
+from companion.sudoku_dfs.board import Status
+from companion.sudoku_dfs.rules import analyze, propagate
+from companion.sudoku_dfs.solver import (
     State,
     count_solutions,
     dfs_transcript,
@@ -123,7 +124,7 @@ def test_sequential_rules_hand_checked():
     # a hidden single that is not a naked single: 1 has one place in row 1 (r1c1), r1c1 has 2 candidates
     st = State.from_board(parse_board("..3." "...." ".1.." "...1"))
     status, forced = st.analyze()
-    assert status == "open" and (0, 1) in forced
+    assert status == Status.OPEN and (0, 1) in forced
     assert bin(st.cand[0]).count("1") >= 2
 
 
@@ -178,14 +179,14 @@ def test_vectorised_rules_match_sequential(puzzles9):
         s_status, s_forced = st.analyze()
         got = sorted((int(c), int(v) + 1) for c, v in zip(*np.nonzero(forced[i])))
         assert got == s_forced
-        assert status[i] == OPEN
+        assert status[i] == Status.OPEN
         for c in range(81):
             assert set(np.nonzero(cand[i, c])[0] + 1) == {v for v in range(1, 10) if st.cand[c] >> (v - 1) & 1}
     fix, st, _ = propagate(np.array(boards))
     for i, b in enumerate(boards):
         ref_board, ref_status = rules_fixpoint(b)
         assert tuple(fix[i]) == ref_board
-        assert {OPEN: "open", ST_SOLVED: "solved", CONTRADICTION: "contradiction"}[int(st[i])] == ref_status
+        assert Status(int(st[i])) == ref_status
 
 
 def test_vectorised_contradictions():
@@ -194,7 +195,7 @@ def test_vectorised_contradictions():
     bad[0], bad[1] = "2", "2"  # duplicate in a row
     empty_cell = list("." + "234" + "." * 4 + "1" + "." * 7)  # r1c1 has no candidate
     _, _, status = analyze(np.array([parse_board("".join(bad)), parse_board("".join(empty_cell)), parse_board(GRID4)]))
-    assert list(status) == [CONTRADICTION, CONTRADICTION, ST_SOLVED]
+    assert list(status) == [Status.CONTRADICTION, Status.CONTRADICTION, Status.SOLVED]
 
 
 def test_torch_backend_matches_numpy(puzzles9):
@@ -323,7 +324,7 @@ def test_expected_guesses_and_cumulative_curve():
 
 # --------------------------------------------------------------------------------- grammar
 def test_protocol_grammar_accepts_teacher_transcripts_and_rejects_bookkeeping_errors(puzzles9):
-    from companion.sudoku.replay import ProtocolState
+    from companion.sudoku_dfs.replay import ProtocolState
 
     cases = [(p, dfs_transcript(p, seed=i)) for i, (p, _) in enumerate(puzzles9[:6])]
     cases.append((parse_board("2.3.......4.4..3"), dfs_transcript("2.3.......4.4..3", seed=0, check_unique=False)))
@@ -343,3 +344,37 @@ def test_protocol_grammar_accepts_teacher_transcripts_and_rejects_bookkeeping_er
     st2 = ProtocolState(p, 4)
     st2.push(GUESS)
     assert st2.allowed() == [1]  # after 101 comes the level token
+
+
+# --------------------------------------------------------------------------------- symmetry classes, hard boards
+def test_symmetry_classes_are_orbits():
+    from companion.sudoku_dfs.generator import all_symmetries, symmetry_classes
+
+    syms = all_symmetries(4)
+    assert len(syms) == len(set(syms)) == 2 * 8 * 8 * 24
+    rng = random.Random(1)
+    p = generate_puzzle(4, 3)[0]
+    images = [apply_symmetry(p, random_symmetry(4, rng)) for _ in range(20)]
+    assert len(set(symmetry_classes([p] + images).tolist())) == 1  # one orbit, one id
+    # brute force: the id is the smallest image over all 3072 symmetries, read in base 5
+    smallest = min(int("".join(map(str, apply_symmetry(p, s))), 5) for s in syms)
+    assert symmetry_classes([p])[0] == smallest
+    # puzzles that differ in clue count can never share a class
+    q = list(p)
+    q[q.index(0)] = unique_solution(p)[q.index(0)]
+    assert symmetry_classes([p])[0] != symmetry_classes([tuple(q)])[0]
+    with pytest.raises(ParameterError, match="n"):
+        all_symmetries(9)
+
+
+def test_hard_boards_file_has_unique_named_puzzles():
+    from companion.core import repo_path
+    from companion.sudoku_dfs.generator import load_named_puzzles
+
+    named = load_named_puzzles(repo_path("data", "sudoku", "hard_9x9.txt"), n=9)
+    assert [name.split(".")[0] for name, _ in named] == ["1", "2"]
+    assert "Inkala" in named[0][0] and "Easter Monster" in named[1][0]
+    for _, p in named:
+        assert sum(1 for v in p if v) == 21 and count_solutions(p) == 1
+    # Inkala's published solution begins 812753649
+    assert unique_solution(named[0][1])[:9] == (8, 1, 2, 7, 5, 3, 6, 4, 9)

@@ -10,27 +10,16 @@ import pytest
 import torch
 
 from companion.core import ParameterError
-from companion.sudoku.board import PAD, SOLVED, START, VOCAB_SIZE, decode_move
-from companion.sudoku.generator import generate_puzzle
-from companion.sudoku.model import (
-    GPTConfig,
-    TrainConfig,
-    augment_batch,
-    encode_transcripts,
-    evaluate_model,
-    greedy_decode,
-    is_valid_completion,
-    label_accuracy,
-    load_checkpoint,
-    make_gpt2,
-    multi_target_loss,
-    prompt_tokens,
-    save_checkpoint,
-    symmetry_maps,
-    train_model,
-)
-from companion.sudoku.replay import verify_transcript
-from companion.sudoku.solver import Transcript, dfs_transcript, unique_solution
+from companion.sudoku_dfs.board import PAD, SOLVED, START, VOCAB_SIZE, decode_move
+from companion.sudoku_dfs.generator import generate_puzzle
+from companion.sudoku_dfs.checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
+from companion.sudoku_dfs.data import augment_batch, encode_transcripts, symmetry_maps
+from companion.sudoku_dfs.decoding import evaluate_model, greedy_decode, is_valid_completion, label_accuracy, prompt_tokens
+from companion.sudoku_dfs.loss import multi_target_loss
+from companion.sudoku_dfs.model import GPTConfig, build_model, n_parameters
+from companion.sudoku_dfs.training import TrainConfig, train_model
+from companion.sudoku_dfs.replay import verify_transcript
+from companion.sudoku_dfs.solver import Transcript, dfs_transcript, unique_solution
 
 TINY = GPTConfig(n_layer=1, n_head=2, n_embd=16, n_positions=128)
 
@@ -113,7 +102,7 @@ def test_augmentation_yields_valid_transcripts(n):
 
 
 def test_greedy_decode_batched_equals_one_by_one():
-    model = make_gpt2(TINY, seed=0).eval()
+    model = build_model(TINY, seed=0)
     puzzles = [generate_puzzle(4, s)[0] for s in range(5)]
     batched = greedy_decode(model, puzzles, max_total=40, batch_size=8)
     single = [greedy_decode(model, [p], max_total=40)[0] for p in puzzles]
@@ -133,7 +122,7 @@ def test_greedy_decode_batched_equals_one_by_one():
 
 def test_tiny_training_reduces_the_loss_and_evaluation_runs(transcripts4, tmp_path):
     data = encode_transcripts(transcripts4)
-    model = make_gpt2(TINY, seed=0)
+    model = build_model(TINY, seed=0)
     hist = train_model(model, data, TrainConfig(steps=30, batch_size=8, lr=3e-3, log_every=1))
     assert hist["loss"][-1] < hist["loss"][0]
     acc = label_accuracy(model, data)
@@ -161,30 +150,124 @@ def test_valid_completion():
 
 def test_config_errors():
     with pytest.raises(ParameterError, match="n_embd"):
-        make_gpt2(GPTConfig(n_embd=30, n_head=4))
+        build_model(GPTConfig(n_embd=30, n_head=4))
+    with pytest.raises(ParameterError, match="n_inner"):
+        build_model(GPTConfig(n_embd=32, n_head=4, n_inner=100))
 
 
-def test_explorer_update_is_pure_and_labelled(transcripts4):
+def test_model_is_the_official_architecture():
+    """Shared builder, then the official minGPT's choices: untied head, exact GELU, no dropout, 1001 tokens."""
+    model = build_model(GPTConfig(n_layer=1, n_head=2, n_embd=16, n_positions=32, dropout=0.0), seed=3)
+    assert model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr()
+    assert model.config.vocab_size == VOCAB_SIZE and model.config.activation_function == "gelu"
+    assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    x = torch.linspace(-3, 3, 7)
+    assert torch.allclose(model.transformer.h[0].mlp.act(x), torch.nn.functional.gelu(x))  # exact, not tanh
+    # untied: the head has its own parameters (vocab x d more than a tied model)
+    tied = build_model(GPTConfig(n_layer=1, n_head=2, n_embd=16, n_positions=32, tie_embeddings=True), seed=3)
+    assert n_parameters(model) - n_parameters(tied) == VOCAB_SIZE * 16
+    # same seed, same weights; training mode changes nothing without dropout
+    again = build_model(GPTConfig(n_layer=1, n_head=2, n_embd=16, n_positions=32), seed=3)
+    ids = torch.tensor([[100, 111, 122]])
+    assert torch.equal(model(input_ids=ids).logits, again.train()(input_ids=ids).logits)
+
+
+def test_checkpoint_parameter_is_taken_as_given(tmp_path, monkeypatch):
+    from companion.core import repo_path
+
+    assert resolve_checkpoint("") is None
+    f = tmp_path / "abs.safetensors"
+    f.write_bytes(b"x")
+    assert resolve_checkpoint(str(f)) == f  # absolute stays absolute
+    assert resolve_checkpoint("data/sudoku/puzzles_4x4.txt") == repo_path("data", "sudoku", "puzzles_4x4.txt")  # relative: the repo
+    with pytest.raises(ParameterError, match="CHECKPOINT") as err:
+        resolve_checkpoint(str(tmp_path / "missing.safetensors"))
+    assert "missing.safetensors" in str(err.value)
+    with pytest.raises(ParameterError, match="CHECKPOINT"):
+        resolve_checkpoint("no/such/file.safetensors")
+    with pytest.raises(ParameterError, match="CHECKPOINT"):
+        resolve_checkpoint(3)
+
+
+def test_explorer_view_is_pure_and_readable(transcripts4):
     pytest.importorskip("plotly")
-    from companion.sudoku.explorer import trace_figure
+    from companion.sudoku_dfs.explorer import ExplorerData, explorer_view
 
     t = transcripts4[-1]  # the 4x4 transcript with a dead end
     dead = t.kinds.index("dead-end")
-    fig, readout = trace_figure(t.tokens, 4, dead, title="t")
-    assert "dead end" in readout and fig.layout.title.text == "t"
-    fig2, _ = trace_figure(t.tokens, 4, dead, title="t")
+    data = ExplorerData({"dead end": t})
+    fig, readout = explorer_view(data, "dead end", dead)
+    assert "token 102: dead end" in readout and readout.startswith(f"Step {dead} of {len(t) - 1}:")
+    assert "No 4x4 model is trained" in readout  # the model pane says so plainly
+    assert any("No 4x4 model" in a.text for a in fig.layout.annotations)
+    fig2, _ = explorer_view(data, "dead end", dead)
     assert fig.to_json() == fig2.to_json()
-    probs = np.full((len(t), VOCAB_SIZE), 1.0 / VOCAB_SIZE)
-    fig3, readout3 = trace_figure(t.tokens, 4, 8, probs=probs, choices=t.choices)
-    assert len(fig3.data) == len(fig.data) + 1 and "valid next tokens" in readout3
-    # out-of-range steps are clipped, not errors
-    trace_figure(t.tokens, 4, 10_000)
+    # the start token and a rule move read as sentences, not codes
+    start = t.tokens.index(START)
+    assert "the clues are written, the search starts" in explorer_view(data, "dead end", start)[1]
+    rule = t.kinds.index("rule")
+    r, c = divmod(decode_move(t.tokens[rule], 4)[0], 4)
+    assert f"rule move row {r + 1}, column {c + 1} = " in explorer_view(data, "dead end", rule)[1]
+    # out-of-range steps are clipped, not errors; unknown names are
+    explorer_view(data, "dead end", 10_000)
+    with pytest.raises(ValueError, match="unknown transcript"):
+        explorer_view(data, "nope", 0)
+
+
+def test_explorer_model_pane_and_tree_growth(transcripts4):
+    pytest.importorskip("plotly")
+    from companion.sudoku_dfs.explorer import ExplorerData, explorer_view
+
+    t = transcripts4[-1]
+    model = build_model(TINY, seed=0)
+    data = ExplorerData({"t": t}, models={4: model}, model_names={4: "the tiny model"})
+    step = t.kinds.index("rule")
+    fig, readout = explorer_view(data, "t", step)
+    bars = [tr for tr in fig.data if tr.type == "bar"]
+    assert len(bars) == 1 and len(bars[0].x) == 8
+    assert "The tiny model: " in readout and "valid next token" in readout
+    mass = float(sum(data.probs("t")[step][list(t.choices[step + 1])]))
+    assert f"{mass:.0%} of its probability" in readout
+    # the tree grows with the step: nodes shown = root + guesses made so far
+    nodes = lambda s: len(next(tr for tr in explorer_view(data, "t", s)[0].data if tr.name == "tree nodes").x)  # noqa: E731
+    first_guess = t.kinds.index("guess")
+    assert nodes(first_guess - 1) == 1 and nodes(first_guess) == 2 and nodes(len(t) - 1) == 1 + t.n_guesses
+
+
+def test_explorer_board_shading_is_in_data_coordinates(transcripts4):
+    """The given cells' shading is a heatmap over the grid's own coordinates (aligned at any size)."""
+    pytest.importorskip("plotly")
+    from companion.sudoku_dfs.explorer import ExplorerData, explorer_view
+
+    t = transcripts4[0]
+    fig, _ = explorer_view(ExplorerData({"t": t}), "t", t.n_clues)
+    heat = next(tr for tr in fig.data if tr.type == "heatmap")
+    assert list(heat.x) == [0.5, 1.5, 2.5, 3.5] and list(heat.y) == [0.5, 1.5, 2.5, 3.5]
+    z = np.array(heat.z)
+    for cell, v in enumerate(t.puzzle):
+        r, c = divmod(cell, 4)
+        assert (z[3 - r, c] == 1) == bool(v)  # 1 = clue (grey), at the clue's row and column
+
+
+def test_explorer_controls_and_hard_boards():
+    pytest.importorskip("ipywidgets")
+    from companion.sudoku_dfs.explorer import ExplorerData, explorer_controls, hard_transcripts
+
+    hard = hard_transcripts(0)
+    assert len(hard) == 2 and all(t.n_guesses >= 20 and t.n_dead_ends >= 10 and t.solved for t in hard.values())
+    data = ExplorerData(hard)
+    controls = explorer_controls(data)
+    names = list(hard)
+    assert controls["puzzle"].options == tuple(names)
+    assert int(controls["puzzle"].layout.width[:-2]) >= 8 * min(70, max(map(len, names)))  # wide enough to read
+    controls["puzzle"].value = names[1]
+    assert controls["step"].max == len(hard[names[1]]) - 1 and controls["step"].value == hard[names[1]].n_clues
 
 
 @pytest.mark.slow
 def test_scale_up_smoke_runs_end_to_end(tmp_path):
     """The GPU script's pipeline in its tiny CPU form: every stage runs and reports."""
-    from companion.sudoku.scale import run_scale_up
+    from companion.sudoku_dfs.scale import run_scale_up
 
     payload, model = run_scale_up(smoke=True, gen_seconds=2.0, train_seconds=1.0, eval_puzzles=3, log=lambda _: None)
     for key in ("data", "model", "training", "evaluation", "propagation", "one_level_guessing", "checkpoint_meta"):

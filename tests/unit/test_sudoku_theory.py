@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from companion.sudoku import mssc
-from companion.sudoku.backdoors import find_backdoors
-from companion.sudoku.generator import generate_puzzle
-from companion.sudoku.policy import (
+from companion.sudoku_dfs import mssc
+from companion.sudoku_dfs.backdoors import find_backdoors
+from companion.sudoku_dfs.generator import generate_puzzle
+from companion.sudoku_dfs.policy import (
     FEATURES,
     fit_policy,
     move_features,

@@ -12,10 +12,11 @@ thousands of boards propagate in lockstep, on the CPU or the GPU.
 ``propagate`` applies *all* singles of a board at once and repeats to a fixpoint. For a board whose
 remaining moves are all correct (any sub-board of a unique-solution puzzle), the fixpoint equals the
 one reached by applying singles one at a time in any order, because applying a correct single only
-removes candidates. That is what backdoor enumeration needs (:mod:`companion.sudoku.backdoors`); the
-sequential engine in :mod:`companion.sudoku.solver` is the reference the tests compare against.
+removes candidates. That is what backdoor enumeration needs (:mod:`companion.sudoku_dfs.backdoors`); the
+sequential engine in :mod:`companion.sudoku_dfs.solver` is the reference the tests compare against.
 
-Status codes: ``OPEN`` (stuck: no rule applies, board incomplete), ``SOLVED``, ``CONTRADICTION``
+Status codes are :class:`companion.sudoku_dfs.board.Status` stored as int8: ``OPEN`` (stuck: no rule
+applies, board incomplete), ``SOLVED``, ``CONTRADICTION``
 (an empty cell without candidates, a value with no place in a unit lacking it, one cell forced to two
 values, or one value forced into two cells of a unit).
 
@@ -30,10 +31,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from companion.sudoku.board import geometry
+from companion.sudoku_dfs.board import Status, geometry
 
-OPEN, SOLVED, CONTRADICTION = 0, 1, 2
-STATUS_NAMES = {OPEN: "open", SOLVED: "solved", CONTRADICTION: "contradiction"}
 
 _TABLES: dict = {}
 
@@ -68,7 +67,7 @@ class _NP:
 
     @staticmethod
     def status(size, like):
-        return np.full(size, OPEN, dtype=np.int8)
+        return np.full(size, int(Status.OPEN), dtype=np.int8)
 
     @staticmethod
     def nonzero(mask):
@@ -109,7 +108,7 @@ class _TORCH:
 
     @staticmethod
     def status(size, like):
-        return torch.full((size,), OPEN, dtype=torch.int8, device=like.device)
+        return torch.full((size,), int(Status.OPEN), dtype=torch.int8, device=like.device)
 
     @staticmethod
     def nonzero(mask):
@@ -181,8 +180,8 @@ def _analyze(b, xp, n):
     )
     solved = ~empty.any(1) & ~dup
     status = xp.status(b.shape[0], b)
-    status[solved] = SOLVED
-    status[contradiction] = CONTRADICTION
+    status[solved] = int(Status.SOLVED)
+    status[contradiction] = int(Status.CONTRADICTION)
     return cand, forced, status
 
 
@@ -224,7 +223,7 @@ def propagate(boards, device=None, max_iters: int | None = None):
         sub = b[idx]
         _, forced, st = _analyze(sub, xp, n)
         status[idx] = st
-        fires = (forced != 0) & (st == OPEN)[:, None]
+        fires = (forced != 0) & (st == int(Status.OPEN))[:, None]
         moving = fires.any(1)
         sub = xp.where(fires, xp.cast_like(value_of[forced], sub), sub)
         b[idx] = sub

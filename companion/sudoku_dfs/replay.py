@@ -7,7 +7,7 @@ innermost open level. The board a model "answers" is, as in the official evaluat
 (``edit_preds``), the last value written to each cell.
 
 ``verify_transcript`` re-derives every label with the sequential rules of
-:mod:`companion.sudoku.solver` and checks the transcript against them; it is the notebook's check
+:mod:`companion.sudoku_dfs.solver` (imported one way only: the solver never imports this module) and checks the transcript against them; it is the notebook's check
 that "every rule label is forced" and "the transcript replays to the solution".
 """
 
@@ -15,7 +15,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from companion.sudoku.board import DEAD_END, GUESS, SOLVED, START, decode_move, is_move, move_token
+from companion.sudoku_dfs.board import (
+    DEAD_END,
+    GUESS,
+    LEVEL_MAX,
+    SOLVED,
+    START,
+    VOCAB_SIZE,
+    Status,
+    decode_move,
+    final_board,
+    is_level,
+    is_move,
+    move_token,
+)
+from companion.sudoku_dfs.solver import State
+
+__all__ = ["EVENT_COLORS", "Node", "ProtocolState", "Step", "final_board", "guesses_in", "replay", "tree_layout",
+           "verify_transcript"]
 
 EVENT_COLORS = {
     "clue": "#222222",
@@ -24,16 +41,6 @@ EVENT_COLORS = {
     "dead-end": "#d62728",
     "solved": "#2ca02c",
 }
-
-
-def final_board(tokens, n: int) -> tuple:
-    """The last value written to each cell by the move tokens of ``tokens`` (0 where none)."""
-    board = [0] * (n * n)
-    for tok in tokens:
-        if is_move(int(tok), n):
-            cell, v = decode_move(int(tok), n)
-            board[cell] = v
-    return tuple(board)
 
 
 @dataclass
@@ -89,7 +96,7 @@ def replay(tokens, n: int) -> tuple[list[Step], list[Node]]:
             cur = stack[-1]
             snapshots[cur] = (board[:], origin[:])
             expect_guess, event = True, "guess-marker"
-        elif 1 <= tok <= 99:
+        elif is_level(tok):
             event = "level"
         elif is_move(tok, n):
             cell, v = decode_move(tok, n)
@@ -167,8 +174,6 @@ def verify_transcript(transcript) -> list[str]:
     or after the last value of a guess node; ``0`` only on a complete board; the final board is the
     solution.
     """
-    from companion.sudoku.solver import State
-
     t = transcript
     n = t.n
     problems: list[str] = []
@@ -185,18 +190,18 @@ def verify_transcript(transcript) -> list[str]:
         status, forced = st.analyze()
         forced_tokens = {move_token(c, v, n) for c, v in forced}
         if kind == "rule":
-            if status != "open" or not forced:
+            if status != Status.OPEN or not forced:
                 problems.append(f"step {i}: a rule move where no rule applies")
             if choices != frozenset(forced_tokens):
                 problems.append(f"step {i}: the rule label set is not the set of forced moves")
             if tok not in forced_tokens:
                 problems.append(f"step {i}: move {tok} is not forced")
         elif kind == "guess-marker":
-            if status != "open" or forced:
+            if status != Status.OPEN or forced:
                 problems.append(f"step {i}: 101 emitted while the board is {status} with {len(forced)} forced moves")
         elif kind == "guess":
             options = {move_token(c, v, n) for c, v in st.min_candidate_moves()}
-            if status != "open" or forced:
+            if status != Status.OPEN or forced:
                 problems.append(f"step {i}: a guess at a node where rules still apply")
             if tok not in options:
                 problems.append(f"step {i}: guess {tok} is not a minimum-candidate move")
@@ -205,10 +210,10 @@ def verify_transcript(transcript) -> list[str]:
                 problems.append(f"step {i}: the guess label set is not the minimum-candidate moves")
         elif kind == "dead-end":
             exhausted = t.kinds[i - 1] in ("level", "dead-end")
-            if status != "contradiction" and not exhausted:
+            if status != Status.CONTRADICTION and not exhausted:
                 problems.append(f"step {i}: 102 without a contradiction")
         elif kind == "solved":
-            if status != "solved":
+            if status != Status.SOLVED:
                 problems.append(f"step {i}: 0 emitted on an incomplete board")
     if t.solution is not None and final_board(t.tokens, n) != tuple(t.solution):
         problems.append("the final board is not the solution")
@@ -248,14 +253,14 @@ class ProtocolState:
         self.state = "move"
         self.done = False
         if n not in self._MOVES:
-            self._MOVES[n] = np.array([[100 * (c // n + 1) + 10 * (c % n + 1) + v for v in range(1, n + 1)] for c in range(n * n)])
+            self._MOVES[n] = np.array([[move_token(c, v, n) for v in range(1, n + 1)] for c in range(n * n)])
         self._moves = self._MOVES[n]
 
     def fill_mask(self, row) -> None:
         """Set ``row[token] = True`` for every allowed next token (``row``: a bool array of the vocabulary)."""
         if self.done:
             return
-        level = min(len(self.frames), 99)
+        level = min(len(self.frames), LEVEL_MAX)
         empty = self.board == 0
         if self.state == "move":
             if not empty.any():
@@ -276,7 +281,7 @@ class ProtocolState:
     def allowed(self) -> list[int]:
         import numpy as np
 
-        row = np.zeros(1001, dtype=bool)
+        row = np.zeros(VOCAB_SIZE, dtype=bool)
         self.fill_mask(row)
         return [int(x) for x in np.flatnonzero(row)]
 
@@ -289,7 +294,7 @@ class ProtocolState:
         elif token == GUESS:
             self.frames[-1] = self.board.copy()
             self.state = "marker"
-        elif 1 <= token <= 99:
+        elif is_level(token):
             self.state = "level-new" if self.state == "marker" else "level-back"
         elif token == DEAD_END:
             self.frames.pop()

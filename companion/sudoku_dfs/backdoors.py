@@ -16,7 +16,7 @@ The two oracles the paper compares the learned guesser against:
 * **lower-bound oracle** ("any non-conflicting move"): pick a candidate move uniformly;
   ``p(S) = |S| / #candidate moves``. It is the pessimistic curve.
 
-Enumeration is batched (:func:`companion.sudoku.rules.propagate`): every candidate move of every
+Enumeration is batched (:func:`companion.sudoku_dfs.rules.propagate`): every candidate move of every
 stuck puzzle becomes its own board, all boards propagate in lockstep. ``backdoors_reference`` does
 the same one board at a time with the sequential engine and is the test oracle.
 """
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from companion.sudoku.board import board_size, parse_board
-from companion.sudoku.rules import OPEN, SOLVED, STATUS_NAMES, analyze, propagate
-from companion.sudoku.solver import State
+from companion.sudoku_dfs.board import Status, board_size, parse_board
+from companion.sudoku_dfs.rules import analyze, propagate
+from companion.sudoku_dfs.solver import State
 
 
 @dataclass
@@ -39,7 +39,7 @@ class BackdoorInfo:
 
     puzzle: tuple
     fixpoint: tuple  # the board after the rules
-    status: str  # "solved" by rules alone, "open" (a guess is needed), or "contradiction"
+    status: Status  # SOLVED by rules alone, OPEN (a guess is needed), or CONTRADICTION
     moves: list  # candidate (cell, value) moves at the fixpoint (empty when solved)
     backdoor: np.ndarray  # bool per move
 
@@ -53,7 +53,7 @@ class BackdoorInfo:
 
     @property
     def needs_guess(self) -> bool:
-        return self.status == "open"
+        return self.status == Status.OPEN
 
     def oracle_p(self, which: str) -> float:
         """Success probability of one trial of the ``"upper"`` or ``"lower"`` oracle."""
@@ -78,7 +78,7 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
     per_puzzle_moves = []
     trial_boards = []
     for i in range(len(boards)):
-        if status_np[i] != OPEN:
+        if status_np[i] != Status.OPEN:
             per_puzzle_moves.append([])
             continue
         cells, vals = np.nonzero(cand_np[i])
@@ -92,14 +92,14 @@ def find_backdoors(puzzles, device=None, chunk: int = 50_000) -> list[BackdoorIn
     for start in range(0, len(trial_boards), chunk):
         batch = np.stack(trial_boards[start : start + chunk])
         _, st, _ = propagate(batch, device=device)
-        solved_flags[start : start + chunk] = _numpy(st) == SOLVED
+        solved_flags[start : start + chunk] = _numpy(st) == Status.SOLVED
     out = []
     k = 0
     for i, b in enumerate(boards):
         moves = per_puzzle_moves[i]
         flags = solved_flags[k : k + len(moves)]
         k += len(moves)
-        out.append(BackdoorInfo(b, tuple(int(x) for x in fix_np[i]), STATUS_NAMES[int(status_np[i])], moves, flags.copy()))
+        out.append(BackdoorInfo(b, tuple(int(x) for x in fix_np[i]), Status(int(status_np[i])), moves, flags.copy()))
     return out
 
 
@@ -113,7 +113,7 @@ def backdoors_reference(puzzle) -> BackdoorInfo:
     st = State.from_board(b)
     status = st.propagate()
     fix = tuple(st.board)
-    if status != "open":
+    if status != Status.OPEN:
         return BackdoorInfo(b, fix, status, [], np.zeros(0, dtype=bool))
     moves = []
     for cell, m in enumerate(st.cand):
@@ -125,7 +125,7 @@ def backdoors_reference(puzzle) -> BackdoorInfo:
     for cell, v in moves:
         child = st.copy()
         child.place(cell, v)
-        flags.append(child.propagate() == "solved")
+        flags.append(child.propagate() == Status.SOLVED)
     return BackdoorInfo(b, fix, status, moves, np.array(flags, dtype=bool))
 
 

@@ -22,7 +22,7 @@ GPT-2 for 3M steps (about 168 GPU-hours on an A10G) and reaches 98.9 % board acc
    ``triton.testing.do_bench`` (median), against the same code in numpy on the CPU and the
    sequential Python engine; backdoor enumeration time.
 5. **One-level guessing, L1 vs L2**: the linear-softmax guess policy of
-   :mod:`companion.sudoku.policy` fitted with both losses on the generated puzzles' backdoors and
+   :mod:`companion.sudoku_dfs.policy` fitted with both losses on the generated puzzles' backdoors and
    evaluated on the held-out ones against the two oracles.
 
 No plotly import: this runs on the bare GPU machine.
@@ -37,26 +37,44 @@ import time
 import numpy as np
 import torch
 
-from companion.core import repo_path
-from companion.sudoku.backdoors import backdoors_reference, find_backdoors
-from companion.sudoku.board import format_board
-from companion.sudoku.generator import generate_puzzle, load_puzzles
-from companion.sudoku.model import (
-    GPTConfig,
-    TrainConfig,
-    evaluate_model,
-    label_accuracy,
-    make_gpt2,
-    n_parameters,
-    stack_arrays,
-    train_model,
-    transcript_arrays,
-)
-from companion.sudoku.rules import propagate
-from companion.sudoku.solver import State, dfs_transcript
+from companion.core import recorded_results, repo_path, time_ms
+from companion.sudoku_dfs.backdoors import backdoors_reference, find_backdoors
+from companion.sudoku_dfs.board import format_board
+from companion.sudoku_dfs.data import stack_arrays, transcript_arrays
+from companion.sudoku_dfs.decoding import evaluate_model, label_accuracy
+from companion.sudoku_dfs.generator import generate_puzzle, load_puzzles
+from companion.sudoku_dfs.model import GPTConfig, build_model, n_parameters
+from companion.sudoku_dfs.rules import propagate
+from companion.sudoku_dfs.solver import State, dfs_transcript
+from companion.sudoku_dfs.training import TrainConfig, train_model
 
 MAX_LEN = 250  # the paper keeps transcripts of at most 250 tokens
 SEED_BASE = 10_000_000  # generated training puzzles use seeds far from the committed file's (0..499)
+RESULTS_NAME = "sudoku_train_gpu"
+
+# What the GPU profile (and ``benchmarks/sudoku_train_gpu.py`` with no options) runs. A recorded run
+# carries its own command and configuration (``recorded()["command"]``, ``["model"]["config"]``),
+# which can predate these defaults: the notebook shows the recorded ones.
+GPU_PROFILE = {
+    "gen_seconds": 25.0,
+    "train_seconds": 240.0,
+    "eval_puzzles": 500,
+    "model": {"n_layer": 8, "n_head": 16, "n_embd": 256, "n_inner": 1024, "n_positions": 512, "dropout": 0.0},
+    "train": {"batch_size": 64, "lr": 1.5e-3, "warmup": 100, "decay_frac": 0.3, "log_every": 250},
+}
+
+
+def recorded() -> dict | None:
+    """The committed GPU run (``benchmarks/results/sudoku_train_gpu.json``), or None when none is recorded."""
+    return recorded_results(RESULTS_NAME)
+
+
+def recorded_config(rec: dict) -> str:
+    """The configuration a recorded run actually used, in words, read from the run's own JSON."""
+    cfg, tr = rec["model"]["config"], rec["training"]
+    return (f"{cfg['n_layer']} layers, {cfg['n_head']} heads, d = {cfg['n_embd']}, "
+            f"{rec['model']['parameters'] / 1e6:.1f}M parameters; batch {tr['batch_size']}, lr {tr.get('lr')}, "
+            f"{tr['steps']} steps in {tr['seconds']:.0f} s on {rec['device']}")
 
 
 def _work(args):
@@ -89,16 +107,6 @@ def make_data(seconds: float, workers: int, per_puzzle: int, max_puzzles: int):
     return puzzles, items, time.perf_counter() - t0
 
 
-def bench_ms(fn, device) -> float:
-    if device.type == "cuda":
-        from triton.testing import do_bench
-
-        return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1e3
-
-
 def run_scale_up(
     smoke: bool = False,
     gen_seconds: float | None = None,
@@ -118,9 +126,9 @@ def run_scale_up(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     workers = max(1, (os.cpu_count() or 2) - 1)
-    gen_seconds = gen_seconds if gen_seconds is not None else (8.0 if smoke else 25.0)
-    train_seconds = train_seconds if train_seconds is not None else (10.0 if smoke else 240.0)
-    n_eval = eval_puzzles if eval_puzzles is not None else (6 if smoke else 500)
+    gen_seconds = gen_seconds if gen_seconds is not None else (8.0 if smoke else GPU_PROFILE["gen_seconds"])
+    train_seconds = train_seconds if train_seconds is not None else (10.0 if smoke else GPU_PROFILE["train_seconds"])
+    n_eval = eval_puzzles if eval_puzzles is not None else (6 if smoke else GPU_PROFILE["eval_puzzles"])
     payload: dict = {"smoke": smoke}
 
     # 1. data --------------------------------------------------------------------------------
@@ -142,16 +150,14 @@ def run_scale_up(
 
     # 2. training ----------------------------------------------------------------------------
     if smoke:
-        gcfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, n_inner=64, n_positions=512, dropout=0.0)
+        gcfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, n_positions=512, dropout=0.0)
         tcfg = TrainConfig(steps=4, seconds=train_seconds, batch_size=8, lr=1e-3, warmup=2, log_every=1)
     else:
         # what the 4x4 runs taught: many small heads, many updates (batch 64), a constant learning rate
         # and a short final decay (the last 30 % of the time budget)
-        gcfg = GPTConfig(n_layer=8, n_head=16, n_embd=256, n_inner=1024, n_positions=512, dropout=0.0)
-        tcfg = TrainConfig(
-            steps=10**7, seconds=train_seconds, batch_size=64, lr=1.5e-3, warmup=100, decay_frac=0.3, log_every=250
-        )
-    model = make_gpt2(gcfg, seed=seed)
+        gcfg = GPTConfig(**GPU_PROFILE["model"])
+        tcfg = TrainConfig(steps=10**7, seconds=train_seconds, **GPU_PROFILE["train"])
+    model = build_model(gcfg, seed=seed)
     # rule-logic accuracy while training (the paper's Fig. 3 axis): teacher-forced accuracy per token
     # type on transcripts of puzzles that are not trained on
     monitor_items = []
@@ -237,14 +243,13 @@ def run_scale_up(
         row = {"boards": size}
         if device.type == "cuda":
             gb = torch.as_tensor(boards, device=device, dtype=torch.int32)
-            ms = bench_ms(lambda: propagate(gb), device)
+            ms = time_ms(lambda: propagate(gb), device, rep=200)
             row["gpu_ms"] = round(ms, 3)
             row["gpu_boards_per_s"] = round(size / ms * 1e3)
         if size <= 10_000:
-            tc = time.perf_counter()
-            propagate(boards)
-            row["numpy_cpu_ms"] = round((time.perf_counter() - tc) * 1e3, 2)
-            row["numpy_cpu_boards_per_s"] = round(size / (time.perf_counter() - tc))
+            ms = time_ms(lambda: propagate(boards), "cpu", cpu_warmup=0, cpu_reps=1)
+            row["numpy_cpu_ms"] = round(ms, 2)
+            row["numpy_cpu_boards_per_s"] = round(size / ms * 1e3)
         prop.append(row)
     k = min(300, len(base))
     tc = time.perf_counter()
@@ -260,7 +265,7 @@ def run_scale_up(
     ref_per_puzzle = (time.perf_counter() - tc) / min(20, len(held_out))
     payload["propagation"] = {
         "what": "singles (naked + hidden) to a fixpoint; boards = the held-out puzzles' candidate guesses",
-        "timing": "triton.testing.do_bench median on the GPU; one wall-clock run for numpy (CPU, one thread)",
+        "timing": "companion.core.time_ms: triton.testing.do_bench median on the GPU; one wall-clock run for numpy (CPU, one thread)",
         "rows": prop,
         "sequential_python_boards_per_s": round(seq_rate, 1),
         "backdoor_enumeration_seconds": round(bd_s, 3),
@@ -272,7 +277,7 @@ def run_scale_up(
 
     # 5. one-level guessing: L1 vs L2 --------------------------------------------------------
     t0 = time.perf_counter()
-    from companion.sudoku import policy as pol
+    from companion.sudoku_dfs import policy as pol
 
     train_pool = [p for p, _ in puzzles[: (60 if smoke else 3000)]]
     train_infos = find_backdoors(train_pool, device=device)
@@ -301,7 +306,7 @@ def run_scale_up(
 
     payload["total_seconds"] = round(time.perf_counter() - t_start, 1)
     payload["checkpoint_meta"] = {
-        "trained_by": "benchmarks/sudoku_train_gpu.py (companion.sudoku.scale.run_scale_up)",
+        "trained_by": "benchmarks/sudoku_train_gpu.py (companion.sudoku_dfs.scale.run_scale_up)",
         "steps": hist["steps"],
         "batch_size": tcfg.batch_size,
         "train_seconds": round(hist["seconds"], 1),

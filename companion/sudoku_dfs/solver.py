@@ -26,7 +26,7 @@ code keeps only the last of), both moves are in the label set here; the next ste
 contradiction, as in the C code.
 
 Everything is bounded: ``max_steps`` limits the rule/branch steps of every search and raises
-:class:`~companion.sudoku.board.StepLimitExceeded`, so adversarial input cannot hang a notebook.
+:class:`~companion.sudoku_dfs.board.StepLimitExceeded`, so adversarial input cannot hang a notebook.
 """
 
 from __future__ import annotations
@@ -35,14 +35,16 @@ import random
 from dataclasses import dataclass, field
 
 from companion.core import check_int
-from companion.sudoku.board import (
+from companion.sudoku_dfs.board import (
     DEAD_END,
     GUESS,
     SOLVED,
     START,
+    Status,
     StepLimitExceeded,
     SudokuError,
     board_size,
+    final_board,
     find_conflict,
     geometry,
     move_token,
@@ -103,7 +105,7 @@ class State:
             cand[p] &= bit
 
     def analyze(self):
-        """``(status, forced)``: status ``"contradiction" | "solved" | "open"``; forced = sorted (cell, value).
+        """``(status, forced)``: a :class:`~companion.sudoku_dfs.board.Status`; forced = sorted (cell, value).
 
         A contradiction is an empty cell with no candidate or a value that has no possible cell in a
         unit that does not contain it yet. ``forced`` lists every naked and hidden single.
@@ -115,11 +117,11 @@ class State:
             if board[cell] == 0:
                 any_empty = True
                 if m == 0:
-                    return "contradiction", []
+                    return Status.CONTRADICTION, []
                 if m & (m - 1) == 0:
                     forced.add((cell, _LOWBIT_VALUE[m]))
         if not any_empty:
-            return "solved", []
+            return Status.SOLVED, []
         full = g.full
         for unit in g.units:
             once = twice = placed = 0
@@ -132,7 +134,7 @@ class State:
                     twice |= once & m
                     once |= m
             if (full & ~placed) & ~once:
-                return "contradiction", []
+                return Status.CONTRADICTION, []
             single = once & ~twice
             if single:
                 for cell in unit:
@@ -141,7 +143,7 @@ class State:
                         low = hit & -hit
                         forced.add((cell, _LOWBIT_VALUE[low]))
                         hit ^= low
-        return "open", sorted(forced)
+        return Status.OPEN, sorted(forced)
 
     def min_candidate_moves(self) -> list[tuple[int, int]]:
         """Every (cell, value) of the empty cells with the fewest candidates (the guess labels)."""
@@ -156,42 +158,47 @@ class State:
                     cells.append(cell)
         return [(cell, v) for cell in cells for v in _values(self.cand[cell])]
 
-    def propagate(self, max_steps: int = 10_000) -> str:
-        """Apply all singles to a fixpoint (in place); returns the final status (``"open"`` = stuck)."""
+    def propagate(self, max_steps: int = 10_000) -> Status:
+        """Apply all singles to a fixpoint (in place); returns the final status (``Status.OPEN`` = stuck)."""
         for _ in range(max_steps):
             status, forced = self.analyze()
-            if status != "open" or not forced:
+            if status != Status.OPEN or not forced:
                 return status
             for cell, v in forced:
                 if self.board[cell]:
                     if self.board[cell] != v:
-                        return "contradiction"
+                        return Status.CONTRADICTION
                     continue
                 if not self.cand[cell] >> (v - 1) & 1:
-                    return "contradiction"
+                    return Status.CONTRADICTION
                 self.place(cell, v)
         raise StepLimitExceeded(f"propagation did not reach a fixpoint in {max_steps} steps")
 
 
 # ------------------------------------------------------------------------------- exact search
-class _Budget:
+class StepBudget:
+    """A step counter shared by one search: :meth:`spend` raises StepLimitExceeded past ``limit``."""
+
     __slots__ = ("left", "limit")
 
-    def __init__(self, limit):
+    def __init__(self, limit: int):
         self.left = self.limit = limit
 
-    def spend(self):
+    def spend(self) -> None:
         self.left -= 1
         if self.left < 0:
             raise StepLimitExceeded(f"the search exceeded its step limit of {self.limit} steps")
 
 
-def _search(st: State, limit: int, budget: _Budget, rng: random.Random | None, out: list) -> None:
+def search(st: State, limit: int, budget: StepBudget, rng: random.Random | None, out: list) -> None:
+    """Depth-first search from ``st`` (propagation, then branching on a minimum-candidate cell),
+    appending solved boards to ``out`` until it holds ``limit``; ``rng`` shuffles the values tried
+    (None: ascending). ``st`` is modified; every node spends one step of ``budget``."""
     budget.spend()
     status = st.propagate()
-    if status == "contradiction":
+    if status == Status.CONTRADICTION:
         return
-    if status == "solved":
+    if status == Status.SOLVED:
         out.append(tuple(st.board))
         return
     best, best_cell = 99, -1
@@ -208,7 +215,7 @@ def _search(st: State, limit: int, budget: _Budget, rng: random.Random | None, o
     for v in vals:
         child = st.copy()
         child.place(best_cell, v)
-        _search(child, limit, budget, rng, out)
+        search(child, limit, budget, rng, out)
         if len(out) >= limit:
             return
 
@@ -219,7 +226,7 @@ def solutions(board, limit: int = 2, max_steps: int = 200_000, rng: random.Rando
     check_int("limit", limit, lo=1)
     st = State.from_board(b)
     out: list = []
-    _search(st, limit, _Budget(max_steps), rng, out)
+    search(st, limit, StepBudget(max_steps), rng, out)
     return out
 
 
@@ -228,9 +235,10 @@ def count_solutions(board, limit: int = 2, max_steps: int = 200_000) -> int:
     return len(solutions(board, limit=limit, max_steps=max_steps))
 
 
-def _has_solution(st: State, budget: _Budget) -> bool:
+def has_solution(st: State, budget: StepBudget) -> bool:
+    """Whether the state ``st`` (modified) has at least one completion."""
     out: list = []
-    _search(st, 1, budget, None, out)
+    search(st, 1, budget, None, out)
     return bool(out)
 
 
@@ -342,7 +350,7 @@ def dfs_transcript(
     st = State.from_board(b)
     t = Transcript(n=n, puzzle=b, solution=solution)
     em = _Emitter(t, max_tokens)
-    budget = _Budget(max_steps)
+    budget = StepBudget(max_steps)
     try:
         for cell, v in enumerate(b):
             if v:
@@ -354,25 +362,25 @@ def dfs_transcript(
     if not ok:
         raise SudokuError("the puzzle has no solution (the DFS exhausted every branch)")
     if t.solution is None:
-        t.solution = tuple(_final_board(t))
+        t.solution = final_board(t.tokens, t.n)
     return t
 
 
-def _recurse(st: State, level: int, rng: random.Random, levels: bool, em: _Emitter, budget: _Budget) -> bool:
+def _recurse(st: State, level: int, rng: random.Random, levels: bool, em: _Emitter, budget: StepBudget) -> bool:
     n = st.g.n
     while True:
         budget.spend()
         status, forced = st.analyze()
-        if status != "open" or not forced:
+        if status != Status.OPEN or not forced:
             break
         labels = [move_token(c, v, n) for c, v in forced]
         cell, v = forced[rng.randrange(len(forced))]
         st.place(cell, v)
         em.emit(move_token(cell, v, n), RULE, labels)
-    if status == "solved":
+    if status == Status.SOLVED:
         em.emit(SOLVED, "solved", (SOLVED,))
         return True
-    if status == "contradiction":
+    if status == Status.CONTRADICTION:
         em.emit(DEAD_END, "dead-end", (DEAD_END,))
         return False
     em.emit(GUESS, "guess-marker", (GUESS,))
@@ -398,14 +406,8 @@ def _recurse(st: State, level: int, rng: random.Random, levels: bool, em: _Emitt
     return False
 
 
-def _final_board(t: Transcript) -> list:
-    from companion.sudoku.replay import final_board
-
-    return list(final_board(t.tokens, t.n))
-
-
-def rules_fixpoint(puzzle) -> tuple[tuple, str]:
-    """The board after applying singles to a fixpoint, and its status (``open`` = a guess is needed)."""
+def rules_fixpoint(puzzle) -> tuple[tuple, Status]:
+    """The board after applying singles to a fixpoint, and its status (``Status.OPEN``: a guess is needed)."""
     b = parse_board(puzzle)
     st = State.from_board(b)
     status = st.propagate()
@@ -416,4 +418,4 @@ def forced_moves(board) -> list[tuple[int, int]]:
     """Every naked/hidden single of ``board`` as (cell, value); [] at a contradiction or when solved."""
     st = State.from_board(parse_board(board))
     status, forced = st.analyze()
-    return forced if status == "open" else []
+    return forced if status == Status.OPEN else []

@@ -28,20 +28,37 @@ Cells are numbered ``0 .. n*n-1`` in row-major order; a board is a length ``n*n`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import lru_cache
 
 import numpy as np
 
 from companion.core import ParameterError
 
-SOLVED = 0
+# tokens (the only names for them: no module spells these numbers again)
+SOLVED = 0  # the token "board complete"; the *status* of a complete board is Status.SOLVED
+LEVEL_MIN, LEVEL_MAX = 1, 99  # guess-level tokens
 START = 100
 GUESS = 101
 DEAD_END = 102
 THINK = 103
+MOVE_MIN, MOVE_MAX = 111, 999  # move tokens 100 r + 10 c + v span this range
 PAD = 1000
 VOCAB_SIZE = 1001
 SIZES = (4, 9)
+
+
+class Status(IntEnum):
+    """What the rules leave of a board: stuck (no rule applies, board incomplete), complete, or
+    contradictory. One set of statuses for the sequential engine (:mod:`~companion.sudoku_dfs.solver`),
+    the batched one (:mod:`~companion.sudoku_dfs.rules`, stored as int8) and the backdoor tables."""
+
+    OPEN = 0
+    SOLVED = 1
+    CONTRADICTION = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
 
 
 class SudokuError(ValueError):
@@ -116,9 +133,14 @@ def move_token(cell: int, value: int, n: int) -> int:
     return 100 * (r + 1) + 10 * (c + 1) + value
 
 
+def is_level(token: int) -> bool:
+    """Whether ``token`` is a guess-level token (1..99)."""
+    return LEVEL_MIN <= token <= LEVEL_MAX
+
+
 def is_move(token: int, n: int = 9) -> bool:
     """Whether ``token`` is a move on an ``n x n`` board."""
-    if not 111 <= token <= 999:
+    if not MOVE_MIN <= token <= MOVE_MAX:
         return False
     r, c, v = token // 100, (token // 10) % 10, token % 10
     return 1 <= r <= n and 1 <= c <= n and 1 <= v <= n
@@ -146,11 +168,22 @@ def token_name(token: int, n: int = 9) -> str:
         return "103 think"
     if token == PAD:
         return "pad"
-    if 1 <= token <= 99:
+    if is_level(token):
         return f"level {token}"
     if is_move(token, n):
         return f"r{token // 100}c{(token // 10) % 10}={token % 10}"
     return f"{token} (unused)"
+
+
+def final_board(tokens, n: int) -> tuple:
+    """The last value written to each cell by the move tokens of ``tokens`` (0 where none): the board a
+    transcript (or a model's output) answers, as in the official evaluation (``edit_preds``)."""
+    board = [0] * (n * n)
+    for tok in tokens:
+        if is_move(int(tok), n):
+            cell, v = decode_move(int(tok), n)
+            board[cell] = v
+    return tuple(board)
 
 
 # ----------------------------------------------------------------------------------------- parsing

@@ -23,8 +23,8 @@ candidate guesses are equivariant), see :func:`symmetry_token_map`.
 File format: one puzzle per line, ``n*n`` characters, ``.`` for empty cells; lines starting with
 ``#`` are comments. Command line::
 
-    python -m companion.sudoku.generator --size 9 --count 500 --seed 0 --out data/sudoku/puzzles_9x9.txt
-    python -m companion.sudoku.generator --size 4 --count 3000 --seed 0 --distinct --out data/sudoku/puzzles_4x4.txt
+    python -m companion.sudoku_dfs.generator --size 9 --count 500 --seed 0 --out data/sudoku/puzzles_9x9.txt
+    python -m companion.sudoku_dfs.generator --size 4 --count 3000 --seed 0 --distinct --out data/sudoku/puzzles_4x4.txt
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import numpy as np
 
 from companion.core import ParameterError, check_int
 from companion.core.atomic import write_text_atomic
-from companion.sudoku.board import PAD, VOCAB_SIZE, board_size, format_board, geometry, parse_board
-from companion.sudoku.solver import State, _Budget, _has_solution, _search
+from companion.sudoku_dfs.board import PAD, VOCAB_SIZE, board_size, format_board, geometry, parse_board
+from companion.sudoku_dfs.solver import State, StepBudget, has_solution, search
 
 # ------------------------------------------------------------------------------------ symmetries
 
@@ -116,6 +116,66 @@ def symmetry_token_map(n: int, sym) -> np.ndarray:
     return table
 
 
+def all_symmetries(n: int) -> list[tuple]:
+    """Every validity-preserving symmetry of a 4x4 board: 8 row orders x 8 column orders x 4! digit
+    relabellings x transpose = 3072 (9x9 has 2 * 6^8 * 9!, too many to list)."""
+    import itertools
+
+    if n != 4:
+        raise ParameterError("n", n, "4 (the 9x9 symmetry group is too large to enumerate)")
+    lines = _line_orders()
+    return [(rows, cols, (0, *digits), transpose)
+            for rows in lines for cols in lines for digits in itertools.permutations(range(1, 5)) for transpose in (False, True)]
+
+
+def _line_orders() -> list[tuple]:
+    """The 8 orders of the rows of a 4x4 board that keep its two bands (band order x order in each band)."""
+    import itertools
+
+    out = []
+    for bands in itertools.permutations(range(2)):
+        for first in itertools.permutations(range(2)):
+            for second in itertools.permutations(range(2)):
+                inner = (first, second)
+                out.append(tuple(band * 2 + inner[k][i] for k, band in enumerate(bands) for i in range(2)))
+    return out
+
+
+def symmetry_classes(puzzles) -> np.ndarray:
+    """A class id per 4x4 puzzle: the smallest image under :func:`all_symmetries` (read as a base-5
+    number). Two puzzles get the same id exactly when a symmetry maps one to the other.
+
+    For each of the 128 cell maps the smallest digit relabelling is the one that numbers the digits in
+    order of first appearance, so only the cell maps are enumerated.
+    """
+    boards = np.array([parse_board(p, 4) for p in puzzles], dtype=np.int64).reshape(-1, 16)
+    cell_maps = sorted({tuple(_source_cells(4, (r, c, None, t))) for r, c, _, t in all_symmetries(4)})
+    cells = np.array(cell_maps)  # [128, 16]
+    weights = 5 ** np.arange(15, -1, -1, dtype=np.int64)
+    out = np.empty(len(boards), dtype=np.int64)
+    for start in range(0, len(boards), 256):
+        moved = boards[start : start + 256][:, cells]  # [P, 128, 16]
+        hit = moved[..., None] == np.arange(1, 5)  # [P, 128, 16, 4]
+        first = np.where(hit.any(2), hit.argmax(2), 99)  # first cell of each digit
+        label = first.argsort(-1).argsort(-1) + 1  # digits in order of first appearance
+        lut = np.concatenate([np.zeros((*label.shape[:2], 1), dtype=label.dtype), label], axis=-1)
+        out[start : start + len(moved)] = (np.take_along_axis(lut, moved, axis=2) @ weights).min(axis=1)
+    return out
+
+
+def _source_cells(n: int, sym) -> list[int]:
+    """For every target cell of :func:`apply_symmetry`, the source cell it reads."""
+    rows, cols, _, transpose = sym
+    out = []
+    for r in range(n):
+        for c in range(n):
+            sr, sc = rows[r], cols[c]
+            if transpose:
+                sr, sc = sc, sr
+            out.append(sr * n + sc)
+    return out
+
+
 # ------------------------------------------------------------------------------------ generation
 
 
@@ -124,7 +184,7 @@ def random_grid(n: int, rng: random.Random) -> tuple:
     g = geometry(n)
     st = State.from_board((0,) * g.cells)
     out: list = []
-    _search(st, 1, _Budget(1_000_000), rng, out)
+    search(st, 1, StepBudget(1_000_000), rng, out)
     return apply_symmetry(out[0], random_symmetry(n, rng))
 
 
@@ -140,7 +200,7 @@ def minimal_puzzle(solution, rng: random.Random, max_steps: int = 200_000) -> tu
         board[cell] = 0
         st = State.from_board(board)
         st.cand[cell] &= ~(1 << (v - 1))
-        if _has_solution(st, _Budget(max_steps)):
+        if has_solution(st, StepBudget(max_steps)):
             board[cell] = v  # another completion exists: keep the clue
     return tuple(board)
 
@@ -205,7 +265,7 @@ def load_puzzles(path, n: int | None = None) -> list[tuple]:
     """The puzzles of a file written by :func:`save_puzzles` (clear error naming a bad line)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"puzzle file {path} does not exist (make it with python -m companion.sudoku.generator)")
+        raise FileNotFoundError(f"puzzle file {path} does not exist (make it with python -m companion.sudoku_dfs.generator)")
     out = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = line.strip()
@@ -215,6 +275,24 @@ def load_puzzles(path, n: int | None = None) -> list[tuple]:
             out.append(parse_board(line, n))
         except ParameterError as exc:
             raise ParameterError(f"{path.name} line {lineno}", line, exc.allowed) from None
+    return out
+
+
+def load_named_puzzles(path, n: int | None = None) -> list[tuple[str, tuple]]:
+    """``(name, puzzle)`` pairs of a puzzle file whose every puzzle line follows a ``#`` comment line
+    naming it (as ``data/sudoku/hard_9x9.txt``); the name is that comment without its ``#``."""
+    path = Path(path)
+    names, out = [], []
+    last = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            last = line.lstrip("# ").strip()
+        elif line:
+            names.append(last or f"puzzle {len(names) + 1}")
+            last = None
+    for name, puzzle in zip(names, load_puzzles(path, n)):
+        out.append((name, puzzle))
     return out
 
 
@@ -233,13 +311,13 @@ def main(argv=None) -> None:
     pairs = generate_puzzles(args.size, args.count, args.seed, args.workers, distinct=args.distinct)
     dt = time.perf_counter() - t0
     cmd = (
-        f"python -m companion.sudoku.generator --size {args.size} --count {args.count} "
+        f"python -m companion.sudoku_dfs.generator --size {args.size} --count {args.count} "
         f"--seed {args.seed} --workers {args.workers}{' --distinct' if args.distinct else ''} --out {args.out}"
     )
     header = (
         f"{args.count} {'distinct ' if args.distinct else ''}locally minimal {args.size}x{args.size} puzzles, unique solutions, seed {args.seed}\n"
         f"made by: {cmd}\n"
-        f"grid: randomised backtracking fill + random symmetry (not uniform over grids; see companion/sudoku/generator.py)"
+        f"grid: randomised backtracking fill + random symmetry (not uniform over grids; see companion/sudoku_dfs/generator.py)"
     )
     save_puzzles(args.out, [p for p, _ in pairs], header)
     print(f"wrote {len(pairs)} puzzles to {args.out} in {dt:.1f} s")

@@ -32,7 +32,7 @@ import torch
 from scipy.optimize import minimize
 
 from companion.core import check_choice, check_float
-from companion.sudoku.board import board_size, geometry
+from companion.sudoku_dfs.board import Status, board_size, geometry
 
 FEATURES = (
     "1 / #candidates of the cell",
@@ -49,7 +49,7 @@ FEATURES = (
 
 def move_features(fixpoint, moves) -> np.ndarray:
     """``[len(moves), len(FEATURES)]`` features of candidate moves on a stuck board (vectorised)."""
-    from companion.sudoku.rules import CONTRADICTION, analyze
+    from companion.sudoku_dfs.rules import analyze
 
     b = np.asarray(fixpoint, dtype=np.int64)
     n = board_size(b)
@@ -79,7 +79,7 @@ def move_features(fixpoint, moves) -> np.ndarray:
             (b[peers[cells]] == 0).sum(1) / 20.0,
             placed[vals] / n,
             n_forced / 10.0,
-            (status_after == CONTRADICTION).astype(float),
+            (status_after == Status.CONTRADICTION).astype(float),
         ],
         axis=1,
     )

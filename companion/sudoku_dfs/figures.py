@@ -1,0 +1,75 @@
+"""Figure and table builders of notebook 06 besides the explorer (plotly and pandas; notebook only).
+
+Paper: Giannoulis, Pantis, Tzamos, NeurIPS 2025 (arXiv 2509.22023).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from companion.sudoku_dfs.replay import EVENT_COLORS, replay
+
+__all__ = ["scale_figure", "scale_table", "transcript_depth_figure"]
+
+
+def transcript_depth_figure(transcript, title: str) -> go.Figure:
+    """One transcript as search depth over token position, its events coloured."""
+    steps, _ = replay(transcript.tokens, transcript.n)
+    fig = go.Figure()
+    for event in ["clue", "rule", "guess", "dead-end", "solved"]:
+        idx = [s.index for s in steps if s.event == event]
+        fig.add_scatter(x=idx, y=[steps[i].depth for i in idx], mode="markers", name=event,
+                        marker=dict(color=EVENT_COLORS[event], size=7 if event in ("guess", "dead-end", "solved") else 4))
+    fig.add_scatter(x=[s.index for s in steps], y=[s.depth for s in steps], mode="lines",
+                    line=dict(color="#cccccc", width=1), name="search depth", hoverinfo="skip")
+    fig.update_layout(title=title, xaxis_title="token position", yaxis_title="guess depth", height=330)
+    return fig
+
+
+def scale_table(r: dict):
+    """The GPU run (a payload of :func:`companion.sudoku_dfs.scale.run_scale_up`, or its recorded JSON) as a
+    two-column table; L1 vs L2 shows the median and the mean (they can disagree)."""
+    import pandas as pd
+
+    from companion.sudoku_dfs.scale import recorded_config
+
+    ev, prop = r["evaluation"], r["propagation"]
+    rows = [
+        ("configuration that ran", recorded_config(r)),
+        ("training data", f"{r['data']['puzzles']} generated puzzles, {r['data']['transcripts']} transcripts ({r['data']['filter']})"),
+        ("board accuracy (held out)", f"{ev['board_accuracy']:.1%} on {ev['held_out_puzzles']} puzzles; "
+                                      f"{ev['board_accuracy_needs_guess']:.1%} of those needing a guess"),
+        ("board accuracy, grammar-constrained", f"{ev['board_accuracy_protocol']:.1%}"),
+        ("guesses per puzzle", f"model {ev['model_guesses_mean']} (teacher DFS {ev['teacher_guesses_mean']})"),
+        ("ended with 0", f"{ev['ended_with_0']:.1%}"),
+        ("teacher-forced accuracy (held out)", ", ".join(f"{k} {v:.3f}" for k, v in ev["teacher_forced_accuracy"].items())),
+    ]
+    for row in prop["rows"]:
+        gpu = f"GPU {row['gpu_boards_per_s']:,} boards/s" if "gpu_boards_per_s" in row else ""
+        cpu = f"numpy CPU {row['numpy_cpu_boards_per_s']:,} boards/s" if "numpy_cpu_boards_per_s" in row else ""
+        rows.append((f"propagation, {row['boards']:,} boards", "; ".join(x for x in (gpu, cpu) if x)))
+    rows.append(("propagation, sequential Python", f"{prop['sequential_python_boards_per_s']:,} boards/s"))
+    ol = r.get("one_level_guessing", {})
+    if "l1" in ol:
+        for stat in ("median", "mean"):
+            key = f"{stat}_expected_guesses"
+            rows.append((f"one guess: {stat} expected guesses",
+                         f"L1 {ol['l1'][key]}, L2 {ol['l2'][key]}, upper oracle {ol['upper_oracle'][key]}, "
+                         f"lower oracle {ol['lower_oracle'][key]} ({ol['test_puzzles']} held-out stuck puzzles)"))
+    return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def scale_figure(r: dict) -> go.Figure:
+    """Training loss and teacher-forced accuracy on held-out transcripts of the GPU run."""
+    tr = r["training"]
+    fig = go.Figure()
+    fig.add_scatter(x=tr["loss_curve"]["step"], y=tr["loss_curve"]["loss"], mode="lines", name="training loss", yaxis="y")
+    curve = tr.get("rule_accuracy_curve") or []
+    for key, name in (("move", "rule/guess moves"), ("101", "101 (no rule applies)"), ("102", "102 (dead end)")):
+        pts = [(c["step"], c[key]) for c in curve if key in c]
+        if pts:
+            fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=f"accuracy: {name}", yaxis="y2")
+    fig.update_layout(title="9x9 GPT-2 on one GPU: loss and teacher-forced accuracy on held-out transcripts",
+                      xaxis_title="step", yaxis=dict(title="loss"),
+                      yaxis2=dict(title="accuracy", overlaying="y", side="right", range=[0, 1]), height=340)
+    return fig
