@@ -93,7 +93,7 @@ class Claims:
                 return pd.DataFrame
 
             def __repr__(self):
-                with pd.option_context("display.max_colwidth", None, "display.width", None):
+                with pd.option_context("display.max_colwidth", None, "display.max_columns", None, "display.width", None):
                     return super().__repr__()
 
             def _repr_html_(self):
