@@ -5,7 +5,8 @@ NeurIPS 2025, arXiv 2505.19602; official code https://github.com/StargazerX0/Sca
 
 Modules: ``schedule`` (scale schedules, KV bytes), ``data`` (digits as multi-scale token maps: the
 offline stand-in for a VQ tokenizer), ``model`` (a tiny next-scale transformer with a KV cache),
-``train``, ``asi`` (Attention Selectivity Index, z-scores, drafters: Eq. 1-2, the calibration the
+``train``, ``checkpoint`` (the committed checkpoints of the notebook's model; ``make_checkpoint`` writes
+them), ``asi`` (Attention Selectivity Index, z-scores, drafters: Eq. 1-2, the calibration the
 official code does not ship), ``budgets`` (Eq. 3 and the baselines' tables), ``cache`` (when and how
 a layer's cache is compressed, as ``update_kv`` does), ``metrics``, ``planted`` (a model with known
 drafters), ``experiment`` (the protocol shared by notebook and GPU script), ``claims`` (the claims
@@ -42,6 +43,7 @@ from companion.scalekv.experiment import (
     plan,
     planted_experiment,
     run_policy,
+    seed_sweeps,
     sweep,
 )
 from companion.scalekv.metrics import hidden_error, logit_kl, psnr, token_agreement
@@ -60,6 +62,6 @@ __all__ = [
     "block_causal_mask", "calibrate", "calibrate_asi", "check_schedule", "compare", "compressed_scales", "cumulative_tokens",
     "dequantise", "expected_retained", "final_images", "fit_integer_budgets", "generate", "hidden_error", "kv_bytes",
     "load_digit_tokens", "logit_kl", "map_sizes", "method_budgets", "plan", "planted_model", "psnr", "pyramid_budgets",
-    "quantise", "run_policy", "scalekv_budgets", "select_drafters", "sweep", "token_agreement", "train_var",
+    "quantise", "run_policy", "scalekv_budgets", "select_drafters", "seed_sweeps", "sweep", "token_agreement", "train_var",
     "uniform_budget", "uniform_budgets", "window_positions", "zscores",
 ]

@@ -13,24 +13,29 @@ seed** (the notebook's ``SEED``); the scale column says so and a win needs a sta
 * ``PARTLY_SHARE``: "partly" across budgets needs lower hidden error at more than this share of them.
 * ``MEMORY_ROUNDING_TOKENS``: the retained bytes may differ from the budget by rounding, at most
   this many tokens of ``N_{K-2}``.
+* ``MIN_SEEDS``: the seed-spread row (:func:`seed_spread_row`: ScaleKV vs uniform on models trained
+  with several seeds, committed as checkpoints) needs at least this many seeds; each seed's win uses
+  the margins above, and the row shows every seed's gain with the mean and standard deviation.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 
 from companion.core import Claim
 from companion.scalekv.schedule import cumulative_tokens
 
 __all__ = ["claim_rows", "recorded_rows", "memory_matches", "psnr_win", "hidden_win", "Claim", "PSNR_MARGIN_DB", "HIDDEN_MARGIN", "DELTA_MARGIN_DB", "PARTLY_SHARE",
-           "MEMORY_ROUNDING_TOKENS"]
+           "MEMORY_ROUNDING_TOKENS", "MIN_SEEDS", "seed_spread_row"]
 
 PSNR_MARGIN_DB = 0.5
 HIDDEN_MARGIN = 0.05
 DELTA_MARGIN_DB = 0.5
 PARTLY_SHARE = 0.5
 MEMORY_ROUNDING_TOKENS = 0.5
+MIN_SEEDS = 2
 
 
 def _val(table, method: str, fraction: float, key: str) -> float:
@@ -58,8 +63,50 @@ def _pct(f: float) -> str:
     return f"{f:.0%}"
 
 
+def seed_spread_row(seed_table, *, scale: str) -> Claim:
+    """ScaleKV vs uniform on models trained with different seeds (:func:`companion.scalekv.experiment.seed_sweeps`'s
+    table, ``seed`` column; the run's own seed included). Per seed at the budget nearest 10 %: the PSNR gain
+    and the relative change of the teacher-forced hidden error, with mean and standard deviation over seeds.
+    "reproduced" needs every seed to win by both margins; "partly" more than ``PARTLY_SHARE`` of the seeds
+    to win by at least one."""
+    claim = "ScaleKV beats uniform, across training seeds"
+    paper = "Infinity-8B, 10%: PSNR 23.25 vs SnapKV 20.60 (one model)"
+    seeds = sorted(int(x) for x in seed_table.seed.unique()) if len(seed_table) else []
+    if len(seeds) < MIN_SEEDS:
+        return Claim(claim=claim, paper=paper, scale=scale, verdict="not run here",
+                     measured=f"not measured: {len(seeds)} training seed(s) with a matching checkpoint (needs {MIN_SEEDS}; SEED_CHECKPOINTS)")
+    fractions = sorted(float(f) for f in seed_table.fraction.unique())
+    f10 = _nearest(fractions, 0.1)
+
+    def per_seed(f):
+        out = {}
+        for sd in seeds:
+            t = seed_table[seed_table.seed == sd]
+            ps, pu = _val(t, "scalekv", f, "psnr"), _val(t, "uniform", f, "psnr")
+            hs, hu = _val(t, "scalekv", f, "hidden_error"), _val(t, "uniform", f, "hidden_error")
+            out[sd] = (ps - pu, hs / hu - 1.0, psnr_win(ps, pu), hidden_win(hs, hu))
+        return out
+
+    def ms(values):
+        return statistics.fmean(values), statistics.stdev(values)
+
+    r10 = per_seed(f10)
+    both = [sd for sd, (_, _, p, h) in r10.items() if p and h]
+    either = [sd for sd, (_, _, p, h) in r10.items() if p or h]
+    dp, dh = ms([v[0] for v in r10.values()]), ms([v[1] for v in r10.values()])
+    others = [f for f in fractions if f != f10]
+    other_txt = "; PSNR gain at " + ", ".join(f"{_pct(f)} {m:+.2f} ± {d:.2f}" for f in others for m, d in [ms([v[0] for v in per_seed(f).values()])]) if others else ""
+    n = len(seeds)
+    return Claim(
+        claim=claim, paper=paper, scale=scale,
+        measured=f"seeds {'/'.join(map(str, seeds))} at {_pct(f10)}: PSNR gain " + "/".join(f"{v[0]:+.2f}" for v in r10.values())
+                 + f" dB (mean {dp[0]:+.2f} ± {dp[1]:.2f} sd), hidden error " + "/".join(f"{v[1]:+.0%}" for v in r10.values())
+                 + f" (mean {dh[0]:+.0%} ± {dh[1]:.0%}); wins by both margins at {len(both)}/{n} seeds, by one at {len(either)}/{n}" + other_txt,
+        verdict="reproduced" if len(both) == n else ("partly reproduced" if len(either) > PARTLY_SHARE * n else "not reproduced"))
+
+
 def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, sides, scale: str, planted_scale: str,
-               recorded: Mapping | None = None) -> list[Claim]:
+               recorded: Mapping | None = None, seed_table=None, seed_scale: str = "") -> list[Claim]:
     """The notebook's rows.
 
     ``table``: :attr:`companion.scalekv.experiment.Sweep.table` (one row per method and budget);
@@ -67,7 +114,8 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
     ``{(fraction, delta): {"psnr": ...}}`` (the explorer data's ScaleKV runs); ``delta``: the
     pre-declared δ of the ablation (the notebook's ``DELTA``); ``sides``: the schedule; ``scale``:
     the scale column of the trained-model rows (must say "one seed"); ``recorded``: the committed
-    GPU results (:func:`companion.scalekv.scale.recorded`) or None.
+    GPU results (:func:`companion.scalekv.scale.recorded`) or None; ``seed_table``: ScaleKV and uniform
+    on several training seeds (:func:`seed_spread_row`; None: no such row), ``seed_scale`` its scale column.
     """
     fractions = sorted(float(f) for f in table.fraction.unique())
     if not fractions:
@@ -87,6 +135,8 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
                  f"{he10['scalekv']:.3f} vs {he10['uniform']:.3f} ({he10['pyramid']:.3f}); {margin_txt}",
         scale=scale,
         verdict="reproduced" if p_ok and h_ok else ("partly reproduced" if p_ok or h_ok else "not reproduced")))
+    if seed_table is not None:
+        rows.append(seed_spread_row(seed_table, scale=seed_scale or scale))
 
     wins_he = [f for f in fractions if hidden_win(_val(table, "scalekv", f, "hidden_error"), _val(table, "uniform", f, "hidden_error"))]
     wins_ps = [f for f in fractions if psnr_win(_val(table, "scalekv", f, "psnr"), _val(table, "uniform", f, "psnr"))]

@@ -27,7 +27,7 @@ from companion.scalekv.metrics import hidden_error, logit_kl, psnr, token_agreem
 from companion.scalekv.model import Generation, TinyVAR, generate
 
 __all__ = ["Calibration", "Sweep", "calibrate", "plan", "run_policy", "final_images", "compare", "memory_summary", "sweep",
-           "planted_experiment", "LABELS", "METHODS"]
+           "seed_sweeps", "planted_experiment", "LABELS", "METHODS"]
 
 
 @dataclass
@@ -167,6 +167,32 @@ def sweep(model: TinyVAR, labels, z: torch.Tensor, fractions, methods=METHODS, *
             })
     out.table = pd.DataFrame(rows)
     return out
+
+
+def seed_sweeps(models, labels, fractions, methods=("scalekv", "uniform"), *, own=None, cal_images: int = 10, temperature: float = 1.0,
+                delta: float = 70 / 650, window_size: int = 16, drafters_per_scale: int = 1, impl: str = "auto"):
+    """The same protocol on models trained with other seeds: ``models`` ``{seed: TinyVAR}``; each is
+    calibrated on ``cal_images`` images (noise seed ``seed + 100``) and swept over ``fractions`` with
+    sampling noise ``seed``, exactly as the notebook does for its own ``SEED``. ``own``: ``(seed, table)``
+    of a sweep already run (its rows at ``methods`` and ``fractions`` are reused). One table with a
+    ``seed`` column (what :func:`companion.scalekv.claims.seed_spread_row` reads)."""
+    import pandas as pd
+
+    check_int("cal_images", cal_images, lo=1)
+    fractions = [check_fraction(f) for f in fractions]
+    tables = []
+    if own is not None:
+        s, t = own
+        tables.append(t[t.method.isin(list(methods)) & t.fraction.isin(fractions)].assign(seed=check_int("seed", s)))
+    for s, model in models.items():
+        s = check_int("seed", s)
+        cal = calibrate(model, torch.arange(cal_images) % 10, seed=s + 100, temperature=temperature)
+        res = sweep(model, labels, cal.z, fractions, methods, seed=s, temperature=temperature, delta=delta, window_size=window_size,
+                    drafters_per_scale=drafters_per_scale, impl=impl)
+        tables.append(res.table.assign(seed=s))
+    if not tables:
+        return pd.DataFrame(columns=["seed", "method", "fraction", "psnr", "hidden_error"])
+    return pd.concat(tables, ignore_index=True)
 
 
 def planted_experiment(sides=(1, 2, 3, 4, 6, 8, 12), layers: int = 6, drafters=(1, 4), *, fractions=(0.1, 0.2, 0.5),

@@ -2,18 +2,23 @@
 
 Paper 03 evaluates a pretrained Infinity; offline we train a small next-scale model on the digits'
 multi-scale token maps (``data.py``). AdamW with linear warm-up and cosine decay; no tricks.
+
+:func:`train_tiny_var` is what the notebook does when it trains; ``python -m companion.scalekv.make_checkpoint``
+runs the same function and writes a checkpoint (:mod:`companion.scalekv.checkpoint`) that the notebook
+loads instead of training.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
 from companion.core import check_float, check_int
-from companion.scalekv.model import TinyVAR
+from companion.scalekv.model import TinyVAR, VARConfig
 
-__all__ = ["train_var"]
+__all__ = ["train_var", "train_tiny_var", "notebook_config"]
 
 
 def train_var(model: TinyVAR, tokens: torch.Tensor, labels: torch.Tensor, *, steps: int = 300, batch_size: int = 64,
@@ -53,3 +58,29 @@ def train_var(model: TinyVAR, tokens: torch.Tensor, labels: torch.Tensor, *, ste
             print(f"step {step:5d}  loss {loss.item():.4f}")
     model.eval()
     return losses
+
+
+def train_tiny_var(config: VARConfig, recipe, data=None, device="cpu", *, log_every: int = 0) -> tuple[TinyVAR, list[float], float]:
+    """``(model, losses, seconds)``: the model of ``config`` initialised from ``recipe.seed`` and trained
+    with ``recipe`` (:class:`~companion.scalekv.checkpoint.Recipe`) on the digits' token maps (``data``:
+    :func:`~companion.scalekv.data.load_digit_tokens` of ``config.sides``; loaded when None)."""
+    from companion.scalekv.data import load_digit_tokens
+
+    if config.vocab != recipe.levels:
+        raise ValueError(f"the model's vocab ({config.vocab}) must equal the recipe's grey levels ({recipe.levels})")
+    if data is None:
+        data = load_digit_tokens(config.sides, levels=recipe.levels)
+    if tuple(data.sides) != tuple(config.sides) or data.levels != recipe.levels:
+        raise ValueError(f"the token maps (sides {data.sides}, {data.levels} levels) do not fit the model "
+                         f"(sides {config.sides}, {recipe.levels} levels)")
+    torch.manual_seed(recipe.seed)
+    model = TinyVAR(config).to(device)
+    t0 = time.perf_counter()
+    losses = train_var(model, data.tokens, data.labels, steps=recipe.steps, batch_size=recipe.batch_size, lr=recipe.lr,
+                       weight_decay=recipe.weight_decay, seed=recipe.seed, label_dropout=recipe.label_dropout, log_every=log_every)
+    return model, losses, time.perf_counter() - t0
+
+
+def notebook_config(sides=(1, 2, 3, 4, 6, 8, 12), layers: int = 4, dim: int = 48, levels: int = 8) -> VARConfig:
+    """The notebook's model: 4 heads, MLP ratio 2, ``levels`` tokens."""
+    return VARConfig(sides=tuple(sides), vocab=levels, layers=layers, dim=dim, heads=4, mlp_ratio=2)

@@ -8,11 +8,13 @@ from companion.scalekv.claims import (
     DELTA_MARGIN_DB,
     HIDDEN_MARGIN,
     MEMORY_ROUNDING_TOKENS,
+    MIN_SEEDS,
     PARTLY_SHARE,
     PSNR_MARGIN_DB,
     claim_rows,
     memory_matches,
     recorded_rows,
+    seed_spread_row,
 )
 from companion.scalekv.schedule import cumulative_tokens
 
@@ -136,3 +138,53 @@ def test_recorded_rows():
     rs = recorded_rows(rec)
     assert len(rs) == 3 and all(r.verdict == "recorded on GPU" for r in rs)
     assert "Triton 0.500 ms vs PyTorch 2.000 ms" in rs[-1].measured
+
+
+def seed_table(gaps, ratios, fractions=(0.04, 0.1, 0.2)):
+    """ScaleKV and uniform per seed: at 10 % ScaleKV's PSNR is ``gaps[i]`` dB above uniform's and its hidden
+    error ``ratios[i]`` times uniform's; elsewhere the two are equal."""
+    out = []
+    for sd, (gap, ratio) in enumerate(zip(gaps, ratios)):
+        for f in fractions:
+            for m in ("scalekv", "uniform"):
+                ours = m == "scalekv" and f == 0.1
+                out.append({"seed": sd, "method": m, "fraction": f, "psnr": 20.0 + (gap if ours else 0.0),
+                            "hidden_error": 0.1 * (ratio if ours else 1.0)})
+    return pd.DataFrame(out)
+
+
+IN_P, OUT_P = PSNR_MARGIN_DB + EPS, PSNR_MARGIN_DB - 1e-3
+IN_H, OUT_H = 1 - HIDDEN_MARGIN - EPS, 1 - HIDDEN_MARGIN + 1e-3
+
+
+@pytest.mark.parametrize("gaps, ratios, verdict", [
+    ((IN_P, IN_P, IN_P), (IN_H, IN_H, IN_H), "reproduced"),
+    ((IN_P, IN_P, OUT_P), (IN_H, IN_H, IN_H), "partly reproduced"),  # one seed misses one margin
+    ((IN_P, IN_P, OUT_P), (IN_H, IN_H, OUT_H), "partly reproduced"),  # 2/3 seeds win by one > PARTLY_SHARE
+    ((IN_P, OUT_P, OUT_P), (OUT_H, OUT_H, OUT_H), "not reproduced"),  # 1/3 <= PARTLY_SHARE
+    ((IN_P, OUT_P), (OUT_H, OUT_H), "not reproduced"),  # 1/2 is not more than PARTLY_SHARE = 0.5
+])
+def test_seed_spread_needs_every_seed_for_reproduced(gaps, ratios, verdict):
+    r = seed_spread_row(seed_table(gaps, ratios), scale="3 seeds")
+    assert r.verdict == verdict and r.scale == "3 seeds"
+    assert f"seeds {'/'.join(str(i) for i in range(len(gaps)))} at 10%" in r.measured and "sd" in r.measured
+
+
+def test_seed_spread_shows_each_seed_and_the_spread():
+    r = seed_spread_row(seed_table((0.2, -0.4, 0.8), (0.9, 1.1, 1.0)), scale="s")
+    assert "+0.20/-0.40/+0.80 dB (mean +0.20 ± 0.60 sd)" in r.measured
+    assert "-10%/+10%/+0%" in r.measured and "4% +0.00 ± 0.00" in r.measured
+
+
+def test_seed_spread_needs_min_seeds():
+    assert seed_spread_row(seed_table((1.0,) * MIN_SEEDS, (0.5,) * MIN_SEEDS), scale="s").verdict == "reproduced"
+    few = seed_spread_row(seed_table((1.0,) * (MIN_SEEDS - 1), (0.5,) * (MIN_SEEDS - 1)), scale="s")
+    assert few.verdict == "not run here" and "SEED_CHECKPOINTS" in few.measured
+    assert seed_spread_row(pd.DataFrame(columns=["seed", "method", "fraction", "psnr", "hidden_error"]), scale="s").verdict == "not run here"
+
+
+def test_claim_rows_put_the_seed_row_after_the_headline():
+    rs = claim_rows(make_table(), PLANTED, delta_runs(1.0), delta=0.1, sides=SIDES, scale="tiny, one seed", planted_scale="p",
+                    seed_table=seed_table((1.0, 1.0), (0.5, 0.5)), seed_scale="2 seeds")
+    assert rs[1].claim.startswith("ScaleKV beats uniform, across training seeds") and rs[1].scale == "2 seeds"
+    assert not any("across training seeds" in r.claim for r in rows(make_table()))
