@@ -10,27 +10,17 @@ from pathlib import Path
 
 import torch
 
-from companion.core import ParameterError, repo_path
+from companion.core.paths import resolve_path_parameter
 from companion.core.atomic import write_atomic
 from companion.sudoku_dfs.model import GPTConfig, build_model
 
 __all__ = ["load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
 
 
-def resolve_checkpoint(value: str, name: str = "CHECKPOINT") -> Path | None:
-    """The checkpoint file a parameter names: ``""`` is none; an absolute path is taken as given, a
-    relative one is relative to the repository root. A path that is not an existing file raises
-    :class:`ParameterError` naming the parameter."""
-    if not isinstance(value, str):
-        raise ParameterError(name, value, "a path string (absolute, or relative to the repository root), or '' for none")
-    if not value.strip():
-        return None
-    path = Path(value).expanduser()
-    path = path if path.is_absolute() else repo_path(*path.parts)
-    if not path.is_file():
-        raise ParameterError(name, value, f"an existing checkpoint file ({path} does not exist; absolute, or relative to "
-                                          "the repository root; made by benchmarks/sudoku_train_gpu.py), or '' for none")
-    return path
+def resolve_checkpoint(value: str, name: str = "CHECKPOINT", made_by: str = "benchmarks/sudoku_train_gpu.py") -> Path | None:
+    """A checkpoint path parameter resolved by :func:`companion.core.paths.resolve_path_parameter`
+    (``""`` is none; absolute as given; relative to the repository root)."""
+    return resolve_path_parameter(value, name, made_by=made_by)
 
 
 def save_checkpoint(model, path, meta: dict | None = None, dtype: torch.dtype = torch.bfloat16) -> Path:

@@ -84,10 +84,19 @@ def transcripts_row(n_puzzles: int, problems: int) -> Claim:
     )
 
 
-def learning_row(held_out: FourByFour, parameters: int, steps: int, seconds: float, n_train: int) -> Claim:
+def learning_row(held_out: FourByFour, parameters: int, steps: int, seconds: float, n_train: int,
+                 source: dict | None = None) -> Claim:
     """The 4x4 imitation claim: the held-out puzzles are new strings, but (at 4x4) they lie in symmetry
-    classes the augmented training set covers, so this row claims the rule steps, not generalisation."""
+    classes the augmented training set covers, so this row claims the rule steps, not generalisation.
+    ``source`` (from :func:`companion.sudoku_dfs.four_by_four.model_for_run`) says whether the model was
+    trained in this run or loaded from a checkpoint of the same recipe (then ``seconds`` is the
+    recorded training time); ``None`` = trained in this run."""
     ok = held_out.protocol >= MIN_BOARD_ACCURACY_4X4
+    if source is not None and source.get("kind") == "checkpoint":
+        origin = (f"{seconds:.0f} s CPU when made; loaded from the checkpoint {source['path']} (same recipe, made by "
+                  f"`{source['command']}`), not trained in this run")
+    else:
+        origin = f"trained in this run in {seconds:.0f} s CPU"
     return Claim(
         claim="a GPT-2 learns the rule steps of the transcripts by imitation (4x4, puzzles seen up to symmetry)",
         paper="98.9% board accuracy (9x9, 42M params, 3M steps)",
@@ -95,7 +104,7 @@ def learning_row(held_out: FourByFour, parameters: int, steps: int, seconds: flo
                  f"{held_out.n} held-out 4x4 puzzles; {held_out.in_training_classes} of them (in {held_out.classes} "
                  f"symmetry classes) lie in a class the training augmentation covers",
         scale=f"4x4 Shidoku (no guesses needed), {n_train} training puzzles, {parameters / 1e6:.2f}M params, "
-              f"{steps} steps, {seconds:.0f} s CPU, one seed",
+              f"{steps} steps, {origin}, one seed",
         verdict="partly reproduced" if ok else "not reproduced",
     )
 

@@ -41,6 +41,18 @@ def test_learning_row_threshold_and_symmetry_coverage():
     # the row says the held-out puzzles lie in training classes, and at what scale it ran
     assert "300 of them (in 36 symmetry classes) lie in a class the training augmentation covers" in inside.measured
     assert "900 steps" in inside.scale and "2000 training puzzles" in inside.scale and "one seed" in inside.scale
+    assert "trained in this run in 12 s CPU" in inside.scale
+
+
+def test_learning_row_says_where_the_model_came_from():
+    kw = dict(parameters=400_000, steps=900, seconds=26.7, n_train=2000)
+    trained = c.learning_row(_four(0.99), **kw, source={"kind": "trained", "path": None, "command": None})
+    loaded = c.learning_row(_four(0.99), **kw, source={"kind": "checkpoint", "path": "data/sudoku/m.safetensors",
+                                                       "command": "python -m companion.sudoku_dfs.four_by_four --seed 0"})
+    assert "trained in this run" in trained.scale and "checkpoint" not in trained.scale
+    assert "loaded from the checkpoint data/sudoku/m.safetensors" in loaded.scale
+    assert "`python -m companion.sudoku_dfs.four_by_four --seed 0`" in loaded.scale and "not trained in this run" in loaded.scale
+    assert trained.verdict == loaded.verdict == "partly reproduced"
 
 
 def test_generalisation_row_threshold():
