@@ -1,5 +1,7 @@
 """Paper 16: A Unified Framework for Provably Efficient Algorithms to Estimate Shapley Values
-(Chen, Seshadri, Villani et al., NeurIPS 2025, arXiv 2506.05216).
+(Chen, Seshadri, Villani et al., NeurIPS 2025, arXiv 2506.05216). Official code: none released (the
+paper's checklist says the experiment code will not be shared); the nearest public code is
+LeverageSHAP's, https://github.com/rtealwitter/leverageshap.
 
 One sketching framework covers KernelSHAP, unbiased KernelSHAP and LeverageSHAP: Shapley values are
 the solution of a constrained weighted least-squares problem (Thm 2.1); estimators sample its rows
@@ -9,19 +11,32 @@ the solution of a constrained weighted least-squares problem (Thm 2.1); estimato
 Modules: :mod:`games` (the interventional game, exact values), :mod:`sampling` (distributions,
 with/without replacement, paired), :mod:`estimators` (LS and MV, the named estimators, shap's
 KernelExplainer on the same game), :mod:`experiment` (the error-vs-m study of the notebook and the
-GPU scale study), :mod:`polynomial` (a game with closed-form Shapley values at any d) and
-:mod:`figures` (plotly figures and the explorer's update function; the only module needing plotly).
+GPU scale study), :mod:`polynomial` (a game with closed-form Shapley values at any d), and the role
+files :mod:`explorer` (the estimator explorer), :mod:`figures` (plotly figures), :mod:`claims` (the
+claims table) and :mod:`scale` (the GPU profile and its recorded results). Only ``explorer`` and
+``figures`` import plotly.
 """
+
+from companion.core import Paper
 
 from companion.kernelshap.estimators import ESTIMATORS, estimate, kernel_explainer
 from companion.kernelshap.games import InterventionalGame, exact_shapley, tree_shapley
 from companion.kernelshap.polynomial import PolynomialGame
 from companion.kernelshap.sampling import DISTRIBUTIONS, sample_subsets, size_distribution
 
+PAPER = Paper(
+    number="16",
+    slug="kernelshap",
+    title="A Unified Framework for Provably Efficient Algorithms to Estimate Shapley Values",
+    arxiv="2506.05216",
+    code=None,
+)
+
 __all__ = [
     "DISTRIBUTIONS",
     "ESTIMATORS",
     "InterventionalGame",
+    "PAPER",
     "PolynomialGame",
     "estimate",
     "exact_shapley",

@@ -2,32 +2,19 @@
 
 Paper: Chen, Seshadri, Villani et al., *A Unified Framework for Provably Efficient Algorithms to
 Estimate Shapley Values* (NeurIPS 2025). Fig. 1 of the paper pictures the sampling distributions;
-its benchmark figures plot the median normalised MSE against m with IQR bands. :func:`explorer_view`
-is the explorer's pure update function (dataset, estimator, distribution, replacement, m): the
-estimate for one query beside the exact values, and the normalised error's spread over seeds.
-Not imported by the GPU path (plotly is absent on the GPU machine).
+its benchmark figures plot the median normalised MSE against m with IQR bands. The explorer is in
+:mod:`companion.kernelshap.explorer`. Not imported by the GPU path (plotly is absent on the GPU machine).
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import plotly.graph_objects as go
 
-from companion.core.validation import check_bool, check_choice, check_int
-from companion.kernelshap.estimators import ESTIMATORS, estimate, kernel_explainer, normalised_error
-from companion.kernelshap.experiment import DATASETS, SHAP, make_setup
+from companion.kernelshap.estimators import ESTIMATORS
+from companion.kernelshap.experiment import SHAP
 from companion.kernelshap.sampling import DISTRIBUTIONS, size_distribution
 
-# The explorer's estimator control: the framework's two kinds (and λ), or the shap library.
-EXPLORER_ESTIMATORS = {
-    "regression (LS, λ=α)": ("LS", "alpha"),
-    "matrix-vector (MV, λ=α)": ("MV", "alpha"),
-    "matrix-vector (MV, λ=0)": ("MV", "zero"),
-    SHAP: None,
-}
-BUDGETS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 DIST_COLORS = {"kernel": "#0072B2", "modified": "#009E73", "leverage": "#D55E00"}
 METHOD_COLORS = {
     "KernelSHAP (LS, kernel)": "#0072B2",
@@ -37,12 +24,6 @@ METHOD_COLORS = {
     "MV, leverage": "#E69F00",
     SHAP: "#000000",
 }
-
-
-@functools.lru_cache(maxsize=8)
-def cached_setup(name: str):
-    """:func:`~companion.kernelshap.experiment.make_setup`, once per data set (model, game, exact values)."""
-    return make_setup(name)
 
 
 def size_distribution_figure(d: int, extra_taus=(0.25, 0.75)) -> go.Figure:
@@ -58,47 +39,6 @@ def size_distribution_figure(d: int, extra_taus=(0.25, 0.75)) -> go.Figure:
     fig.update_layout(title=f"Sampling distributions over subset sizes, d = {d}: P(|S| = s) ∝ (s(d−s))^(−τ)",
                       xaxis_title="subset size s", yaxis_title="probability of drawing a subset of size s", height=400)
     return fig
-
-
-def _estimates(setup, estimator: str, distribution: str, replacement: bool, m: int, seeds: int) -> list[np.ndarray]:
-    if estimator == SHAP:
-        return [kernel_explainer(setup.game, m, seed=s) for s in range(seeds)]
-    kind, lam = EXPLORER_ESTIMATORS[estimator]
-    return [estimate(setup.game, m, kind=kind, distribution=distribution, lam=lam, replacement=replacement, seed=s)
-            for s in range(seeds)]
-
-
-def explorer_view(dataset: str = "diabetes", estimator: str = "regression (LS, λ=α)", distribution: str = "leverage",
-                  replacement: bool = True, m: int = 256, seeds: int = 8, top: int = 15):
-    """Bars of the estimate (seed 0) beside the exact values for the ``top`` features by |φ*|, with the
-    seeds' spread as error bars; the readout gives the normalised error's median and IQR over seeds."""
-    check_choice("dataset", dataset, DATASETS)
-    check_choice("estimator", estimator, tuple(EXPLORER_ESTIMATORS))
-    check_choice("distribution", distribution, tuple(DISTRIBUTIONS))
-    check_bool("replacement", replacement)
-    check_int("m", m, lo=2)
-    check_int("seeds", seeds, lo=1, hi=100)
-    setup = cached_setup(dataset)
-    d = setup.game.d
-    note = ""
-    if not replacement and m > 2**d - 2 and estimator != SHAP:
-        m, note = 2**d - 2, f" (m capped at 2^d − 2 = {2**d - 2}: all coalitions)"
-    runs = np.array(_estimates(setup, estimator, distribution, replacement, m, seeds))
-    errors = np.array([normalised_error(phi, setup.truth) for phi in runs])
-    order = np.argsort(-np.abs(setup.truth))[:top]
-    names = [setup.feature_names[j] for j in order]
-    fig = go.Figure()
-    fig.add_bar(x=names, y=setup.truth[order], name="exact φ* (TreeExplainer)", marker_color="#999999")
-    spread = runs[:, order].std(0) if seeds > 1 else None
-    fig.add_bar(x=names, y=runs[0, order], name=f"estimate, seed 0 (± sd over {seeds} seeds)", marker_color="#D55E00",
-                error_y=dict(type="data", array=spread, visible=spread is not None))
-    label = estimator if estimator == SHAP else f"{estimator}, {distribution}, {'with' if replacement else 'without'} replacement"
-    fig.update_layout(title=f"{dataset} (d = {d}): {label}, m = {m}", barmode="group", height=430,
-                      xaxis_title=f"feature (the {min(top, d)} largest |φ*|)", yaxis_title="Shapley value φ_j")
-    q25, med, q75 = np.quantile(errors, [0.25, 0.5, 0.75])
-    readout = (f"normalised MSE ‖φ̂ − φ*‖²/‖φ*‖² over {seeds} seeds: median {med:.2e} (IQR {q25:.1e} … {q75:.1e}); "
-               f"Σφ̂ − (v([d]) − v(∅)) = {runs[0].sum() - (setup.game.full - setup.game.empty):+.1e}{note}")
-    return fig, readout
 
 
 def error_curves_figure(curves: dict, budgets, title: str, height: int = 420) -> go.Figure:

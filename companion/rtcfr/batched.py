@@ -19,13 +19,13 @@ and the same inputs the trajectories agree with the numpy solver to rounding (te
 
 from __future__ import annotations
 
-import contextlib
 import time
 import warnings
 
 import numpy as np
 import torch
 
+from companion.core.timing import limit_threads
 from companion.core.validation import ParameterError, check_bool, check_choice, check_int
 from companion.rtcfr.games import CompiledGame
 from companion.rtcfr.solvers import ALGORITHMS, _AVG_POWER, as_game, check_hyper
@@ -38,21 +38,6 @@ def _csr(matrix, device, dtype):
             torch.from_numpy(matrix.indptr.astype(np.int64)), torch.from_numpy(matrix.indices.astype(np.int64)),
             torch.from_numpy(matrix.data).to(dtype), size=matrix.shape, check_invariants=False,
         ).to(device)
-
-
-@contextlib.contextmanager
-def cpu_threads(n):
-    """Temporarily use ``n`` torch CPU threads (None: leave as is). The per-op work on these vectors is
-    tiny, and on a busy two-core machine intra-op threads only add contention (measured 60x slower)."""
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 class _Tree:
@@ -239,7 +224,7 @@ class BatchedSolver:
         """
         iterations = check_int("iterations", iterations, lo=1)
         eval_every = check_int("eval_every", eval_every, lo=1)
-        with cpu_threads(1 if self.device.type == "cpu" else None):
+        with limit_threads(1 if self.device.type == "cpu" else None):
             return self._run(iterations, eval_every, average, graph_steps)
 
     def _run(self, iterations, eval_every, average, graph_steps):

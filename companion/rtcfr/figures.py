@@ -3,27 +3,20 @@
 Paper: Meng et al., *Efficient Last-Iterate Convergence in Solving Extensive-Form Games*
 (NeurIPS 2025). Fig. 1 plots exploitability against iterations on a log scale; here the metric is
 named: NashConv (the sum of both players' best-response gains, what the official code reports).
-:func:`explorer_view` is the explorer's pure update function: it recomputes RTCFR+ for the
-controls' (μ, T_u, γ) and reuses cached baseline runs, so a change of a slider costs one RTCFR+
-run (a fraction of a second on Kuhn and Leduc).
+The explorer is in :mod:`companion.rtcfr.explorer`.
 """
 
 from __future__ import annotations
-
-import functools
-import time
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from companion.core.validation import check_bool, check_choice, check_int
 from companion.rtcfr.games import PAPER_NAMES
-from companion.rtcfr.solvers import LABELS, Trajectory, check_hyper, solve
+from companion.rtcfr.solvers import LABELS, Trajectory
 
 ALGO_COLORS = {"rtcfr+": "#D55E00", "rtpcfr+": "#CC79A7", "cfr+": "#0072B2", "pcfr+": "#009E73", "dcfr": "#E69F00",
                "cfr": "#56B4E9", "reset": "#000000"}
-EXPLORER_GAMES = ("kuhn_poker", "leduc_poker")
 FLOOR = 1e-17  # NashConv is plotted as max(value, FLOOR) on the log axis (it can reach 0 up to rounding)
 
 
@@ -47,51 +40,6 @@ def convergence_figure(trajectories, title: str, average: bool = True, height: i
                       legend=dict(orientation="v", x=1.01, y=1))
     fig.update_yaxes(type="log", exponentformat="power")
     return fig
-
-
-@functools.lru_cache(maxsize=256)
-def cached_run(game: str, algorithm: str, iterations: int, mu: float = 1e-3, T_u: int = 100, gamma: float = 1e-10,
-               reset_theta: bool = False) -> Trajectory:
-    """A cached :func:`~companion.rtcfr.solvers.solve` (NashConv at about 200 points) for the explorer."""
-    every = max(1, iterations // 200)
-    hyper = dict(mu=mu, T_u=T_u, gamma=gamma, reset_theta=reset_theta) if algorithm.startswith("rt") else {}
-    tr = solve(game, algorithm, iterations, eval_every=every, average=not algorithm.startswith("rt"), **hyper)
-    if reset_theta:
-        tr.params.update(reset_theta=True, label="RTCFR+ reset θ")
-    return tr
-
-
-def explorer_view(game: str = "kuhn_poker", iterations: int = 1000, mu: float = 0.1, T_u: int = 10,
-                  gamma: float = 1e-10, rtcfr_plus: bool = True, cfr_plus: bool = True, pcfr_plus: bool = True,
-                  dcfr: bool = True, cfr: bool = False, reset_theta: bool = False, average: bool = True):
-    """The explorer's update: (figure, readout) for the controls' values. Pure up to caching."""
-    game = check_choice("game", game, EXPLORER_GAMES)
-    iterations = check_int("iterations", iterations, lo=10, hi=20000)
-    mu, T_u, gamma = check_hyper(mu, T_u, gamma)
-    flags = {"rtcfr+": rtcfr_plus, "cfr+": cfr_plus, "pcfr+": pcfr_plus, "dcfr": dcfr, "cfr": cfr}
-    for name, value in flags.items():
-        check_bool(name, value)
-    check_bool("reset_theta", reset_theta)
-    check_bool("average", average)
-    start = time.perf_counter()
-    trajs = [cached_run(game, alg, iterations) for alg in ("cfr+", "pcfr+", "dcfr", "cfr") if flags[alg]]
-    if reset_theta:
-        trajs.append(cached_run(game, "rtcfr+", iterations, mu, T_u, gamma, True))
-    rt = cached_run(game, "rtcfr+", iterations, mu, T_u, gamma) if rtcfr_plus else None
-    if rt is not None:
-        trajs.append(rt)
-    seconds = time.perf_counter() - start
-    title = f"{PAPER_NAMES[game]}: NashConv of the iterates (μ = {mu:.3g}, T_u = {T_u}, γ = {gamma:.0e})"
-    fig = convergence_figure(trajs, title, average=average)
-    parts = [f"{PAPER_NAMES[game]}, {iterations} iterations"]
-    if rt is not None:
-        parts.append(f"RTCFR+ last iterate: {rt.last[-1]:.2e}")
-    avgs = {LABELS[t.algorithm]: t.average[-1] for t in trajs if not t.algorithm.startswith("rt")}
-    if avgs:
-        best = min(avgs, key=avgs.get)
-        parts.append(f"best average iterate: {best} {avgs[best]:.2e}")
-    parts.append(f"computed in {seconds:.2f} s")
-    return fig, " · ".join(parts)
 
 
 def idea_figure(trace_cfr: dict, trace_rt: dict, target: float, label: str) -> go.Figure:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from companion.core.atomic import write_atomic
 from companion.core.validation import ParameterError
 
 # Preset names -> OpenSpiel game strings. The paper's games: Kuhn (58 histories / 12 infosets),
@@ -172,11 +173,11 @@ class CompiledGame:
             arrays[f"p{p}_seq_action"] = t.seq_action.astype(np.int32)
             if keys and t.infoset_keys:
                 arrays[f"p{p}_keys"] = np.array(t.infoset_keys)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(tmp, **arrays)
-        tmp.replace(path)
-        return path
+        def write(tmp):  # a file object: np.savez would append ".npz" to a name without it
+            with open(tmp, "wb") as f:
+                np.savez_compressed(f, **arrays)
+
+        return write_atomic(path, write)
 
     @classmethod
     def load(cls, path) -> "CompiledGame":
@@ -318,19 +319,3 @@ def data_path(name: str) -> Path:
     from companion.core.paths import repo_path
 
     return repo_path("data", "rtcfr", f"{name}.npz")
-
-
-def get_game(name: str) -> CompiledGame:
-    """A compiled game: from OpenSpiel when it is installed, else from ``data/rtcfr/<name>.npz``.
-
-    The GPU machine has no OpenSpiel; ``data/rtcfr/make_games.py`` writes the .npz files here.
-    """
-    try:
-        import pyspiel  # noqa: F401
-    except ImportError:
-        path = data_path(name) if isinstance(name, str) and name in GAMES else None
-        if path is None or not path.exists():
-            raise ParameterError("game", name, "a preset with compiled arrays in data/rtcfr/ when open_spiel is not "
-                                 f"installed: {sorted(p.stem for p in data_path('x').parent.glob('*.npz'))}") from None
-        return CompiledGame.load(path)
-    return compile_game(name)

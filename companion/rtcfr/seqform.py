@@ -24,11 +24,6 @@ import numpy as np
 from companion.rtcfr.games import CompiledGame, Treeplex
 
 
-def uniform_behavioural(tp: Treeplex) -> np.ndarray:
-    """σ(I, a) = 1/|A(I)| for every sequence (entry 0, the empty sequence, is 1)."""
-    return 1.0 / tp.seq_size
-
-
 def sequence_form(tp: Treeplex, sigma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """x(I, a) = x(p(I)) σ(I, a), top-down by depth; ``sigma[0]`` is ignored (x[∅] = 1)."""
     x = np.empty(tp.n_seq) if out is None else out

@@ -3,7 +3,7 @@
 Paper: Meng et al., *Efficient Last-Iterate Convergence in Solving Extensive-Form Games*
 (NeurIPS 2025), Fig. 1 (RTCFR+ against CFR+/PCFR+/DCFR) and Figs. 8-15 (sensitivity to μ and T_u).
 :func:`grid_study` runs RTCFR+ over a whole (μ, T_u) grid in one :class:`~companion.rtcfr.batched.BatchedSolver`
-and the average-iterate baselines beside it; :func:`throughput` times one batched iteration.
+and the average-iterate baselines beside it; :func:`throughput` times one batched iteration (``companion.core.time_ms``).
 The GPU benchmark (``benchmarks/rtcfr_gpu.py``) and the notebook's GPU profile call these.
 No plotly here (the GPU machine has none).
 """
@@ -15,25 +15,11 @@ import time
 import numpy as np
 import torch
 
-from companion.rtcfr.batched import BatchedSolver, cpu_threads, sweep
+from companion.core import limit_threads, time_ms
+from companion.rtcfr.batched import BatchedSolver, sweep
 from companion.rtcfr.solvers import Solver, as_game
 
 BASELINES = ("cfr+", "pcfr+", "dcfr")
-
-
-def median_ms(fn, device, reps: int = 20) -> float:
-    """Median milliseconds of ``fn()``: ``triton.testing.do_bench`` on CUDA, a perf_counter median elsewhere."""
-    if torch.device(device).type == "cuda":
-        from triton.testing import do_bench
-
-        return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
 
 
 def throughput(game, batch: int, device="cpu", graph_steps: int = 0, algorithm: str = "rtcfr+") -> dict:
@@ -41,14 +27,14 @@ def throughput(game, batch: int, device="cpu", graph_steps: int = 0, algorithm: 
     game = as_game(game)
     mus = np.geomspace(1e-4, 1e-1, batch)
     solver = BatchedSolver(game, algorithm, mu=mus, T_u=np.full(batch, 100), track_average=False, device=device)
-    with cpu_threads(1 if solver.device.type == "cpu" else None):
-        eager = median_ms(solver.step, device)
+    with limit_threads(1 if solver.device.type == "cpu" else None):
+        eager = time_ms(solver.step, device, cpu_reps=20)
         out = {"game": game.name, "batch": batch, "algorithm": algorithm, "eager_ms_per_step": eager}
         best = eager
         if graph_steps and solver.device.type == "cuda":
             try:
                 replay = solver.graphed(graph_steps)
-                graph = median_ms(replay, device) / graph_steps
+                graph = time_ms(replay, device, cpu_reps=20) / graph_steps
                 out["graph_ms_per_step"] = graph
                 best = min(best, graph)
             except Exception as exc:  # record, never hide

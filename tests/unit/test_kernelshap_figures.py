@@ -8,15 +8,8 @@ import pytest
 
 from companion.core import ParameterError
 from companion.kernelshap.experiment import SHAP, error_curves, scale_study, without_replacement
-from companion.kernelshap.figures import (
-    EXPLORER_ESTIMATORS,
-    cached_setup,
-    error_curves_figure,
-    error_curves_grid,
-    explorer_view,
-    scale_figure,
-    size_distribution_figure,
-)
+from companion.kernelshap.explorer import EXPLORER_ESTIMATORS, cached_setup, explorer_controls, explorer_view
+from companion.kernelshap.figures import error_curves_figure, error_curves_grid, scale_figure, size_distribution_figure
 
 
 def test_explorer_default_view():
@@ -55,6 +48,15 @@ def test_explorer_top_features_on_digits():
 def test_explorer_rejects_bad_controls(bad):
     with pytest.raises(ParameterError):
         explorer_view(**bad)
+
+
+def test_explorer_controls_match_the_view():
+    controls = explorer_controls()
+    assert set(controls) == {"dataset", "estimator", "distribution", "replacement", "m"}
+    fig, readout = explorer_view(**{k: w.value for k, w in controls.items()}, seeds=2)
+    assert "m = 256" in fig.layout.title.text
+    with pytest.raises(ParameterError):
+        explorer_controls(m=100)
 
 
 def test_size_distribution_figure():

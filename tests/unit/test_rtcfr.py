@@ -10,7 +10,7 @@ pyspiel = pytest.importorskip("pyspiel")
 from companion.core import ParameterError  # noqa: E402
 from companion.rtcfr import CompiledGame, Solver, compile_game, nash_conv, sequence_form, solve  # noqa: E402
 from companion.rtcfr.batched import BatchedSolver  # noqa: E402
-from companion.rtcfr.games import openspiel_game  # noqa: E402
+from companion.rtcfr.games import data_path, openspiel_game  # noqa: E402
 from companion.rtcfr.policy import from_tabular_policy, openspiel_nash_conv, to_tabular_policy  # noqa: E402
 from companion.rtcfr.seqform import (  # noqa: E402
     TreeplexOps,
@@ -52,6 +52,7 @@ def test_npz_round_trip(tmp_path):
     a = solve(game, "rtcfr+", 30, eval_every=10, mu=1e-3, T_u=10)
     b = solve(loaded, "rtcfr+", 30, eval_every=10, mu=1e-3, T_u=10)
     np.testing.assert_allclose(a.last, b.last, rtol=0, atol=0)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["leduc.npz"]  # atomic: no temporary file left, no ".npz.npz"
     with pytest.raises(FileNotFoundError, match="make_games|CompiledGame.save"):
         CompiledGame.load(tmp_path / "missing.npz")
 
@@ -232,3 +233,26 @@ def test_solver_iterates_convert_to_openspiel_policies():
     os_game = openspiel_game("leduc_poker")
     for which in ("last", "average"):
         assert os_exp.nash_conv(os_game, solver_policy(solver, which)) == pytest.approx(solver.nash_conv(which), abs=1e-9)
+
+
+@pytest.mark.parametrize("T_u", [1, 3, 7])
+def test_reference_moves_exactly_at_multiples_of_T_u_and_gamma_halves_there(T_u):
+    """Alg. 1: at iterations t = k·T_u (before that iteration's updates) r ← x̂ and γ ← γ/2; never in between."""
+    game = CompiledGame.load(data_path("kuhn_poker"))
+    solver = Solver(game, "rtcfr+", mu=0.1, T_u=T_u, gamma=1e-3)
+    assert solver.gamma == 1e-3
+    for t in range(1, 4 * T_u + 3):
+        before_x = [p.x.copy() for p in solver.players]
+        before_ref = [p.ref.copy() for p in solver.players]
+        before_gamma = solver.gamma
+        solver.step()
+        assert solver.t == t
+        if t % T_u == 0:
+            assert solver.gamma == before_gamma / 2, t
+            for p, x in zip(solver.players, before_x):
+                np.testing.assert_array_equal(p.ref, x)  # the profile the previous iteration left
+        else:
+            assert solver.gamma == before_gamma, t
+            for p, r in zip(solver.players, before_ref):
+                np.testing.assert_array_equal(p.ref, r)
+    assert solver.gamma == 1e-3 / 2 ** ((4 * T_u + 2) // T_u)

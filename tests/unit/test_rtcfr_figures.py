@@ -10,7 +10,8 @@ go = pytest.importorskip("plotly.graph_objects")
 
 from companion.core import ParameterError  # noqa: E402
 from companion.rtcfr import compile_game  # noqa: E402
-from companion.rtcfr.figures import explorer_view, gpu_grid_figure, heatmap_figure, kuhn_strategy_table  # noqa: E402
+from companion.rtcfr.explorer import explorer_controls, explorer_view  # noqa: E402
+from companion.rtcfr.figures import gpu_grid_figure, heatmap_figure, kuhn_strategy_table  # noqa: E402
 from companion.rtcfr.solvers import snapshots, trace_strategy  # noqa: E402
 
 
@@ -36,6 +37,16 @@ def test_explorer_view_responds_to_mu():
 def test_explorer_view_rejects_bad_controls(kwargs, param):
     with pytest.raises(ParameterError, match=param):
         explorer_view(**kwargs)
+
+
+def test_explorer_controls_drive_the_view():
+    controls = explorer_controls(iterations=200)
+    values = {k: w.value for k, w in controls.items()}
+    assert values["game"] == "kuhn_poker" and values["iterations"] == 200
+    fig, readout = explorer_view(**values)
+    assert "200 iterations" in readout and len(fig.data) >= 4
+    with pytest.raises(ParameterError, match="iterations"):
+        explorer_controls(iterations=300)
 
 
 def test_kuhn_table_and_idea_trace():
