@@ -18,23 +18,30 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from companion.delta_attention.attention import Method, compute_fraction
-from companion.delta_attention.minilm import position_error, run_minilm
+from companion.delta_attention.minilm import MiniLMRuns, position_error, run_minilm
 
 
 
 def make_explorer_update(model, input_ids, *, tail: int = 32, causal: bool = False, dense=None,
-                         max_columns: int = 128):
+                         max_columns: int = 128, runs: MiniLMRuns | None = None):
     """The explorer's update function over MiniLM (see the module docstring). The heatmaps average
-    the positions into at most `max_columns` bins (a small figure keeps the widget round trip fast)."""
-    dense = dense or run_minilm(model, input_ids, Method("dense", causal=causal))
+    the positions into at most `max_columns` bins (a small figure keeps the widget round trip fast).
+    With `runs` (a `MiniLMRuns` of the same model and input) its memoised traces are used."""
+    if runs is not None:
+        dense, run = runs.dense, runs.get
+    else:
+        dense = dense or run_minilm(model, input_ids, Method("dense", causal=causal))
+
+        def run(m):
+            return run_minilm(model, input_ids, m)
     n = input_ids.shape[1]
 
     @lru_cache(maxsize=64)
     def _errors(window: int, sink: int, gamma: int):
         sp = Method("sparse", sink=sink, window=window, causal=causal)
         de = Method("delta", sink=sink, window=window, gamma=gamma, tail=tail, causal=causal)
-        e_sp = position_error(run_minilm(model, input_ids, sp), dense)
-        e_de = position_error(run_minilm(model, input_ids, de), dense)
+        e_sp = position_error(run(sp), dense)
+        e_de = position_error(run(de), dense)
         return e_sp, e_de, compute_fraction(n, sp), compute_fraction(n, de)
 
     def update(window: int, sink: int, gamma: int):
@@ -82,15 +89,17 @@ def error_heatmaps(e_sparse: np.ndarray, e_delta: np.ndarray, titles=("sparse", 
 class ExplorerData:
     """What the explorer needs: MiniLM, its input windows and the dense run, with a memoised update."""
 
-    def __init__(self, model, input_ids, *, tail: int = 32, causal: bool = False, dense=None, max_columns: int = 128):
+    def __init__(self, model, input_ids, *, tail: int = 32, causal: bool = False, dense=None, max_columns: int = 128,
+                 runs: MiniLMRuns | None = None):
         self.tail, self.n = tail, input_ids.shape[1]
         self.update = make_explorer_update(model, input_ids, tail=tail, causal=causal, dense=dense,
-                                           max_columns=max_columns)
+                                           max_columns=max_columns, runs=runs)
 
 
-def explorer_data(model, input_ids, *, tail: int = 32, causal: bool = False, dense=None) -> ExplorerData:
-    """The explorer's precomputed data (the dense trace is reused when given)."""
-    return ExplorerData(model, input_ids, tail=tail, causal=causal, dense=dense)
+def explorer_data(model, input_ids, *, tail: int = 32, causal: bool = False, dense=None,
+                  runs: MiniLMRuns | None = None) -> ExplorerData:
+    """The explorer's precomputed data (the dense trace, or a `MiniLMRuns` memo, is reused when given)."""
+    return ExplorerData(model, input_ids, tail=tail, causal=causal, dense=dense, runs=runs)
 
 
 def explorer_view(data: ExplorerData, *, window: int, sink: int, gamma: int):

@@ -3,9 +3,9 @@
 The real pretrained all-MiniLM-L6-v2 (6 layers, 12 heads, D = 32, bidirectional) is run with *every*
 layer's attention computed by one `Method` (dense / sparse / sparse + recompute / sparse + Δ), so a
 layer's shifted output becomes the next layer's input: the mechanism of the paper's Sec. 3 (there on
-Llama-3.1-8B at 131K tokens, here on a 512-token encoder). The layer loop re-uses the model's own
-modules (query/key/value, output projection + LayerNorm, feed-forward); with `Method("dense")` it
-reproduces `BertModel.forward` (tested). Inputs are unpadded windows of exactly N tokens
+Llama-3.1-8B at 131K tokens, here on a 512-token encoder). The model runs its own forward; the
+project's one attention interception (`companion.models.attention.attention_session`) replaces each
+layer's attention, so with `Method("dense")` this is `BertModel.forward` (tested). Inputs are unpadded windows of exactly N tokens
 ([CLS] … [SEP]) cut from one stream of real text, so no padding mask is needed.
 
 Deviations: MiniLM is bidirectional, so masks are symmetric (see attention.py) and the dense rows of
@@ -14,6 +14,7 @@ Deviations: MiniLM is bidirectional, so masks are symmetric (see attention.py) a
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,7 @@ import torch
 from companion.core import check_int
 from companion.delta_attention.attention import Method, compute_fraction, delta_attention
 from companion.delta_attention.diagnostics import cosine_rows, mean_pool_cosine, spearman_rows
+from companion.models.attention import attention_layout, attention_session
 
 
 def token_windows(tokenizer, texts: list[str], n_tokens: int, batch: int) -> torch.Tensor:
@@ -51,27 +53,28 @@ class Trace:
 
 @torch.no_grad()
 def run_minilm(model, input_ids: torch.Tensor, method: Method, *, last_rows: int = 32) -> Trace:
-    """Forward `input_ids` [B, N] through the BertModel with every layer's attention under `method`."""
-    cfg = model.config
-    n_heads = cfg.num_attention_heads
-    b, n = input_ids.shape
-    h = model.embeddings(input_ids=input_ids, token_type_ids=torch.zeros_like(input_ids))
+    """Forward `input_ids` [B, N] through the BertModel with every layer's attention under `method`.
+
+    The model runs its own forward; the project's one attention interception
+    (:func:`companion.models.attention.attention_session`) hands every layer's Q, K, V to
+    `delta_attention` and records what the trace needs; the layer outputs are the model's hidden states.
+    """
+    layout = attention_layout(model)
+    if layout.num_kv_heads != layout.num_heads:
+        raise ValueError(f"run_minilm expects one K/V head per query head, got {layout.num_kv_heads} of {layout.num_heads}")
     trace = Trace(method=method)
-    for layer in model.encoder.layer:
-        sa = layer.attention.self
-        d = sa.attention_head_size
 
-        def split(x):
-            return x.view(b, n, n_heads, d).transpose(1, 2)
-
-        q, k, v = split(sa.query(h)), split(sa.key(h)), split(sa.value(h))
-        ctx = delta_attention(q, k, v, method).transpose(1, 2).reshape(b, n, n_heads * d)
-        a = layer.attention.output(ctx, h)                       # W_O, residual, LayerNorm
-        h = layer.output(layer.intermediate(a), a)               # feed-forward, residual, LayerNorm
-        trace.attn_out.append(ctx)
-        trace.hidden.append(h)
+    def handler(*, layer, q, k, v, scaling, **_):
+        out = delta_attention(q, k, v, method, sm_scale=scaling)
+        b, h, n, d = out.shape
+        trace.attn_out.append(out.transpose(1, 2).reshape(b, n, h * d))
         trace.q_last.append(q[:, :, -last_rows:].clone())
         trace.k.append(k.clone())
+        return out
+
+    with attention_session(model, handler):
+        res = model(input_ids=input_ids, token_type_ids=torch.zeros_like(input_ids), output_hidden_states=True)
+    trace.hidden = list(res.hidden_states[1:])
     return trace
 
 
@@ -106,10 +109,41 @@ def position_error(trace: Trace, dense: Trace) -> np.ndarray:
     return np.stack([(1 - cosine_rows(ao, ad)).clamp_min(0).mean(0).numpy() for ao, ad in zip(trace.attn_out, dense.attn_out)])
 
 
+class MiniLMRuns:
+    """`run_minilm` on one model and input, memoised per method (the `keep` most recent traces), so the
+    explorer's first view and the Reproduce sweep share the passes they both need."""
+
+    def __init__(self, model, input_ids: torch.Tensor, *, last_rows: int = 32, causal: bool = False, keep: int = 4):
+        self.model, self.input_ids, self.last_rows = model, input_ids, check_int("last_rows", last_rows, lo=1)
+        self.keep = check_int("keep", keep, lo=0)
+        self._traces: OrderedDict = OrderedDict()
+        self.dense = run_minilm(model, input_ids, Method("dense", causal=causal), last_rows=last_rows)
+
+    def get(self, method: Method) -> Trace:
+        if method.mode == "dense" and method.causal == self.dense.method.causal:
+            return self.dense
+        if method in self._traces:
+            self._traces.move_to_end(method)
+            return self._traces[method]
+        trace = run_minilm(self.model, self.input_ids, method, last_rows=self.last_rows)
+        if self.keep:
+            self._traces[method] = trace
+            while len(self._traces) > self.keep:
+                self._traces.popitem(last=False)
+        return trace
+
+
 def shift_through_depth(model, input_ids: torch.Tensor, methods: list[Method], *, last_rows: int = 32,
-                        dense: Trace | None = None) -> pd.DataFrame:
-    """Experiment A: run every method, compare each with the dense run, one table (rows = method × layer)."""
-    causal = methods[0].causal if methods else False
-    dense = dense or run_minilm(model, input_ids, Method("dense", causal=causal), last_rows=last_rows)
-    frames = [compare(run_minilm(model, input_ids, m, last_rows=last_rows), dense) for m in methods]
+                        dense: Trace | None = None, runs: MiniLMRuns | None = None) -> pd.DataFrame:
+    """Experiment A: run every method, compare each with the dense run, one table (rows = method × layer).
+    With `runs` (a `MiniLMRuns` of the same model, input and `last_rows`) its traces are reused."""
+    if runs is not None:
+        dense, get = runs.dense, runs.get
+    else:
+        causal = methods[0].causal if methods else False
+        dense = dense or run_minilm(model, input_ids, Method("dense", causal=causal), last_rows=last_rows)
+
+        def get(m):
+            return run_minilm(model, input_ids, m, last_rows=last_rows)
+    frames = [compare(get(m), dense) for m in methods]
     return pd.concat(frames, ignore_index=True)

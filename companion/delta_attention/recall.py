@@ -83,6 +83,12 @@ class RecallTask:
         return tokens, target
 
 
+def notebook_task(length: int = 128, pairs: int = 8) -> RecallTask:
+    """The notebook's task: `length` tokens, `pairs` key-value pairs, min(8, pairs) queries, 16 keys /
+    values / fillers."""
+    return RecallTask(length=length, pairs=pairs, queries=min(8, pairs), num_keys=16, num_values=16, num_filler=16)
+
+
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, half-split form) of x [B, H, N, D] at positions 0 … N−1
     (``companion.models.rope``)."""

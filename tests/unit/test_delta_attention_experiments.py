@@ -148,3 +148,56 @@ def test_heatmap_binning_keeps_means():
     x, b = bin_positions(np.arange(14.0).reshape(2, 7), 3)      # bins of 3: [0:3], [3:6], [6:7]
     assert x.tolist() == [0, 3, 6]
     assert b.tolist() == [[1.0, 4.0, 6.0], [8.0, 11.0, 13.0]]
+
+
+def _hand_loop(model, ids, method):
+    """The layer loop written out by hand from BERT's modules: the reference for the session path."""
+    from companion.delta_attention import delta_attention
+
+    b, n = ids.shape
+    heads = model.config.num_attention_heads
+    h = model.embeddings(input_ids=ids, token_type_ids=torch.zeros_like(ids))
+    outs, hidden = [], []
+    for layer in model.encoder.layer:
+        sa = layer.attention.self
+        d = sa.attention_head_size
+
+        def split(x):
+            return x.view(b, n, heads, d).transpose(1, 2)
+
+        ctx = delta_attention(split(sa.query(h)), split(sa.key(h)), split(sa.value(h)), method).transpose(1, 2).reshape(b, n, -1)
+        a = layer.attention.output(ctx, h)
+        h = layer.output(layer.intermediate(a), a)
+        outs.append(ctx)
+        hidden.append(h)
+    return outs, hidden
+
+
+@pytest.mark.parametrize("method", [Method("sparse", sink=2, window=4, causal=False),
+                                    Method("delta", sink=2, window=4, gamma=4, tail=8, causal=False),
+                                    Method("recompute", sink=1, window=3, gamma=8, tail=8, causal=False)])
+def test_minilm_session_equals_hand_written_layer_loop(tiny_bert, method):
+    ids = torch.randint(0, 100, (2, 40), generator=torch.Generator().manual_seed(4))
+    impl = tiny_bert.config._attn_implementation
+    trace = run_minilm(tiny_bert, ids, method, last_rows=8)
+    assert tiny_bert.config._attn_implementation == impl                      # the session restores the model
+    with torch.no_grad():
+        outs, hidden = _hand_loop(tiny_bert, ids, method)
+    for got, want in zip(trace.attn_out + trace.hidden, outs + hidden):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+def test_minilm_runs_memo_is_shared(tiny_bert):
+    from companion.delta_attention.minilm import MiniLMRuns, shift_through_depth
+
+    ids = torch.randint(0, 100, (1, 40), generator=torch.Generator().manual_seed(5))
+    runs = MiniLMRuns(tiny_bert, ids, last_rows=8, keep=2)
+    a, b, c = (Method("sparse", sink=s, window=4, causal=False) for s in (1, 2, 3))
+    ta = runs.get(a)
+    assert runs.get(a) is ta and runs.get(Method("dense", causal=False)) is runs.dense
+    runs.get(b), runs.get(c)                                                  # keep=2: a is dropped
+    assert runs.get(a) is not ta
+    torch.testing.assert_close(runs.get(a).hidden[-1], ta.hidden[-1], atol=0, rtol=0)
+    with_memo = shift_through_depth(tiny_bert, ids, [a, b], last_rows=8, runs=runs)
+    without = shift_through_depth(tiny_bert, ids, [a, b], last_rows=8)
+    assert with_memo.equals(without)
