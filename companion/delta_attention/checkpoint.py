@@ -12,7 +12,6 @@ or loads. Made by ``python -m companion.delta_attention.make_checkpoint`` (see
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ from pathlib import Path
 import torch
 
 from companion.core import check_float, check_int
-from companion.core.atomic import write_atomic
+from companion.core import checkpoints
+from companion.core.checkpoints import differences, load_state, save_state
 from companion.core.paths import resolve_path_parameter
 from companion.delta_attention.recall import RecallTask, TinyCausalLM, train_recall
 
@@ -29,6 +29,7 @@ __all__ = ["DEFAULT_CHECKPOINT", "FORMAT", "RecallRecipe", "load_checkpoint", "m
 
 FORMAT = "companion.delta_attention.recall_toy/1"
 DEFAULT_CHECKPOINT = "data/delta_attention/recall_toy_seed0.safetensors"
+_WHAT = "recall-toy checkpoint of paper 09"
 
 
 @dataclass(frozen=True)
@@ -70,54 +71,35 @@ def train_from_recipe(task: RecallTask, recipe: RecallRecipe) -> tuple[TinyCausa
 def save_checkpoint(model: TinyCausalLM, path, task: RecallTask, recipe: RecallRecipe, *, losses=(),
                     extra: Mapping | None = None) -> Path:
     """Write ``model``'s weights (float32) atomically to ``path`` with ``task``, ``recipe``, the loss of
-    every step and ``extra`` (date, command, seconds, versions) as safetensors metadata."""
-    from safetensors.torch import save_file
-
-    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    every step and ``extra`` (date, command, seconds, versions) as safetensors metadata
+    (:func:`companion.core.checkpoints.save_state`)."""
     metadata = {
         "format": FORMAT,
-        "task": json.dumps(asdict(task)),
-        "recipe": json.dumps(recipe.to_dict()),
-        "losses": json.dumps([round(float(x), 5) for x in losses]),
-        "extra": json.dumps(dict(extra or {}), default=str),
+        "task": asdict(task),
+        "recipe": recipe.to_dict(),
+        "losses": [round(float(x), 5) for x in losses],
+        "extra": dict(extra or {}),
     }
-    return write_atomic(Path(path), lambda tmp: save_file(state, tmp, metadata=metadata))
+    return save_state(path, model.state_dict(), metadata, dtype=torch.float32)
 
 
 def read_metadata(path) -> dict:
     """``{"task": RecallTask, "recipe": RecallRecipe, "losses": [...], "extra": {...}}`` of a checkpoint."""
-    from safetensors import safe_open
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with safe_open(str(path), framework="pt") as f:
-        md = f.metadata() or {}
-    if md.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a recall-toy checkpoint of paper 09 (metadata format {md.get('format')!r}, "
-                         f"expected {FORMAT!r})")
-    return {"task": RecallTask(**json.loads(md["task"])), "recipe": RecallRecipe(**json.loads(md["recipe"])),
-            "losses": json.loads(md.get("losses", "[]")), "extra": json.loads(md.get("extra", "{}"))}
+    md = checkpoints.read_metadata(path, format=FORMAT, what=_WHAT, required=("task", "recipe"))
+    return {"task": RecallTask(**md["task"]), "recipe": RecallRecipe(**md["recipe"]),
+            "losses": md.get("losses", []), "extra": md.get("extra", {})}
 
 
 def mismatches(meta: Mapping, task: RecallTask, recipe: RecallRecipe) -> list[str]:
     """What differs between a checkpoint's recorded task/recipe and the ones a run asks for
-    (``"steps: run 150, checkpoint 300"``); empty when the checkpoint is exactly that run's model."""
-    out = []
-    for ours, theirs in ((asdict(task), asdict(meta["task"])), (recipe.to_dict(), meta["recipe"].to_dict())):
-        for key, a in ours.items():
-            b = theirs.get(key)
-            same = (a == b) if not isinstance(a, float) else (b is not None and abs(a - float(b)) <= 1e-12 * max(1.0, abs(a)))
-            if not same:
-                out.append(f"{key}: run {a}, checkpoint {b}")
-    return out
+    (``"steps: run 150, checkpoint 300"``, :func:`companion.core.checkpoints.differences`); empty when the
+    checkpoint is exactly that run's model."""
+    return differences(asdict(task), asdict(meta["task"])) + differences(recipe.to_dict(), meta["recipe"].to_dict())
 
 
 def load_checkpoint(path, *, task: RecallTask | None = None, recipe: RecallRecipe | None = None) -> tuple[TinyCausalLM, dict]:
     """``(model in eval mode, metadata)`` from :func:`save_checkpoint`. With ``task``/``recipe`` the
     checkpoint must have been made with exactly those (ValueError listing what differs)."""
-    from safetensors.torch import load_file
-
     meta = read_metadata(path)
     if task is not None or recipe is not None:
         diff = mismatches(meta, task or meta["task"], recipe or meta["recipe"])
@@ -126,7 +108,7 @@ def load_checkpoint(path, *, task: RecallTask | None = None, recipe: RecallRecip
     r = meta["recipe"]
     with torch.random.fork_rng(devices=[]):  # the random init is overwritten; leave the global RNG as it was
         model = TinyCausalLM(meta["task"].vocab, d=r.d, layers=r.layers, heads=r.heads, smear_from=r.smear_from)
-    state = load_file(str(path))
+    state, _ = load_state(path, format=FORMAT, what=_WHAT)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(f"checkpoint {path} does not fit the recall toy ({r.describe()}): missing {missing[:3]}, "

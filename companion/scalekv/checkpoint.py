@@ -10,15 +10,15 @@ weights are float32 (about 80 k parameters, ~0.3 MB), loaded with ``safetensors`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from companion.core import ParameterError, check_float, check_int, repo_path
-from companion.core.atomic import write_atomic
+from companion.core import check_float, check_int
+from companion.core import checkpoints
+from companion.core.checkpoints import differences, load_state, save_state
 from companion.core.paths import resolve_path_parameter
 from companion.scalekv.model import TinyVAR, VARConfig
 
@@ -27,6 +27,7 @@ __all__ = ["Recipe", "save_checkpoint", "load_checkpoint", "read_metadata", "mis
 
 FORMAT = "companion.scalekv.tiny_var/1"
 DEFAULT_CHECKPOINT = "data/scalekv/tiny_var_seed0.safetensors"
+_WHAT = "tiny-VAR checkpoint of paper 03"
 
 
 @dataclass(frozen=True)
@@ -65,56 +66,42 @@ def _config_dict(config: VARConfig) -> dict:
 
 def save_checkpoint(model: TinyVAR, path, recipe: Recipe, *, losses=(), extra: Mapping | None = None) -> Path:
     """Write ``model``'s weights (float32) atomically to ``path`` with its config, ``recipe``, the loss of
-    every step and ``extra`` (date, command, seconds, versions) as safetensors metadata."""
-    from safetensors.torch import save_file
-
-    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+    every step and ``extra`` (date, command, seconds, versions) as safetensors metadata
+    (:func:`companion.core.checkpoints.save_state`)."""
     metadata = {
         "format": FORMAT,
-        "config": json.dumps(_config_dict(model.config)),
-        "recipe": json.dumps(recipe.to_dict()),
-        "losses": json.dumps([round(float(x), 5) for x in losses]),
-        "extra": json.dumps(dict(extra or {}), default=str),
+        "config": _config_dict(model.config),
+        "recipe": recipe.to_dict(),
+        "losses": [round(float(x), 5) for x in losses],
+        "extra": dict(extra or {}),
     }
-    return write_atomic(Path(path), lambda tmp: save_file(state, tmp, metadata=metadata))
+    return save_state(path, model.state_dict(), metadata, dtype=torch.float32)
 
 
 def read_metadata(path) -> dict:
     """``{"config": VARConfig, "recipe": Recipe, "losses": [...], "extra": {...}}`` of a checkpoint, without its weights."""
-    from safetensors import safe_open
+    md = checkpoints.read_metadata(path, format=FORMAT, what=_WHAT, required=("config", "recipe"))
+    return _meta(md)
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with safe_open(str(path), framework="pt") as f:
-        md = f.metadata() or {}
-    if md.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a tiny-VAR checkpoint of paper 03 (metadata format {md.get('format')!r}, expected {FORMAT!r})")
-    cfg = json.loads(md["config"])
+
+def _meta(md: Mapping) -> dict:
+    cfg = dict(md["config"])
     cfg["sides"] = tuple(cfg["sides"])
-    return {"config": VARConfig(**cfg), "recipe": Recipe(**json.loads(md["recipe"])), "losses": json.loads(md.get("losses", "[]")),
-            "extra": json.loads(md.get("extra", "{}"))}
+    return {"config": VARConfig(**cfg), "recipe": Recipe(**md["recipe"]), "losses": md.get("losses", []),
+            "extra": md.get("extra", {})}
 
 
 def mismatches(meta: Mapping, config: VARConfig, recipe: Recipe) -> list[str]:
     """What differs between a checkpoint's recorded config/recipe and the ones a run asks for
-    (``"dim: run 64, checkpoint 48"``); empty when the checkpoint is exactly that run's model."""
-    out = []
-    for what, ours, theirs in (("config", _config_dict(config), _config_dict(meta["config"])),
-                               ("recipe", recipe.to_dict(), meta["recipe"].to_dict())):
-        for key in ours:
-            a, b = ours[key], theirs.get(key)
-            same = (a == b) if not isinstance(a, float) else (b is not None and abs(a - float(b)) <= 1e-12 * max(1.0, abs(a)))
-            if not same:
-                out.append(f"{key}: run {a}, checkpoint {b}")
-    return out
+    (``"dim: run 64, checkpoint 48"``, :func:`companion.core.checkpoints.differences`); empty when the
+    checkpoint is exactly that run's model."""
+    return (differences(_config_dict(config), _config_dict(meta["config"]))
+            + differences(recipe.to_dict(), meta["recipe"].to_dict()))
 
 
 def load_checkpoint(path, device="cpu", *, config: VARConfig | None = None, recipe: Recipe | None = None) -> tuple[TinyVAR, dict]:
     """``(model in eval mode, metadata)`` from :func:`save_checkpoint`. With ``config`` and ``recipe``
     the checkpoint must have been made with exactly those (ValueError listing what differs)."""
-    from safetensors.torch import load_file
-
     meta = read_metadata(path)
     if config is not None or recipe is not None:
         diff = mismatches(meta, config or meta["config"], recipe or meta["recipe"])
@@ -122,7 +109,7 @@ def load_checkpoint(path, device="cpu", *, config: VARConfig | None = None, reci
             raise ValueError(f"checkpoint {path} was made with another configuration: " + "; ".join(diff))
     with torch.random.fork_rng(devices=[]):  # the random init is overwritten; leave the global RNG as it was
         model = TinyVAR(meta["config"])
-    state = load_file(str(path))
+    state, _ = load_state(path, format=FORMAT, what=_WHAT)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(f"checkpoint {path} does not fit TinyVAR({meta['config']}): missing {missing[:3]}, unexpected {unexpected[:3]}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import json
 import platform
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 import torch
 
 from companion.core import ParameterError, repo_path
+from companion.core.checkpoints import differences
 from companion.sudoku_dfs.checkpoints import load_checkpoint, resolve_checkpoint, save_checkpoint
 from companion.sudoku_dfs.data import encode_transcripts
 from companion.sudoku_dfs.generator import load_puzzles
@@ -80,20 +80,12 @@ def save_model(model, hist: dict, rec: dict, path, extra: dict | None = None, dt
     return save_checkpoint(model, path, meta, dtype=dtype)
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
-
-
 def recipe_differences(wanted: dict, recorded: dict | None) -> list[str]:
-    """The fields in which a recorded recipe differs from the wanted one (``[]`` = equal)."""
+    """The fields in which a recorded recipe differs from the wanted one (``[]`` = equal), as
+    ``"train.steps: run 4, checkpoint 3"`` (:func:`companion.core.checkpoints.differences`)."""
     if not isinstance(recorded, dict):
         return ["the file records no 4x4 recipe"]
-    a, b = _flatten(json.loads(json.dumps(wanted))), _flatten(recorded)  # JSON round trip: tuples as lists
-    return [f"{k}: {b.get(k, '(absent)')!r} recorded, {a.get(k, '(absent)')!r} in this run"
-            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return differences(wanted, recorded)
 
 
 def load_matching(path, rec: dict, name: str = "MODEL_4X4") -> tuple:

@@ -41,7 +41,7 @@ def test_recipe_is_json_and_names_its_data():
     assert recipe(2000, 900, 0) == rec and recipe(1999, 900, 0)["puzzles_sha256_16"] != rec["puzzles_sha256_16"]
     assert recipe_differences(rec, json.loads(json.dumps(rec))) == []
     diff = recipe_differences(rec, recipe(2000, 900, 1))
-    assert any(d.startswith("train.seed: 1 recorded, 0 in this run") for d in diff) and any(d.startswith("seed:") for d in diff)
+    assert any(d.startswith("train.seed: run 0, checkpoint 1") for d in diff) and any(d.startswith("seed:") for d in diff)
     assert recipe_differences(rec, None) == ["the file records no 4x4 recipe"]
 
 
@@ -60,7 +60,7 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
     # a different recipe: the file is not used, the model is trained here, and the reason names the field
     other = _small(steps=4)
     m2, h2, s2 = model_for_run(str(path), other)
-    assert s2["kind"] == "trained" and h2["steps"] == 4 and "train.steps: 3 recorded, 4 in this run" in s2["reason"]
+    assert s2["kind"] == "trained" and h2["steps"] == 4 and "train.steps: run 4, checkpoint 3" in s2["reason"]
     assert "MODEL_4X4" in s2["reason"]
     # "" trains here
     _, _, s3 = model_for_run("", rec)
