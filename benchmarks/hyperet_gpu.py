@@ -1,5 +1,5 @@
 """HyperET on one GPU: the fused HRA kernel timed against eager PyTorch and the closed form, and a larger
-multi-granularity alignment run (paper 02; see companion/hyperet/scaleup.py for what is measured).
+multi-granularity alignment run (paper 02; see companion.hyperet.scale.py for what is measured).
 
     python benchmarks/hyperet_gpu.py            # H200: ~2 minutes; writes benchmarks/results/hyperet_gpu.json
     python benchmarks/hyperet_gpu.py --smoke    # CPU: tiny sizes, Triton interpreter, writes to a temp folder
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
         return 2
 
     from companion.core import save_results, seed_everything
-    from companion.hyperet.scaleup import kernel_benchmark, scaled_alignment
+    from companion.hyperet.scale import kernel_benchmark, scaled_alignment
 
     seed_everything(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,12 +1,17 @@
-"""HyperET (Peng et al., NeurIPS 2025): hyperbolic radius adjustment of a frozen encoder's weights.
+"""HyperET (paper 02): hyperbolic radius adjustment of a frozen encoder's weights.
+
+Paper: *HyperET: Efficient Training in Hyperbolic Space for Multi-modal Large Language Models* (Peng,
+Xu, Liu, Yang, Shen; NeurIPS 2025), arXiv 2510.20322; official code https://github.com/godlin-sjtu/HyperET.
 
 Modules: :mod:`.poincare` (Poincaré-ball operations, the official numerical guards), :mod:`.hra` (the HRA
 module and its Euclidean twin), :mod:`.vit` (a tiny CLIP-style ViT whose q/v projections take adapters),
 :mod:`.data` (multi-granularity toy data, MiniLM prompt embeddings), :mod:`.align` (pre-training, the
-alignment stage and its variants). :mod:`.explorer` holds the plotly figures (imported separately: it
-needs plotly, which the GPU machine lacks).
+alignment stage and its variants). :mod:`.explorer` holds the explorers and :mod:`.figures` the static
+figures (imported separately: they need plotly, which the GPU machine lacks); :mod:`.claims` builds the
+claims table; :mod:`.scale` is the GPU section (kernel timing, a larger alignment run).
 """
 
+from companion.core import Paper
 from companion.hyperet.hra import GEOMETRIES, HRA, STRUCTURES, hra_weight, structured_param_count
 from companion.hyperet.poincare import (
     check_curvature,
@@ -22,8 +27,17 @@ from companion.hyperet.poincare import (
     radius,
 )
 
+PAPER = Paper(
+    number="02",
+    slug="hyperet",
+    title="HyperET: Efficient Training in Hyperbolic Space for Multi-modal Large Language Models",
+    arxiv="2510.20322",
+    code="https://github.com/godlin-sjtu/HyperET",
+)
+
 __all__ = [
     "GEOMETRIES",
+    "PAPER",
     "HRA",
     "STRUCTURES",
     "check_curvature",

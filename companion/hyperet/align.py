@@ -21,8 +21,8 @@ their curves coincide up to rounding (the identity ``log0(M ⊗ exp0(w)) = M w``
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import dataclasses
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -30,12 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from companion.core import limit_threads
 from companion.core.validation import ParameterError, check_choice, check_float, check_int
 from companion.hyperet.data import LEVELS, Task
 from companion.hyperet.poincare import _expmap0, check_curvature
 from companion.hyperet.vit import TinyViT, attach_adapters, encoder_param_count, trainable_params
 
-__all__ = ["DEFAULT_VARIANTS", "VARIANTS", "AlignConfig", "align_variant", "evaluate", "pretrain", "run_alignment", "token_radius_stats"]
+__all__ = ["DEFAULT_VARIANTS", "VARIANTS", "AlignConfig", "align_variant", "evaluate", "pretrain", "run_alignment", "seed_spread",
+           "summary_rows", "token_radius_stats"]
 
 #: The alignment variants of the experiment: name -> keyword arguments of :func:`attach_adapters`.
 VARIANTS: dict[str, dict] = {
@@ -108,22 +110,13 @@ def _batches(n: int, batch: int, steps: int, seed: int, device):
         yield idx.to(device)
 
 
-@contextlib.contextmanager
-def cpu_threads(device, threads: int = 1):
-    """Run tiny CPU models on one intra-op thread (restored afterwards).
+def _cpu_threads(device):
+    """One intra-op thread for the tiny CPU models (``companion.core.limit_threads``); nothing on a GPU.
 
     The toy encoder's matrices are 64 wide: a second intra-op thread costs more in synchronisation than
     it saves, and on a shared 2-core machine (CI runs two notebooks at once) it can be 10x slower.
     """
-    if torch.device(device).type != "cpu":
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return limit_threads(1 if torch.device(device).type == "cpu" else None)
 
 
 def _autocast(cfg: AlignConfig, device):
@@ -191,7 +184,12 @@ def align_variant(encoder: TinyViT, task: Task, text: dict[str, torch.Tensor], v
     kwargs = dict(VARIANTS[variant])
     kwargs.setdefault("impl", cfg.impl if kwargs["method"] == "hra" else "eager")
     n_adapter = attach_adapters(enc, **kwargs, c=cfg.c)
-    enc.train(VARIANTS[variant]["method"] != "none")
+    frozen = VARIANTS[variant]["method"] == "none"
+    enc.train(not frozen)
+    cached = None
+    if frozen:  # nothing in the encoder trains: its features are computed once (same numbers, no per-step forward)
+        with torch.no_grad(), _autocast(cfg, device):
+            cached = torch.cat([enc(task.x_train[i : i + 2048]) for i in range(0, len(task.x_train), 2048)])
     torch.manual_seed(cfg.seed + 1)
     projector = nn.Linear(cfg.dim, text["fine"].shape[1]).to(device)
     opt = torch.optim.AdamW(trainable_params(enc) + list(projector.parameters()), lr=cfg.lr, weight_decay=0.0)
@@ -199,7 +197,7 @@ def align_variant(encoder: TinyViT, task: Task, text: dict[str, torch.Tensor], v
     start = time.perf_counter()
     for step, idx in enumerate(_batches(len(task.x_train), cfg.batch, cfg.align_steps, cfg.seed + 1, device), start=1):
         with _autocast(cfg, device):
-            feat = enc(task.x_train[idx])
+            feat = cached[idx] if cached is not None else enc(task.x_train[idx])
             loss = sum(F.cross_entropy(_logits(feat, projector, text[lv], cfg.tau), task.y_train[lv][idx]) for lv in LEVELS)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -239,7 +237,7 @@ def run_alignment(task: Task, text: dict[str, torch.Tensor], cfg: AlignConfig | 
     text = {k: v.to(device) for k, v in text.items()}
     projector = None
     losses: list[float] = []
-    with cpu_threads(device):
+    with _cpu_threads(device):
         if encoder is None:
             encoder, projector, losses = pretrain(task, text, cfg, device)
         results = {variant: align_variant(encoder, task, text, variant, cfg, device) for variant in cfg.variants}
@@ -274,3 +272,29 @@ def summary_rows(run: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def seed_spread(run: dict, task: Task, text: dict[str, torch.Tensor], variants: list[str], seeds: int, device="cpu") -> dict[str, list[float]]:
+    """Mean test accuracy (over the three levels) of ``variants`` aligned with ``seeds`` alignment seeds.
+
+    The alignment seed sets the fresh projector's initialisation and the batch order (the frozen encoder
+    of ``run`` stays the same); seed ``cfg.seed`` is taken from ``run``, the others are ``cfg.seed + 1000·k``.
+    Returns ``{variant: [mean accuracy per seed]}``, the seeds in the same order for every variant, so
+    differences between two variants can be paired.
+    """
+    check_int("seeds", seeds, lo=1)
+    cfg = AlignConfig(**run["config"])
+    for v in variants:
+        check_choice("variant", v, list(VARIANTS))
+    task = task.to(device)
+    text = {k: v.to(device) for k, v in text.items()}
+    out = {v: [] for v in variants}
+    with _cpu_threads(device):
+        for k in range(seeds):
+            for v in variants:
+                if k == 0 and v in run["results"]:
+                    res = run["results"][v]
+                else:
+                    res = align_variant(run["encoder"], task, text, v, dataclasses.replace(cfg, seed=cfg.seed + 1000 * k), device)
+                out[v].append(sum(res["accuracy"][lv] for lv in LEVELS) / len(LEVELS))
+    return out

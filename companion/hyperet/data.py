@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from companion.core.atomic import write_atomic
 from companion.core.validation import ParameterError, check_choice, check_float, check_int
 
 # A handful of prompts gains nothing from the tokenizers' Rust thread pool. With it enabled, papermill
@@ -229,7 +230,10 @@ def build_prompt_cache(path: Path | None = None) -> Path:
             arrays[f"{task}/{level}"] = embed_texts(texts, tokenizer, model).numpy().astype(np.float32)
             arrays[f"{task}/{level}/texts"] = np.array(texts)
     path = Path(path or CACHE_PATH)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    tmp.replace(path)
-    return path
+
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
+            np.savez_compressed(f, **arrays)
+
+    return write_atomic(path, write)

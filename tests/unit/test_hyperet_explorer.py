@@ -12,14 +12,15 @@ import torch
 from companion.core import ParameterError
 from companion.hyperet.data import LEVELS, prompts
 from companion.hyperet.explorer import (
-    accuracy_figure,
-    curves_figure,
     disk_projection,
     disk_view,
-    hierarchy_figure,
+    explorer_controls,
+    explorer_data,
+    explorer_view,
+    identity_controls,
     identity_view,
-    radius_figure,
 )
+from companion.hyperet.figures import accuracy_figure, curves_figure, hierarchy_figure, radius_figure
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +93,19 @@ def test_static_figures():
     assert len(radius_figure(rows).data) == 3
     fig = curves_figure({"Euclidean diag (q,v)": {"losses": [3.0, 2.0]}, "HRA diag (q,v)": {"losses": [3.0, 2.0]}})
     assert len(fig.data) == 2 and fig.layout.title.text
+
+
+def test_explorer_view_and_controls():
+    g = torch.Generator().manual_seed(1)
+    text = {lv: torch.nn.functional.normalize(torch.randn(len(p), 24, generator=g), dim=-1) for lv, p in prompts("digits").items()}
+    imgs = torch.nn.functional.normalize(torch.randn(30, 24, generator=g), dim=-1)
+    data = explorer_data(imgs, text, np.arange(30) % 10, prompts("digits"))
+    controls = explorer_controls(data)
+    assert set(controls) == {"c", "s", "move"}
+    fig, readout = explorer_view(data, **{k: w.value for k, w in controls.items()})
+    assert isinstance(fig, go.Figure) and "ratio 1.000" in readout
+    fig2, readout2 = explorer_view(data, c=1.0, s=2.0, move="all")
+    assert "ratio 2.000" in readout2 and "applied to all" in fig2.layout.title.text
+    assert set(identity_controls()) == {"structure", "precision", "spread"}
+    with pytest.raises(ParameterError, match="move"):
+        explorer_controls(data, move="labels")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,3 +32,13 @@ def test_pooling_matches_sentence_transformers(minilm):
     ours = embed_texts(texts, *minilm)
     ref = torch.as_tensor(st.SentenceTransformer(str(minilm_path()), device="cpu").encode(texts))
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_build_prompt_cache_writes_atomically_to_the_given_name(minilm, tmp_path):
+    from companion.hyperet.data import CACHE_PATH, build_prompt_cache
+
+    path = build_prompt_cache(tmp_path / "cache.npz")
+    assert path == tmp_path / "cache.npz" and sorted(p.name for p in tmp_path.iterdir()) == ["cache.npz"]  # no .npz.npz, no temp left
+    with np.load(path) as new, np.load(CACHE_PATH) as old:
+        assert sorted(new.files) == sorted(old.files)
+        np.testing.assert_allclose(new["digits/fine"], old["digits/fine"], atol=1e-4)

@@ -1,4 +1,4 @@
-"""The GPU scale-up of the HyperET companion (used by ``benchmarks/hyperet_gpu.py`` and the notebook's GPU profile).
+"""The GPU section of the HyperET companion (paper 02) (used by ``benchmarks/hyperet_gpu.py`` and the notebook's GPU profile).
 
 1. :func:`kernel_benchmark` — the fused HRA kernel (:mod:`companion_kernels.hra`) on a CLIP ViT-L stack
    (24 layers × {q, v} × 1024², bf16 weights) for the diagonal, block-4 and banded-2 structures:
@@ -19,12 +19,27 @@ import time
 
 import torch
 
+from companion.core import recorded_results, time_ms
 from companion.hyperet.align import DEFAULT_VARIANTS, VARIANTS, AlignConfig, run_alignment, summary_rows
 from companion.hyperet.data import load_prompt_embeddings, shapes_task
 
 STRUCTURES = {"diagonal": 1, "block": 4, "banded": 5}  # kind -> K (block side 4; bandwidth 2 -> 5 diagonals)
 
-__all__ = ["kernel_benchmark", "scaled_alignment", "structured_closed_form"]
+__all__ = ["GPU_PROFILE", "RESULTS_NAME", "kernel_benchmark", "recorded", "scaled_alignment", "structured_closed_form"]
+
+#: What the GPU profile runs (``benchmarks/hyperet_gpu.py`` with its defaults).
+GPU_PROFILE = {
+    "script": "benchmarks/hyperet_gpu.py",
+    "kernel": {"layers": 24, "width": 1024, "dtype": "bfloat16", "c": 0.01, "structures": dict(STRUCTURES)},
+    "alignment": {"task": "shapes", "images": 24000, "size": 32, "dim": 192, "depth": 6, "heads": 3,
+                  "pretrain_steps": 800, "align_steps": 400, "batch": 256, "amp": "bfloat16", "time_budget_s": 100.0},
+}
+RESULTS_NAME = "hyperet_gpu"
+
+
+def recorded() -> dict | None:
+    """The committed GPU results (``benchmarks/results/hyperet_gpu.json``), or None."""
+    return recorded_results(RESULTS_NAME)
 
 
 def _coef(g: int, k: int, n: int, kind: str, device, seed: int = 0) -> torch.Tensor:
@@ -59,17 +74,8 @@ def structured_closed_form(w0: torch.Tensor, coef: torch.Tensor, kind: str) -> t
 
 
 def _bench(fn, smoke: bool) -> float:
-    """Median milliseconds: triton.testing.do_bench on a GPU, a perf_counter median on the CPU."""
-    if not smoke:
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1000 * sorted(times)[1]
+    """Median milliseconds (``companion.core.time_ms``): do_bench on the GPU, three perf_counter runs on the CPU."""
+    return time_ms(fn, "cpu" if smoke else "cuda", warmup=25, rep=100, cpu_warmup=0, cpu_reps=3)
 
 
 def kernel_benchmark(layers: int = 24, width: int = 1024, dtype=torch.bfloat16, c: float = 0.01, device="cuda", smoke: bool = False) -> dict:
