@@ -229,21 +229,25 @@ def run_scale_up(*, smoke=False, train_seconds=None, bf16_seconds=None, compile_
 
     # 2. step-time overhead ---------------------------------------------------------------------------
     timing = {}
-    for compiled in (False,):
+
+    def time_steps(compiled: bool) -> None:
+        """Step time of the linear and Orthogonal-F models (eager or compiled) into ``timing``."""
         key = "compiled" if compiled else "eager"
         if left() < (60 if compiled else 20):
             timing[key] = "skipped: time budget"
-            continue
-        try:
-            t = {m: round(step_time_ms(runs[m], train, batch=B, seq_len=L, device=device, compiled=compiled), 3)
-                 for m in ("linear", "feature")}
-            t["overhead_pct"] = round(100 * (t["feature"] / t["linear"] - 1), 2)
-            timing[key] = t
-        except Exception as exc:  # noqa: BLE001 - recorded, the rest of the run goes on
-            timing[key] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        else:
+            try:
+                t = {m: round(step_time_ms(runs[m], train, batch=B, seq_len=L, device=device, compiled=compiled), 3)
+                     for m in ("linear", "feature")}
+                t["overhead_pct"] = round(100 * (t["feature"] / t["linear"] - 1), 2)
+                timing[key] = t
+            except Exception as exc:  # noqa: BLE001 - recorded, the rest of the run goes on
+                timing[key] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
         log(f"[timing] {key}: {timing[key]}")
-    payload["step_time_ms"] = timing
-    save(payload)
+        payload["step_time_ms"] = timing
+        save(payload)
+
+    time_steps(compiled=False)
 
     # 3. bf16 coefficient training --------------------------------------------------------------------
     if left() > P["bf16_coef_seconds"] + 15:
@@ -267,21 +271,8 @@ def run_scale_up(*, smoke=False, train_seconds=None, bf16_seconds=None, compile_
     else:
         payload["bf16_coef_training"] = "skipped: time budget"
     # 4. step time under torch.compile (last: compiling 30 layers twice is the slowest stage) --------
-    for compiled in ((True,) if compile_timing else ()):
-        key = "compiled" if compiled else "eager"
-        if left() < (60 if compiled else 20):
-            timing[key] = "skipped: time budget"
-            continue
-        try:
-            t = {m: round(step_time_ms(runs[m], train, batch=B, seq_len=L, device=device, compiled=compiled), 3)
-                 for m in ("linear", "feature")}
-            t["overhead_pct"] = round(100 * (t["feature"] / t["linear"] - 1), 2)
-            timing[key] = t
-        except Exception as exc:  # noqa: BLE001 - recorded, the rest of the run goes on
-            timing[key] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-        log(f"[timing] {key}: {timing[key]}")
-    payload["step_time_ms"] = timing
-    save(payload)
+    if compile_timing:
+        time_steps(compiled=True)
 
     payload["total_seconds"] = round(time.perf_counter() - t_start, 1)
     save(payload)
