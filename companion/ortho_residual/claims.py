@@ -119,10 +119,18 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     eager = gpu.get("step_time_ms", {}).get("eager")
     if isinstance(eager, dict):
         comp = gpu["step_time_ms"].get("compiled")
-        ctext = f"; torch.compile {comp['overhead_pct']:+.1f}%" if isinstance(comp, dict) else "; torch.compile not measured"
+        ctext = (f"; torch.compile: {comp['linear']:.1f} → {comp['feature']:.1f} ms ({comp['overhead_pct']:+.1f}%)"
+                 if isinstance(comp, dict) else "; torch.compile not measured")
         rows.append(Claim("Overhead of the projection", "an extra reduction per residual add",
                           f"training-step time, eager: {eager['linear']:.1f} → {eager['feature']:.1f} ms "
                           f"({eager['overhead_pct']:+.1f}%){ctext}", where, "recorded on GPU"))
+    study = gpu.get("bf16_coef_training")
+    if isinstance(study, dict):
+        rows.append(Claim("bf16 training: projection coefficient in fp32 vs in the activation dtype",
+                          "the official code computes it in bf16 under autocast",
+                          "; ".join(f"{dtype} coefficient: validation loss {r['val_loss']:.3f}, {r['spikes']} loss spikes, "
+                                    f"max |cos(x, f_⊥)| {r['cos_update_max']:.1e}" for dtype, r in study.items()),
+                          f"{where}, {min(r['steps'] for r in study.values())} steps each", "recorded on GPU"))
     return rows
 
 

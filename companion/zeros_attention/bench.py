@@ -273,24 +273,26 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk):
     do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
     g = zt._geometry(q, v, chunk)
     BH, NT = B * H, g["NT"]
-    h, lb, pb = zt._fwd_states(k, v, s, chunk)
-    o = torch.empty_like(v)
+    rows4, lb, pb = zt._scalars(s, s1, sh, None, chunk)
+    h = zt._fwd_states(k, v, s, lb, chunk)
     par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
     f32 = torch.float32
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     ds, ds1, dsh = (torch.zeros(B, T, H, device=dev, dtype=f32) for _ in range(3))
-    rows4 = torch.empty(BH, 4, T, device=dev, dtype=f32)
     xc, yc, cc, ys = (torch.empty(BH, NT, device=dev, dtype=f32) for _ in range(4))
     dh = torch.empty_like(h)
 
+    def scalars():
+        zt._scalars(s, s1, sh, None, chunk)
+
     def state_fwd():
-        zt._fwd_states(k, v, s, chunk)
+        zt._fwd_states(k, v, s, lb, chunk)
 
     def out_fwd():
-        zt._out_fwd[(NT, BH)](q, k, v, s, s1, sh, sh, h, lb, pb, o, T, H, NT, HAS_S0=False, **par)
+        zt._fwd_out(q, k, v, s, rows4, h, lb, chunk)
 
     def dq_bwd():
-        zt._dq_bwd[(NT, BH)](q, k, v, do, s, s1, sh, sh, h, lb, pb, dq, ds, ds1, dsh, dsh, rows4, xc, yc, T, H, NT,
+        zt._dq_bwd[(NT, BH)](q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, dsh, xc, yc, T, H, NT,
                              HAS_S0=False, **par)
 
     def state_bwd():
@@ -302,8 +304,8 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk):
         zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
 
     out = {}
-    for name, fn in (("state_fwd", state_fwd), ("out_fwd", out_fwd), ("dq_bwd", dq_bwd), ("state_bwd", state_bwd),
-                     ("dkv_bwd", dkv_bwd)):
+    for name, fn in (("scalars", scalars), ("state_fwd", state_fwd), ("out_fwd", out_fwd), ("dq_bwd", dq_bwd),
+                     ("state_bwd", state_bwd), ("dkv_bwd", dkv_bwd)):
         out[name] = time_ms(fn, dev)
     cfg = {}
     for name in ("_state_fwd", "_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):

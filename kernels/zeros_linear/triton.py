@@ -19,12 +19,15 @@ non-innermost dimension with one thread per (b, h), 30 of 31 ms at T=64k). They 
 chunks, as a chunk-local scan plus a value carried across chunks, in the manner of
 flash-linear-attention's ``chunk_local_cumsum`` and state passing:
 
-* the sequential state kernel carries ``Lam_c`` (lam at the last row of chunk c) and ``P_c`` from
-  one chunk to the next (it needs only chunk totals: a log-sum-exp and a sum) and stores them,
-  ``[B*H, NT]``;
-* every chunk-parallel kernel rebuilds its rows' ``lam_t, P_t`` from the carried ``Lam_{c-1},
-  P_{c-1}`` by a chunk-local scan, written as a masked reduction over the causal ``BT x BT`` tile
-  (``lam_t = logaddexp(Lam_{c-1}, lse_{j<=t in chunk} s_j)``, stable: running max inside);
+* ``_chunk_totals`` (grid chunks x B*H) reduces each chunk to its log-sum-exp and sum;
+  ``_chunk_scan`` (grid B*H) scans those totals, ``tl.associative_scan`` with a log-sum-exp combine
+  and ``tl.cumsum``, in blocks of up to 1024 chunks linked by a carry, into ``Lam_c, P_c``
+  ``[B*H, NT]``; ``_row_scalars`` (grid chunks x B*H) turns the carried ``Lam_{c-1}, P_{c-1}`` and the
+  chunk-local inclusive scans into every row's ``lam_t, a_t, b_t, g_t`` (``rows4 [B*H, 4, T]``, fp32,
+  saved for the backward). Each pass is exact and stable (the combine is
+  ``max(x, y) + log1p(e^{-|x - y|})``); together they read the logits and gates once;
+* the sequential state kernel then only loads ``Lam_c`` per chunk (like fla's ``g_last``), and the
+  chunk-parallel kernels load their rows' scalars;
 * the backward of the scalar chain is a reverse chunked scan: the dq kernel forms the per-row
   gradients (``dlam_t = -a_t dL/da_t``, ``dP_t = -b_t dL/dg_t / t`` and the gate gradients) and
   their chunk-local reverse sums; the reverse state kernel carries the suffix sums across chunks
@@ -34,19 +37,20 @@ flash-linear-attention's ``chunk_local_cumsum`` and state passing:
 Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass parallel over
 (K-tiles, V-tiles, B*H), then chunk-parallel passes):
 
+* ``_chunk_totals``, ``_chunk_scan``, ``_row_scalars``: the per-step scalars (above);
 * ``_state_fwd``  grid (3 parts x K-tiles, V-tiles, B*H): the state before each chunk, three
   ``[d x dv]`` parts F~ = sum e^{s_i - Lam_c} k_i v_i^T (only this part is rescaled, by
-  ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T; carries Lam, P;
-* ``_out_fwd``    grid (chunks, B*H): row scalars, intra-chunk masked product, and the inter-chunk
+  ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T;
+* ``_out_fwd``    grid (chunks, B*H): intra-chunk masked product, and the inter-chunk
   term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
 * ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
 * ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H): the reverse state of
   ``sum_t coef_t q_t do_t^T`` and the reverse carries C, Y;
 * ``_dkv_bwd``    grid (chunks, B*H): dk, dv, ds.
 
-The backward recomputes the forward states (only inputs and two ``[B*H, NT]`` vectors are saved), so
-activation memory is linear in T: two state buffers ``[B*H, NT, 3d, dv]`` in the input dtype plus a
-few fp32 ``[B, T, H]`` vectors. The last chunk may be partial (T not a multiple of the chunk).
+The backward recomputes the forward states (only inputs, ``rows4`` and two ``[B*H, NT]`` vectors are
+saved), so activation memory is linear in T: two state buffers ``[B*H, NT, 3d, dv]`` in the input
+dtype plus a few fp32 ``[B, T, H]`` vectors. The last chunk may be partial (T not a multiple of the chunk).
 
 Logits are shifted by their first value (``s - s_1``, no gradient through the shift) before anything
 else: ZeroS is invariant to adding a constant to every logit, and the shift keeps ``b s + g`` free of
@@ -67,6 +71,7 @@ import triton.language as tl
 __all__ = ["zeros_linear_triton", "CHUNK"]
 
 CHUNK = 64
+_SCAN_BLOCK = 1024  # chunks per block of the scan over chunk totals (a carry links the blocks)
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -96,78 +101,135 @@ def _prune_bv(configs, named_args, **kwargs):
 # Shared pieces
 # ----------------------------------------------------------------------------------------------
 @triton.jit
-def _logaddexp(x, y):
-    """log(e^x + e^y) for x, y that may be -inf (not both)."""
-    m = tl.maximum(x, y)
-    return m + tl.log(tl.exp(x - m) + tl.exp(y - m))
+def _lse_combine(x, y):
+    """log(e^x + e^y), the associative step of the log-sum-exp scan (y may be -inf, x finite)."""
+    return tl.maximum(x, y) + tl.log(1.0 + tl.exp(-tl.abs(x - y)))
 
 
 @triton.jit
-def _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0: tl.constexpr):
-    """Per-row scalars of one chunk from the carried chunk-end values ``Lam_{c-1}``, ``P_{c-1}``.
-
-    Returns ``sc`` (shifted logits, 0 on padded rows), ``lam``, ``lam_prev`` (scalar), ``P``,
-    ``a, b, g`` (0 on padded rows) and the causal key mask ``m2`` (t >= j, key j valid).
-    The chunk-local scans are masked reductions over the causal tile: stable (running max) and
-    exact in any order of summation.
-    """
+def _shifted_logits(s, b, hh, rows, mrow, T, H):
+    """``s_t - s_1`` on this head's rows (0 on padded rows)."""
     base = b * T * H + hh
-    s_first = tl.load(s + base).to(tl.float32)
-    sc = tl.load(s + base + rows * H, mask=mrow, other=0.0).to(tl.float32) - s_first
-    sc = tl.where(mrow, sc, 0.0)
+    sc = tl.load(s + base + rows * H, mask=mrow, other=0.0).to(tl.float32) - tl.load(s + base).to(tl.float32)
+    return tl.where(mrow, sc, 0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The per-step scalars: chunk totals -> scan over chunks -> rows (three chunk-parallel passes)
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _chunk_totals(s, lt, st, T, H, NT, BT: tl.constexpr):
+    """lt[c], st[c] = log-sum-exp and sum of the shifted logits of chunk c."""
+    c = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    rows = c * BT + tl.arange(0, BT)
+    mrow = rows < T
+    sc = _shifted_logits(s, bh // H, bh % H, rows, mrow, T, H)
+    smax = tl.max(tl.where(mrow, sc, float("-inf")), axis=0)
+    tl.store(lt + bh * NT + c, smax + tl.log(tl.sum(tl.where(mrow, tl.exp(sc - smax), 0.0), axis=0)))
+    tl.store(st + bh * NT + c, tl.sum(sc, axis=0))
+
+
+@triton.jit
+def _chunk_scan_block(lt, st, lb, pb, i, lam_c, p_c, NT, NB: tl.constexpr):
+    idx = i * NB + tl.arange(0, NB)
+    m = idx < NT
+    lam = _lse_combine(tl.associative_scan(tl.load(lt + idx, mask=m, other=0.0), 0, _lse_combine), lam_c)
+    P = p_c + tl.cumsum(tl.load(st + idx, mask=m, other=0.0), 0)
+    tl.store(lb + idx, lam, mask=m)
+    tl.store(pb + idx, P, mask=m)
+    last = tl.minimum(NT, (i + 1) * NB) - 1
+    return tl.max(tl.where(idx == last, lam, float("-inf")), axis=0), tl.sum(tl.where(idx == last, P, 0.0), axis=0)
+
+
+@triton.jit
+def _chunk_scan(lt, st, lb, pb, NT, NB: tl.constexpr, INTERPRET: tl.constexpr):
+    """lb[c], pb[c] = Lam_c, P_c: the inclusive scans of the chunk totals (blocks of NB chunks, carried)."""
+    bh = tl.program_id(0).to(tl.int64)
+    off = bh * NT
+    p_c = tl.load(st + off) * 0.0
+    lam_c = p_c + float("-inf")
+    nblk = tl.cdiv(NT, NB)
+    if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
+        i = nblk * 0
+        while i < nblk:
+            lam_c, p_c = _chunk_scan_block(lt + off, st + off, lb + off, pb + off, i, lam_c, p_c, NT, NB)
+            i += 1
+    else:
+        for i in range(nblk):
+            lam_c, p_c = _chunk_scan_block(lt + off, st + off, lb + off, pb + off, i, lam_c, p_c, NT, NB)
+
+
+@triton.jit
+def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, HAS_S0: tl.constexpr):
+    """rows4[bh] = [lam_t, a_t, b_t, g_t], each contiguous in T, from the carried ``Lam_{c-1}, P_{c-1}``
+    and the chunk-local inclusive scans (``tl.associative_scan`` of log-sum-exp, ``tl.cumsum``)."""
+    c = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    hh = bh % H
+    rows = c * BT + tl.arange(0, BT)
+    mrow = rows < T
+    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
     cp = tl.maximum(c - 1, 0)
     lam_prev = tl.where(c > 0, tl.load(lb + bh * NT + cp), float("-inf"))
     p_prev = tl.where(c > 0, tl.load(pb + bh * NT + cp), 0.0)
-    m2 = (rows[:, None] >= rows[None, :]) & mrow[None, :]
-    mloc = tl.max(tl.where(m2, sc[None, :], float("-inf")), axis=1)
-    mloc = tl.where(mloc == float("-inf"), 0.0, mloc)
-    lloc = mloc + tl.log(tl.sum(tl.where(m2, tl.exp(sc[None, :] - mloc[:, None]), 0.0), axis=1))
-    lam = _logaddexp(lam_prev, lloc)
-    P = p_prev + tl.sum(tl.where(m2, sc[None, :], 0.0), axis=1)
+    lam = _lse_combine(tl.associative_scan(sc, 0, _lse_combine), lam_prev)
+    P = p_prev + tl.cumsum(sc, 0)
     tpos = (rows + 1).to(tl.float32)
-    a = tl.load(sh + base + rows * H, mask=mrow, other=0.0).to(tl.float32)
-    bb = (tl.load(s1 + base + rows * H, mask=mrow, other=0.0).to(tl.float32) - a) / tpos
+    off = b * T * H + hh + rows * H
+    a = tl.load(sh + off, mask=mrow, other=0.0).to(tl.float32)
+    bb = (tl.load(s1 + off, mask=mrow, other=0.0).to(tl.float32) - a) / tpos
     g = -(bb * P + a) / tpos
     if HAS_S0:
-        g += tl.load(s0 + base + rows * H, mask=mrow, other=0.0).to(tl.float32) / tpos
-    return sc, lam, lam_prev, P, a, bb, tl.where(mrow, g, 0.0), m2
+        g += tl.load(s0 + off, mask=mrow, other=0.0).to(tl.float32) / tpos
+    r = rows4 + bh * 4 * T + rows
+    tl.store(r, lam, mask=mrow)
+    tl.store(r + T, a, mask=mrow)
+    tl.store(r + 2 * T, bb, mask=mrow)
+    tl.store(r + 3 * T, g, mask=mrow)
+
+
+@triton.jit
+def _load_rows(rows4, lb, bh, c, rows, mrow, T, NT):
+    """This chunk's ``lam, a, b, g`` (0 on padded rows) and the frame ratio ``e^{Lam_{c-1} - lam_t}`` of the
+    carried state (<= 1; 0 in the first chunk and on padded rows)."""
+    r = rows4 + bh * 4 * T + rows
+    lam = tl.load(r, mask=mrow, other=0.0)
+    a = tl.load(r + T, mask=mrow, other=0.0)
+    bb = tl.load(r + 2 * T, mask=mrow, other=0.0)
+    g = tl.load(r + 3 * T, mask=mrow, other=0.0)
+    lam_prev = tl.where(c > 0, tl.load(lb + bh * NT + tl.maximum(c - 1, 0)), float("-inf"))
+    return lam, a, bb, g, tl.exp(tl.where(mrow, lam_prev - lam, float("-inf")))
 
 
 # ----------------------------------------------------------------------------------------------
 # Forward
 # ----------------------------------------------------------------------------------------------
 @triton.jit
-def _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb_base, pb_base, hmask, writer,
-                    is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-                    PREC: tl.constexpr):
+def _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_base, hmask, is_f, is_g, offk, offv,
+                    offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
     tl.store(h_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(h_base.dtype.element_ty), mask=hmask)
     rows = c * BT + offt
     mrow = rows < T
     kc = tl.load(k_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
     vc = tl.load(v_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
     sc = tl.load(s_base + rows * H, mask=mrow, other=0.0).to(tl.float32) - s_first
-    sc = tl.where(mrow, sc, 0.0)
-    # chunk totals: log-sum-exp and sum, carried across chunks
-    smax = tl.max(tl.where(mrow, sc, float("-inf")), axis=0)
-    lse = smax + tl.log(tl.sum(tl.where(mrow, tl.exp(sc - smax), 0.0), axis=0))
-    lam_new = _logaddexp(lam, lse)
-    P_new = P + tl.sum(sc, axis=0)
-    tl.store(lb_base + c, lam_new, mask=writer)
-    tl.store(pb_base + c, P_new, mask=writer)
+    lam_new = tl.load(lb_base + c)  # Lam_c, from the scan over chunk totals
     coef_f = tl.exp(tl.where(mrow, sc - lam_new, float("-inf")))
-    coef = tl.where(is_f, coef_f, tl.where(is_g, sc, tl.where(mrow, 1.0, 0.0)))
+    coef = tl.where(is_f, coef_f, tl.where(is_g, tl.where(mrow, sc, 0.0), tl.where(mrow, 1.0, 0.0)))
     resc = tl.where(is_f, tl.exp(lam - lam_new), 1.0)
     kw = (kc.to(tl.float32) * coef[:, None]).to(vc.dtype)
     acc = acc * resc + tl.dot(tl.trans(kw), vc, input_precision=PREC)
-    return acc, lam_new, P_new
+    return acc, lam_new
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "NT"], prune_configs_by={"early_config_prune": _prune_bv})
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
-def _state_fwd(k, v, s, h, lb, pb, T, H, NT,
+def _state_fwd(k, v, s, h, lb, T, H, NT,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
                BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
-    """h[c] = state of the keys before chunk c; lb[c], pb[c] = Lam, P at the end of chunk c."""
+    """h[c] = state of the keys before chunk c (F part in the frame Lam_{c-1}); reads Lam_c from lb."""
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)
@@ -186,29 +248,25 @@ def _state_fwd(k, v, s, h, lb, pb, T, H, NT,
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     is_f = part == 0
     is_g = part == 1
-    writer = (i_k == 0) & (i_v == 0)
     acc = tl.zeros([BK, BV], dtype=tl.float32)
     lam = s_first * 0.0 + float("-inf")
-    P = s_first * 0.0
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         c = NT * 0
         while c < NT:
-            acc, lam, P = _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT,
-                                          pb + bh * NT, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V, BT,
-                                          PREC)
+            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT, hmask,
+                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
             c += 1
     else:
         for c in range(NT):
-            acc, lam, P = _state_fwd_step(acc, lam, P, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT,
-                                          pb + bh * NT, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V, BT,
-                                          PREC)
+            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT, hmask,
+                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
 
 
-@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"])
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V"])
 @triton.jit
-def _out_fwd(q, k, v, s, s1, sh, s0, h, lb, pb, o, T, H, NT,
+def _out_fwd(q, k, v, s, rows4, h, lb, o, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-             HAS_S0: tl.constexpr, PREC: tl.constexpr):
+             PREC: tl.constexpr):
     c = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -224,8 +282,9 @@ def _out_fwd(q, k, v, s, s1, sh, s0, h, lb, pb, o, T, H, NT,
     qc = tl.load(q + qk_off, mask=mk, other=0.0)
     kc = tl.load(k + qk_off, mask=mk, other=0.0)
     vc = tl.load(v + v_off, mask=mv, other=0.0)
-    sc, lam, lam_prev, P, a, bb, g, m2 = _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0)
-    m2q = m2 & mrow[:, None]
+    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    lam, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
+    m2q = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
 
     A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
     E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
@@ -239,7 +298,7 @@ def _out_fwd(q, k, v, s, s1, sh, s0, h, lb, pb, o, T, H, NT,
     hF = tl.load(h_base, mask=hmask, other=0.0).to(qc.dtype)
     hG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(qc.dtype)
     hH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(qc.dtype)
-    fF = a * tl.exp(lam_prev - lam)  # state stabilised at Lam_{c-1} <= lam_t; 0 in the first chunk
+    fF = a * eF  # state stabilised at Lam_{c-1} <= lam_t; 0 in the first chunk
     qf = qc.to(tl.float32)
     acc = tl.dot((qf * fF[:, None]).to(qc.dtype), hF, acc, input_precision=PREC)
     acc = tl.dot((qf * bb[:, None]).to(qc.dtype), hG, acc, input_precision=PREC)
@@ -250,9 +309,9 @@ def _out_fwd(q, k, v, s, s1, sh, s0, h, lb, pb, o, T, H, NT,
 # ----------------------------------------------------------------------------------------------
 # Backward
 # ----------------------------------------------------------------------------------------------
-@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"])
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V"])
 @triton.jit
-def _dq_bwd(q, k, v, do, s, s1, sh, s0, h, lb, pb, dq, ds, ds1, dsh, ds0, rows4, xc, yc, T, H, NT,
+def _dq_bwd(q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, ds0, xc, yc, T, H, NT,
             K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
             HAS_S0: tl.constexpr, PREC: tl.constexpr):
     c = tl.program_id(0)
@@ -272,8 +331,10 @@ def _dq_bwd(q, k, v, do, s, s1, sh, s0, h, lb, pb, dq, ds, ds1, dsh, ds0, rows4,
     kc = tl.load(k + qk_off, mask=mk, other=0.0)
     vc = tl.load(v + v_off, mask=mv, other=0.0)
     oc = tl.load(do + v_off, mask=mv, other=0.0)
-    sc, lam, lam_prev, P, a, bb, g, m2 = _chunk_rows(s, s1, sh, s0, lb, pb, b, hh, bh, c, rows, mrow, T, H, NT, HAS_S0)
-    m2q = m2 & mrow[:, None]
+    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    lam, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
+    P = tl.where(c > 0, tl.load(pb + bh * NT + tl.maximum(c - 1, 0)), 0.0) + tl.cumsum(sc, 0)
+    m2q = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
 
     A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
     dA = tl.dot(oc, tl.trans(vc), input_precision=PREC)
@@ -290,7 +351,6 @@ def _dq_bwd(q, k, v, do, s, s1, sh, s0, h, lb, pb, dq, ds, ds1, dsh, ds0, rows4,
     hF = tl.load(h_base, mask=hmask, other=0.0).to(oc.dtype)
     hG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(oc.dtype)
     hH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(oc.dtype)
-    eF = tl.exp(lam_prev - lam)
     dqF = tl.dot(oc, tl.trans(hF), input_precision=PREC)
     dqG = tl.dot(oc, tl.trans(hG), input_precision=PREC)
     dqH = tl.dot(oc, tl.trans(hH), input_precision=PREC)
@@ -317,11 +377,6 @@ def _dq_bwd(q, k, v, do, s, s1, sh, s0, h, lb, pb, dq, ds, ds1, dsh, ds0, rows4,
     tl.store(dsh + sc_off, d_sh, mask=mrow)
     if HAS_S0:
         tl.store(ds0 + sc_off, gdg / tpos, mask=mrow)
-    r_off = rows4 + bh * 4 * T + rows  # [lam, a, b, g] rows of this head, contiguous in T
-    tl.store(r_off, lam, mask=mrow)
-    tl.store(r_off + T, a, mask=mrow)
-    tl.store(r_off + 2 * T, bb, mask=mrow)
-    tl.store(r_off + 3 * T, g, mask=mrow)
     tl.store(xc + bh * NT + c, X)
     tl.store(yc + bh * NT + c, Y)
 
@@ -352,7 +407,7 @@ def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_b
     return acc, C, Y
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "NT"], prune_configs_by={"early_config_prune": _prune_bv})
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
 def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
@@ -394,7 +449,7 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT,
                                         is_g, offk, offv, offt, T, H, K, V, BT, PREC)
 
 
-@triton.autotune(configs=_par_configs(), key=["BT", "K", "V", "NT"], restore_value=["ds"])  # ds accumulates
+@triton.autotune(configs=_par_configs(), key=["BT", "K", "V"], restore_value=["ds"])  # ds accumulates
 @triton.jit
 def _dkv_bwd(q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
@@ -483,59 +538,74 @@ def _seq_grid(g):
     return lambda meta: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"])
 
 
-def _fwd_states(k, v, s, chunk):
+def _scalars(s, sigma1, sigmah, sigma0, chunk):
+    """The per-step scalars: ``rows4 [B*H, 4, T]`` (lam, a, b, g per row) and the chunk-end carries
+    ``lb, pb [B*H, NT]`` (Lam_c, P_c), by three chunk-parallel passes (totals, scan, rows)."""
+    B, T, H = s.shape
+    NT = triton.cdiv(T, chunk)
+    dev, f32 = s.device, torch.float32
+    lt, st, lb, pb = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
+    rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)
+    _chunk_totals[(NT, B * H)](s, lt, st, T, H, NT, BT=chunk)
+    _chunk_scan[(B * H,)](lt, st, lb, pb, NT, NB=min(_SCAN_BLOCK, triton.next_power_of_2(NT)), INTERPRET=_INTERPRET)
+    has_s0 = sigma0 is not None
+    _row_scalars[(NT, B * H)](s, sigma1, sigmah, sigma0 if has_s0 else sigmah, lb, pb, rows4, T, H, NT, BT=chunk,
+                              HAS_S0=has_s0)
+    return rows4, lb, pb
+
+
+def _fwd_states(k, v, s, lb, chunk):
+    """The chunk states ``h [B*H, NT, 3, d, dv]`` (in the input dtype)."""
     g = _geometry(k, v, chunk)
-    dev = k.device
-    h = _empty(g["B"] * g["H"], g["NT"], 3, g["K"], g["V"], device=dev, dtype=k.dtype)
-    lb = _empty(g["B"] * g["H"], g["NT"], device=dev, dtype=torch.float32)
-    pb = _empty(g["B"] * g["H"], g["NT"], device=dev, dtype=torch.float32)
-    _state_fwd[_seq_grid(g)](k, v, s, h, lb, pb, g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk,
+    h = _empty(g["B"] * g["H"], g["NT"], 3, g["K"], g["V"], device=k.device, dtype=k.dtype)
+    _state_fwd[_seq_grid(g)](k, v, s, h, lb, g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk,
                              BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
-    return h, lb, pb
+    return h
+
+
+def _fwd_out(q, k, v, s, rows4, h, lb, chunk):
+    g = _geometry(q, v, chunk)
+    o = _empty(g["B"], g["T"], g["H"], g["V"], device=q.device, dtype=v.dtype)
+    _out_fwd[(g["NT"], g["B"] * g["H"])](q, k, v, s, rows4, h, lb, o, g["T"], g["H"], g["NT"], K=g["K"], V=g["V"],
+                                         BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
+    return o
 
 
 class _ZeroSChunk(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk):
-        g = _geometry(q, v, chunk)
-        h, lb, pb = _fwd_states(k, v, s, chunk)
-        o = _empty(g["B"], g["T"], g["H"], g["V"], device=q.device, dtype=v.dtype)
-        has_s0 = sigma0 is not None
-        _out_fwd[(g["NT"], g["B"] * g["H"])](q, k, v, s, sigma1, sigmah, sigma0 if has_s0 else sigmah, h, lb, pb, o,
-                                             g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
-                                             BV=g["BV"], HAS_S0=has_s0, PREC=g["prec"])
-        ctx.save_for_backward(q, k, v, s, sigma1, sigmah, sigma0, lb, pb)
+        rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
+        o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk), lb, chunk)
+        ctx.save_for_backward(q, k, v, s, sigma0, rows4, lb, pb)
         ctx.chunk = chunk
-        ctx.has_s0 = has_s0
+        ctx.gate_dtypes = (sigma1.dtype, sigmah.dtype)
         return o
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, s, sigma1, sigmah, sigma0, lb, pb = ctx.saved_tensors
-        chunk, has_s0 = ctx.chunk, ctx.has_s0
+        q, k, v, s, sigma0, rows4, lb, pb = ctx.saved_tensors
+        chunk, has_s0 = ctx.chunk, sigma0 is not None
         do = do.contiguous().to(v.dtype)
         g = _geometry(q, v, chunk)
         B, T, H, NT = g["B"], g["T"], g["H"], g["NT"]
         dev = q.device
-        h, _, _ = _fwd_states(k, v, s, chunk)
+        h = _fwd_states(k, v, s, lb, chunk)
         f32 = torch.float32
         dq = _empty(*q.shape, device=dev, dtype=q.dtype)
         dk = _empty(*k.shape, device=dev, dtype=k.dtype)
         dv = _empty(*v.shape, device=dev, dtype=v.dtype)
         ds, ds1, dsh = (_empty(B, T, H, device=dev, dtype=f32) for _ in range(3))
         ds0 = _empty(B, T, H, device=dev, dtype=f32) if has_s0 else dsh
-        rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)  # lam, a, b, g per row, contiguous in T
         xc, yc, cc, ys = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
         par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
-        _dq_bwd[(NT, B * H)](q, k, v, do, s, sigma1, sigmah, sigma0 if has_s0 else sigmah, h, lb, pb, dq, ds, ds1, dsh,
-                             ds0, rows4, xc, yc, T, H, NT,
+        _dq_bwd[(NT, B * H)](q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, ds0, xc, yc, T, H, NT,
                              HAS_S0=has_s0, **par)
         del h
         dh = _empty(B * H, NT, 3, g["K"], g["V"], device=dev, dtype=k.dtype)
         _state_bwd[_seq_grid(g)](q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT, K=g["K"], V=g["V"], BT=chunk,
                                  BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
         _dkv_bwd[(NT, B * H)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
-        return (dq, dk, dv, ds.to(s.dtype), ds1.to(sigma1.dtype), dsh.to(sigmah.dtype),
+        return (dq, dk, dv, ds.to(s.dtype), ds1.to(ctx.gate_dtypes[0]), dsh.to(ctx.gate_dtypes[1]),
                 ds0.to(sigma0.dtype) if has_s0 else None, None)
 
 

@@ -113,6 +113,29 @@ def test_many_chunks_with_moving_logits_fwd_bwd(no_torch_scans):
         assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
 
 
+@pytest.mark.parametrize("scan_block", [1024, 2])
+def test_scalar_passes_match_the_definition(monkeypatch, scan_block):
+    """The three scalar passes (chunk totals, scan over chunks, rows) against float64 scans in PyTorch,
+    with a ragged last chunk, logits rising by 200, and (scan_block=2) the carry between scan blocks."""
+    monkeypatch.setattr(zl_triton, "_SCAN_BLOCK", scan_block)
+    B, T, H, chunk = 2, 181, 3, 16  # 12 chunks, the last one with 5 rows
+    g = torch.Generator().manual_seed(11)
+    s = torch.randn(B, T, H, generator=g) * 3 + 200 * torch.linspace(0, 1, T)[None, :, None]
+    s1, sh, s0 = (torch.rand(B, T, H, generator=g) for _ in range(3))
+    rows4, lb, pb = zl_triton._scalars(*(x.to(DEV) for x in (s, s1, sh, s0)), chunk)
+    sd = (s - s[:, :1]).double()
+    t = torch.arange(1, T + 1, dtype=torch.float64)[None, :, None]
+    lam, P = torch.logcumsumexp(sd, 1), torch.cumsum(sd, 1)
+    b = (s1.double() - sh.double()) / t
+    gg = -(b * P + sh.double()) / t + s0.double() / t
+    heads = lambda x: x.permute(0, 2, 1).reshape(B * H, T)  # noqa: E731
+    for i, want in enumerate((lam, sh.double(), b, gg)):
+        torch.testing.assert_close(rows4[:, i].cpu().double(), heads(want), atol=1e-4, rtol=1e-5)
+    ends = torch.arange(chunk - 1, T, chunk).tolist() + ([T - 1] if T % chunk else [])
+    torch.testing.assert_close(lb.cpu().double(), heads(lam)[:, ends], atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(pb.cpu().double(), heads(P)[:, ends], atol=1e-3, rtol=1e-5)
+
+
 def test_chunk_size_does_not_change_the_function():
     args = _inputs(1, 50, 1, 16, 16, torch.float32, seed=7)
     outs = [zeros_linear(*args, impl="triton", chunk_size=c) for c in (16, 32, 64, 128)]
@@ -221,14 +244,17 @@ def test_long_bf16_sequence_matches_the_chunked_library_form():
 
 @pytest.mark.gpu
 def test_long_ragged_bf16_sequence_against_float64_rows():
-    """T = 20,011 (ragged last chunk at 64 and 128), bf16: sampled rows against the float64 definition."""
+    """T = 20,011 (ragged last chunk at 64 and 128), bf16: sampled rows against the float64 definition.
+    The first row is exactly zero (one key: its zero-sum weight is 0), so it is checked absolutely."""
     from companion.zeros_attention.bench import sampled_rows_reference
 
     T = 20011
     args = _inputs(1, T, 4, 64, 64, torch.bfloat16, seed=14, device="cuda")
-    rows = [0, 1, 63, 64, 127, 128, 5000, T - 2, T - 1]
+    rows = [1, 63, 64, 127, 128, 5000, T - 2, T - 1]
     want = sampled_rows_reference(*args[:6], rows)
     for chunk in (64, 128):
-        got = zeros_linear(*args, impl="triton", chunk_size=chunk)[:, rows].permute(1, 0, 2, 3).double()
+        out = zeros_linear(*args, impl="triton", chunk_size=chunk)
+        assert out[:, 0].abs().max().item() == 0.0, chunk
+        got = out[:, rows].permute(1, 0, 2, 3).double()
         rel = (got - want).norm(dim=-1) / want.norm(dim=-1)
         assert torch.isfinite(rel).all() and rel.max().item() < 5e-2, (chunk, rel.max().item())

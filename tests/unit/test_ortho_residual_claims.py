@@ -85,10 +85,18 @@ def test_gpu_rows_and_all_rows():
            "step_time_ms": {"eager": {"linear": 100.0, "feature": 130.0, "overhead_pct": 30.0}}}
     rows = C.gpu_rows(gpu)
     assert [r.verdict for r in rows] == ["recorded on GPU"] * 2 and "+30.0%" in rows[1].measured
+    assert "torch.compile not measured" in rows[1].measured
+    gpu["step_time_ms"]["compiled"] = {"linear": 80.0, "feature": 60.0, "overhead_pct": -25.0}
+    gpu["bf16_coef_training"] = {d: {"steps": s, "val_loss": v, "spikes": k, "cos_update_max": 2e-6}
+                                 for d, s, v, k in (("float32", 12, 2.07, 0), ("input", 11, 2.06, 3))}
+    rows = C.gpu_rows(gpu)
+    assert "80.0 → 60.0 ms (-25.0%)" in rows[1].measured
+    assert "input coefficient: validation loss 2.060, 3 loss spikes" in rows[2].measured and "11 steps each" in rows[2].scale
+    assert C.gpu_rows({**gpu, "bf16_coef_training": "skipped: time budget"})[-1] == rows[1]
     lm = {"linear": [{"val_loss": 2.0}], "feature": [{"val_loss": 2.0}]}
     tab = [{"precision": p, "mean": 1e-3 if p.startswith("bf16") else 1e-9, "max": 1e-3} for p in ("fp64", "fp32", "bf16", "bf16_fp32coef")]
     all_rows = claim_rows(vit=_vit(), lm=lm, precision=tab, vit_scale="v", lm_scale="l", precision_scale="p", gpu=gpu)
-    assert len(all_rows) == 8
+    assert len(all_rows) == 9
 
 
 @pytest.mark.parametrize("steps", [10, 11])
