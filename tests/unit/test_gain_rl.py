@@ -1,0 +1,418 @@
+"""Paper 17 (GAIN-RL): the gradient identity, the angle metric, the released formula, the sampler, GRPO."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from companion.core import ParameterError
+from companion.gain_rl import angle as A
+from companion.gain_rl import grpo as G
+from companion.gain_rl import policy as P
+from companion.gain_rl import sampler as S
+
+
+# --------------------------------------------------------------------------------------------- identity
+
+def test_identity_matches_autograd():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(7, 5, bias=False).double()
+    x = torch.randn(3, 11, 7, dtype=torch.float64)
+    target = torch.randn(3, 11, 5, dtype=torch.float64)
+    for b in range(3):
+        y = lin(x[b])
+        y.retain_grad()
+        loss = ((y - target[b]) ** 2).sum() * 0.3 + y.sin().sum()
+        lin.zero_grad()
+        loss.backward()
+        want = (lin.weight.grad ** 2).sum()
+        got = A.grad_norm_sq(x[b], y.grad)
+        assert abs(float(got - want)) <= 1e-10 * float(want)
+
+
+def test_identity_cosine_form_and_shape_error():
+    torch.manual_seed(1)
+    x, d = torch.randn(6, 4, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
+    norms = x.norm(dim=1)
+    cos = (x @ x.T) / (norms[:, None] * norms[None])
+    cos_form = ((d @ d.T) * norms[:, None] * norms[None] * cos).sum()
+    assert torch.allclose(A.grad_norm_sq(x, d), cos_form)
+    assert torch.allclose(A.grad_norm_sq(x, d), ((d.T @ x) ** 2).sum())
+    with pytest.raises(ValueError, match="must agree"):
+        A.grad_norm_sq(x, d[:5])
+
+
+# ---------------------------------------------------------------------------------------- concentration
+
+def test_segment_sums_equal_explicit_blocks():
+    torch.manual_seed(2)
+    states = torch.randn(4, 19, 16)
+    fast = A.concentration(states, (0, 8), (9, 17), inter_weight=3.0)
+    slow = A.concentration_explicit(states, (0, 8), (9, 17), inter_weight=3.0)
+    for k in ("intra", "inter", "total"):
+        assert torch.allclose(fast[k], slow[k], atol=1e-6)
+
+
+def test_concentration_known_cases():
+    d = 5
+    e = torch.eye(d)
+    same = e[0].repeat(6, 1) * torch.arange(1, 7)[:, None]  # one direction, any lengths
+    c = A.concentration(same, (0, 3), (3, 6), inter_weight=8.0)
+    assert float(c["intra"]) == pytest.approx(1.0) and float(c["inter"]) == pytest.approx(1.0)
+    assert float(c["total"]) == pytest.approx(9.0)
+    orth = torch.cat([e[:2], e[2:5]])  # all mutually orthogonal
+    c = A.concentration(orth, (0, 2), (2, 5))
+    assert float(c["intra"]) == pytest.approx(0.0, abs=1e-7) and float(c["inter"]) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_concentration_bad_spans():
+    x = torch.randn(10, 4)
+    with pytest.raises(ParameterError, match="prefix"):
+        A.concentration(x, (0, 0), (2, 6))
+    with pytest.raises(ParameterError, match="question"):
+        A.concentration(x, (0, 2), (4, 4))
+    with pytest.raises(ParameterError, match="question"):
+        A.concentration(x, (0, 2), (3, 4))  # one token: no pairs
+    with pytest.raises(ParameterError, match="prefix"):
+        A.concentration(x, (0, 5), (3, 8))  # overlapping
+    with pytest.raises(ParameterError):
+        P.segments("", "12+34")
+    with pytest.raises(ParameterError):
+        P.segments(P.PREFIX, "")
+
+
+def _released_literal(h, p, s, w):
+    # data_processor.py, written out as released
+    nrm = F.normalize(h.float(), p=2, dim=1)
+    cos = nrm @ nrm.T
+    cos = cos * torch.tril(torch.ones_like(cos), diagonal=1)
+    return cos[p:-s][p:-s].mean() + w * cos[p:-s][:p].mean()
+
+
+@pytest.mark.parametrize("T", [300, 260])
+def test_released_metric_matches_formula(T):
+    torch.manual_seed(3)
+    h = torch.randn(T, 12)
+    got = A.released_metric(h)
+    want = _released_literal(h, 110, 6, 8)
+    assert torch.allclose(got, want)
+    first, second, val = A.released_metric(h, parts=True)
+    assert torch.allclose(val, first + 8 * second)
+    sl = A.released_slices(T)
+    assert sl["intra"] == (220, T - 12) and sl["inter"] == (110, 220)
+
+
+def test_released_metric_nan_for_short_question():
+    # a question of fewer than 117 tokens leaves the first slice empty: the released value is NaN
+    h = torch.randn(110 + 80 + 6, 8)
+    assert math.isnan(float(A.released_metric(h)))
+    assert math.isnan(float(_released_literal(h, 110, 6, 8)))
+    sl = A.released_slices(196)
+    assert sl["intra"][0] >= sl["intra"][1]
+    with pytest.raises(ParameterError, match="suffix_len"):
+        A.released_metric(h, suffix_len=0)
+
+
+def test_online_angle_matches_masked_matrix():
+    torch.manual_seed(4)
+    x = torch.randn(3, 12, 9)
+    lengths = torch.tensor([12, 7, 2])
+    fast = A.online_angle(x, lengths)
+    for b in range(3):
+        assert float(fast[b]) == pytest.approx(float(A.online_angle_explicit(x[b, :lengths[b]])), abs=1e-6)
+    with pytest.raises(ValueError, match="lengths"):
+        A.online_angle(x, torch.tensor([0, 3, 3]))
+
+
+def test_hook_captures_up_proj_input_and_lists_names():
+    model = P.TinyCharLM(d=16, layers=2, heads=2)
+    ids = P.make_problems(3, 0).prompts
+    name = A.hook_name(model)
+    assert name == "layers.1.mlp.up_proj"
+    with A.capture_inputs(model, name) as store:
+        model(ids)
+    # the input of up_proj is the post-attention norm's output of the last block
+    with A.capture_inputs(model, "layers.1.post_attention_layernorm") as s2:
+        pass
+    seen = {}
+    h = model.layers[1].post_attention_layernorm.register_forward_hook(lambda m, i, o: seen.setdefault("o", o))
+    model(ids)
+    h.remove()
+    assert torch.allclose(store[name], seen["o"])
+    assert s2 == {}
+    with pytest.raises(ParameterError, match="layers.0.mlp.up_proj"):
+        with A.capture_inputs(model, "model.layers.23.mlp.up_proj"):
+            pass
+    with pytest.raises(ParameterError, match="layer"):
+        A.hook_name(model, 5)
+
+
+# --------------------------------------------------------------------------------------------- sampler
+
+def test_gaussian_sample_distinct_in_range_and_tiny_sigma():
+    rng = np.random.default_rng(0)
+    for mu, sigma, k in [(0, 64, 64), (500, 1.0, 100), (511, 0.1, 512), (250, 1e4, 10)]:
+        r = S.gaussian_sample(512, k, mu, sigma, rng)
+        assert len(r) == k == len(np.unique(r)) and r.min() >= 0 and r.max() < 512
+
+
+def test_gaussian_sample_law_and_uniform_limit():
+    p = S.gaussian_probs(50, 10.0, 4.0)
+    assert p.sum() == pytest.approx(1.0) and p.argmax() == 10
+    # one draw (k = 1) follows p
+    rng = np.random.default_rng(1)
+    draws = np.array([S.gaussian_sample(50, 1, 10.0, 4.0, rng)[0] for _ in range(4000)])
+    freq = np.bincount(draws, minlength=50) / 4000
+    assert np.abs(freq - p).max() < 0.03
+    # sigma -> infinity: uniform
+    assert np.allclose(S.gaussian_probs(50, 0.0, 1e6), 1 / 50, rtol=1e-6)
+
+
+def test_mu_step_formula_and_clip():
+    adj = S.mu_step(1.4, 0.3, n=500, alpha=2, beta=0.5, adj_min=-1e9, adj_max=1e9, reward_scale=2.0)
+    assert adj == pytest.approx(500 * math.tanh(2 * (0.7 - 0.5)) + 500 * math.tanh(2 * 0.3))
+    assert S.mu_step(0.0, 0.0, n=500, alpha=2, beta=0.5, adj_min=0, adj_max=1000) == 0.0  # clipped at 0
+    assert S.mu_step(1.0, 5.0, n=500, alpha=2, beta=0.5, adj_min=0, adj_max=800) == 800.0  # 880.8 clipped
+    g = S.mu_step(0.5, 0.2, n=10, alpha=2, beta=0.5, gamma=1.0, adj_min=-99, adj_max=99)
+    assert g == pytest.approx(10 * math.tanh(0.2))
+
+
+@pytest.mark.parametrize("kw,name", [
+    ({"sigma": 0.0}, "sigma"), ({"subset": 600}, "subset"), ({"adj_min": 5.0, "adj_max": 1.0}, "adj_min"),
+    ({"beta": 1.5}, "beta"), ({"n": -1.0}, "n"), ({"reward_scale": 0.0}, "reward_scale")])
+def test_sampler_bad_input(kw, name):
+    args = {"order": np.arange(512), "subset": 64, "sigma": 64.0, "n": 32.0, **kw}
+    with pytest.raises(ParameterError, match=name):
+        S.GainSampler(**args)
+
+
+def test_mu_monotone_moves_right_and_stays_in_pool():
+    smp = S.GainSampler(np.arange(100), 10, sigma=8.0, n=30.0, adj_min=0.0, adj_max=60.0, seed=0)
+    rng = np.random.default_rng(0)
+    mus = [smp.mu]
+    for _ in range(30):
+        smp.draw()
+        smp.update(float(rng.uniform()), float(rng.uniform(-1, 1)))
+        mus.append(smp.mu)
+    assert np.all(np.diff(mus) >= 0) and mus[-1] <= 99.0 and mus[-1] == 99.0
+    smp2 = S.GainSampler(np.arange(100), 10, sigma=8.0, n=30.0, beta=0.5, adj_min=-100.0, adj_max=100.0)
+    smp2.draw()
+    assert smp2.update(0.9, 0.0) > 0  # accuracy above beta -> toward harder (higher) ranks
+
+
+def test_updated_mu_draws_next_subset_and_lag_flag():
+    order = np.arange(400)[::-1].copy()
+    fresh = S.GainSampler(order, 20, sigma=5.0, n=100.0, adj_max=200.0, seed=0)
+    lagged = S.GainSampler(order, 20, sigma=5.0, n=100.0, adj_max=200.0, seed=0, lag=True)
+    for smp in (fresh, lagged):
+        smp.draw()
+        smp.update(1.0, 0.5)
+        smp.draw()
+    assert fresh.history[1]["mu_used"] == fresh.history[0]["mu_after"] > 0
+    assert lagged.history[1]["mu_used"] == 0.0 and lagged.mu > 0
+    # the items come from the sorted order at the drawn ranks
+    assert np.all(fresh.draw() == order[fresh.history[-1]["ranks"]])
+
+
+def test_replay_reproduces_sampler_trajectory():
+    sched = dict(n=20.0, alpha=2.0, beta=0.5, gamma=None, adj_min=0.0, adj_max=40.0, reward_scale=1.0)
+    smp = S.GainSampler(np.arange(300), 8, sigma=10.0, **sched)
+    sig = [(0.3, 0.5), (0.8, 0.1), (0.6, 0.9)]
+    for r, a in sig:
+        smp.draw()
+        smp.update(r, a)
+    assert S.replay_mu(sig, 300, **sched)[-1] == pytest.approx(smp.mu)
+
+
+def test_uniform_and_filter_samplers():
+    u = S.UniformSampler(50, 10, seed=0)
+    d = u.draw()
+    assert len(np.unique(d)) == 10
+    f = S.FilterSampler(50, 10, seed=0, oversample=2.0)
+    assert len(np.unique(f.draw())) == 20
+    with pytest.raises(ParameterError, match="subset"):
+        S.UniformSampler(5, 6)
+
+
+# ------------------------------------------------------------------------------------------------ GRPO
+
+def _trl_loss(per_token_logps, ref_per_token_logps, rewards, completion_mask, num_generations, beta):
+    # the patched TRL trainer's lines, transcribed (grpo_trainer.py, compute_loss)
+    per_token_kl = torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1
+    mean_grouped_rewards = rewards.view(-1, num_generations).mean(dim=1)
+    std_grouped_rewards = rewards.view(-1, num_generations).std(dim=1)
+    mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations, dim=0)
+    std_grouped_rewards = std_grouped_rewards.repeat_interleave(num_generations, dim=0)
+    advantages = (rewards - mean_grouped_rewards) / (std_grouped_rewards + 1e-4)
+    per_token_loss = torch.exp(per_token_logps - per_token_logps.detach()) * advantages.unsqueeze(1)
+    per_token_loss = -(per_token_loss - beta * per_token_kl)
+    return ((per_token_loss * completion_mask).sum(dim=1) / completion_mask.sum(dim=1)).mean()
+
+
+def test_grpo_loss_equals_trl_formula_value_and_gradient():
+    torch.manual_seed(5)
+    logits = torch.randn(16, 4, 15, requires_grad=True)
+    toks = torch.randint(0, 15, (16, 4))
+    ref = torch.log_softmax(torch.randn(16, 4, 15), -1).gather(-1, toks[..., None]).squeeze(-1)
+    rewards = torch.tensor([1., 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]) * 2
+    mask = G.completion_mask(toks)
+    outs = []
+    for fn in ("ours", "trl"):
+        lg = logits.clone().detach().requires_grad_(True)
+        logp = torch.log_softmax(lg, -1).gather(-1, toks[..., None]).squeeze(-1)
+        if fn == "ours":
+            loss = G.grpo_loss(logp, ref, G.group_advantages(rewards, 8), mask, 0.005)
+        else:
+            loss = _trl_loss(logp, ref, rewards, mask, 8, 0.005)
+        loss.backward()
+        outs.append((loss.detach(), lg.grad))
+    assert torch.allclose(outs[0][0], outs[1][0]) and torch.allclose(outs[0][1], outs[1][1])
+
+
+def test_advantages_and_mask():
+    adv = G.group_advantages(torch.tensor([1., 1, 1, 1, 0, 1, 0, 1]), 4)
+    assert torch.allclose(adv[:4], torch.zeros(4))
+    assert adv[5] > 0 > adv[4] and float(adv[4:].sum()) == pytest.approx(0, abs=1e-6)
+    E = P.END_ID
+    comps = torch.tensor([[1, 2, E, E], [3, E, E, E], [1, 2, 3, 4]])
+    assert G.completion_mask(comps).tolist() == [[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]]
+    with pytest.raises(ParameterError, match="group"):
+        G.group_advantages(torch.ones(4), 1)
+
+
+def test_steps_to_target():
+    assert G.steps_to_target([0.1, 0.3, 0.5], 0.3) == 2
+    assert G.steps_to_target([0.1, 0.2], 0.3) is None
+
+
+# --------------------------------------------------------------------------------------------- policy
+
+def test_problems_prompts_and_rewards():
+    pr = P.make_problems(20, 0)
+    assert pr.prompts.shape == (20, len(P.PREFIX) + 5 + len(P.SUFFIX))
+    i = 3
+    assert P.decode(pr.prompts[i]) == P.prompt_text(pr.a[i], pr.b[i])
+    assert P.decode(pr.targets[i]).rstrip("$") == str(pr.a[i] + pr.b[i])
+    assert P.reward(pr.targets, pr.targets, 2.0).tolist() == [2.0] * 20
+    sp = P.segments()
+    assert P.decode(pr.prompts[i])[sp["question"][0]:sp["question"][1]] == pr.question(i)
+    with pytest.raises(ValueError, match="vocabulary"):
+        P.encode("x")
+
+
+def test_cached_generation_equals_full_forward():
+    torch.manual_seed(0)
+    model = P.TinyCharLM(d=32, layers=2, heads=4).eval()
+    pr = P.make_problems(6, 1)
+    comp = P.generate(model, pr.prompts, greedy=True)
+    seq = pr.prompts
+    for t in range(P.ANSWER_LEN):
+        nxt = model(seq)[:, -1].argmax(-1)
+        done = (comp[:, :t] == P.END_ID).any(1) if t else torch.zeros(6, dtype=torch.bool)
+        assert torch.equal(torch.where(done, torch.full_like(nxt, P.END_ID), nxt), comp[:, t])
+        seq = torch.cat([seq, comp[:, t:t + 1]], 1)
+    grouped = P.generate(model, pr.prompts, greedy=True, group=3)
+    assert torch.equal(grouped, comp.repeat_interleave(3, 0))
+
+
+def test_one_grpo_epoch_runs_and_moves_mu():
+    from companion.gain_rl.experiments import make_sampler
+
+    torch.manual_seed(0)
+    model = P.TinyCharLM(d=16, layers=1, heads=2)
+    pool, ev = P.make_problems(32, 0), P.make_problems(16, 1)
+    smp = make_sampler("GAIN", order=np.arange(32), subset=4, seed=0, sigma=4.0, n=2.0, alpha=2.0, beta=0.0,
+                       adj_min=0.0, adj_max=4.0)
+    res = G.run_curriculum(model, model, pool, ev, smp, epochs=2, group=4, minibatches=2, snapshot_epoch=1)
+    assert len(res["eval_acc"]) == 3 and res["rollouts"] == 2 * 4 * 4 and res["snapshot"] is not None
+    assert smp.mu > 0 and res["mu_used"][1] == smp.history[0]["mu_after"]
+    assert all(-1 <= a <= 1 for a in res["ang"])
+
+
+def test_released_metric_batched_equals_single():
+    torch.manual_seed(6)
+    h = torch.randn(3, 260, 8)
+    batched = A.released_metric(h, parts=True)
+    for b in range(3):
+        single = A.released_metric(h[b], parts=True)
+        for x, y in zip(batched, single):
+            assert torch.allclose(x[b], y)
+
+
+def test_multi_term_problems_and_spans():
+    from companion.gain_rl.experiments import prompt_spans
+
+    pr = P.make_problems(5, 2, terms=3)
+    sp = prompt_spans(3)
+    i = 1
+    text = P.decode(pr.prompts[i])
+    assert text[sp["question"][0]:sp["question"][1]] == pr.question(i)
+    assert P.decode(pr.targets[i]).rstrip("$") == str(pr.answers[i])
+    with pytest.raises(ParameterError, match="terms"):
+        P.make_problems(5, 0, terms=11)
+
+
+# --------------------------------------------------------------------------------- signals and explorer
+
+@pytest.fixture(scope="module")
+def explorer_data():
+    from companion.gain_rl.experiments import pool_signals
+
+    torch.manual_seed(0)
+    model = P.TinyCharLM(d=16, layers=2, heads=2)
+    pool = P.make_problems(24, 0)
+    sig = pool_signals(model, pool)
+    return {"signals": {"initial": sig, "mid-training": sig}, "prompts": pool.prompts.tolist(), "n_pool": 24,
+            "schedule": {"sigma": 3.0, "n": 1.5, "alpha": 2.0, "beta": 0.5, "adj_min": 0.0, "adj_max": 3.0},
+            "gain": {"signals": [(0.2, 0.5), (0.6, 0.4)], "eval_acc": [0.1, 0.2, 0.3], "mu_used": [0.0, 1.0]}}
+
+
+def test_pool_signals_match_direct_computation(explorer_data):
+    sig = explorer_data["signals"]["initial"]
+    L = sig["layers"][-1]
+    sp = sig["spans"]
+    c = A.concentration_explicit(torch.as_tensor(L["states"]), sp["prefix"], sp["question"])
+    assert np.allclose(L["C"], c["total"].numpy(), atol=1e-5)
+    assert np.isnan(L["released"]).all() and np.isfinite(L["released_second"]).all()
+    assert (L["grad_norm"] > 0).all() and -1 <= L["spearman"] <= 1
+
+
+def test_explorer_view_pure_and_replays(explorer_data):
+    from companion.gain_rl.explorer import explorer_controls, explorer_view
+
+    f1, r1 = explorer_view(explorer_data, prompt=3, layer=1, checkpoint="mid-training", epoch=2)
+    f2, r2 = explorer_view(explorer_data, prompt=3, layer=1, checkpoint="mid-training", epoch=2)
+    assert f1.to_json() == f2.to_json() and r1 == r2
+    assert "C_intra" in r1 and "NaN" in r1
+    mus = S.replay_mu(explorer_data["gain"]["signals"], 24, n=1.5, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=3.0)
+    assert f"μ_t = {mus[2]:.1f}" in r1
+    f3, r3 = explorer_view(explorer_data, prompt=3, layer=1, checkpoint="mid-training", epoch=2, n=0.0)
+    assert "μ_t = 0.0" in r3
+    controls = explorer_controls(explorer_data)
+    assert set(controls) == {"prompt", "layer", "checkpoint", "sigma", "n", "alpha", "beta", "adj_min", "adj_max",
+                             "epoch"}
+    # a negative adj_min lets mu move back (replayed, kept inside the pool)
+    _, r4 = explorer_view(explorer_data, prompt=0, epoch=2, n=1.5, beta=1.0, alpha=5.0, adj_min=-3.0)
+    mus = S.replay_mu(explorer_data["gain"]["signals"], 24, n=1.5, alpha=5.0, beta=1.0, adj_min=-3.0, adj_max=3.0)
+    assert f"μ_t = {mus[2]:.1f}" in r4
+    explorer_view(explorer_data, **{k: w.value for k, w in controls.items()})
+
+
+@pytest.mark.parametrize("kw,name", [({"prompt": 24}, "prompt"), ({"layer": 2}, "layer"), ({"checkpoint": "x"}, "checkpoint"),
+                                     ({"sigma": 0.0}, "sigma"), ({"beta": 1.2}, "beta"), ({"n": -1.0}, "n"),
+                                     ({"adj_max": -1.0}, "adj_max"), ({"adj_min": 5.0}, "adj_max"),
+                                     ({"epoch": 3}, "epoch")])
+def test_explorer_bad_values(explorer_data, kw, name):
+    from companion.gain_rl.explorer import explorer_view
+
+    with pytest.raises(ParameterError, match=name):
+        explorer_view(explorer_data, **kw)
+
+
+def test_fixture_loads_with_default_recipe():
+    model, info = P.load_or_train_sft(P.SFTRecipe(), P.FIXTURE)
+    assert info["source"].startswith("fixture") and 0.2 <= info["held_out_acc"] <= 0.6
+    acc = P.greedy_accuracy(model, P.make_problems(128, 10_000, 10, 99))
+    assert acc > 0.1
