@@ -1,0 +1,93 @@
+"""Figures and tables of paper 08's notebook (plotly, pandas)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from companion.dartquant.experiment import rotation_2d
+from companion.dartquant.explorer import LABELS
+from companion.dartquant.whip import LOSSES
+from companion.viz import COLORS
+
+_PAL = list(COLORS.values()) if isinstance(COLORS, dict) else list(COLORS)
+
+
+def idea_figure(cloud, angle: dict, best: float = 45.0) -> go.Figure:
+    """Left: the 2-D cloud as it is (θ = 0) and rotated by ``best``; right: the three losses against θ."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
+                        subplot_titles=("a Laplace cloud with one outlier axis, at θ = 0 and rotated",
+                                        "loss of the rotated cloud against θ (÷ value at 0°)"))
+    for i, (th, name) in enumerate(((0.0, "θ = 0° (outlier on channel 1)"), (best, f"θ = {best:g}°"))):
+        c = (cloud[:800] @ rotation_2d(th)).numpy()
+        fig.add_trace(go.Scatter(x=c[:, 0], y=c[:, 1], mode="markers", name=name, opacity=0.45,
+                                 marker=dict(size=3, color=_PAL[i])), row=1, col=1)
+    for i, name in enumerate(LOSSES):
+        v = np.asarray(angle[name])
+        fig.add_trace(go.Scatter(x=angle["angles"], y=v / v[0], mode="lines", name=f"{name} loss",
+                                 line=dict(color=_PAL[(i + 2) % len(_PAL)], width=3)), row=1, col=2)
+    lim = float(np.abs(cloud.numpy()).max())
+    fig.update_xaxes(range=[-lim, lim], title_text="channel 1", row=1, col=1)
+    fig.update_yaxes(range=[-lim, lim], title_text="channel 2", scaleanchor="x", row=1, col=1)
+    fig.update_xaxes(title_text="rotation angle θ (degrees)", row=1, col=2)
+    fig.update_layout(height=420, width=1100, title="Whip sees the outlier direction, the variance does not",
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def metrics_table(studies: dict):
+    """One row per (source, rotation): the layer metrics of :func:`~companion.dartquant.experiment.layer_metrics`."""
+    import pandas as pd
+
+    rows = []
+    for src, s in studies.items():
+        for k, m in s["metrics"].items():
+            label = LABELS.get(k, None) or f"{LABELS[k.split('/')[0]]} + {k.split('/')[1]}"
+            rows.append({"data": src, "rotation": label, "INT4 MSE": round(m["quant_mse"], 5),
+                         "kurtosis": round(m["kurtosis"], 2), "outliers %": round(100 * m["outlier_frac"], 3),
+                         "max |y|": round(m["max_abs"], 2), "W4A4 layer err": round(m.get("layer_err", float("nan")), 4),
+                         "‖RᵀR−I‖∞": f"{m['orth_err']:.0e}"})
+    return pd.DataFrame(rows)
+
+
+def layer_figure(studies: dict) -> go.Figure:
+    """INT4 quant MSE (left) and the Whip loss curves of the calibrated runs (right), per source."""
+    n = len(studies)
+    fig = make_subplots(rows=n, cols=2, vertical_spacing=0.18, horizontal_spacing=0.1,
+                        subplot_titles=[t for src in studies for t in (f"{src}: INT4 per-token MSE of X R",
+                                                                       f"{src}: Whip loss per step")])
+    for i, (src, s) in enumerate(studies.items(), start=1):
+        names = list(s["metrics"])
+        fig.add_trace(go.Bar(x=names, y=[s["metrics"][k]["quant_mse"] for k in names], showlegend=False,
+                             marker_color=[_PAL[3] if k == "qr_orth/whip" else _PAL[0] for k in names]), row=i, col=1)
+        fig.update_yaxes(type="log", row=i, col=1)
+        for j, (k, run) in enumerate(s["runs"].items()):
+            if run.loss_name != "whip":
+                continue
+            fig.add_trace(go.Scatter(y=run.losses, mode="lines", name=k, legendgroup=k, showlegend=i == 1,
+                                     line=dict(color=_PAL[(j + 1) % len(_PAL)])), row=i, col=2)
+        fig.update_xaxes(title_text="step", row=i, col=2)
+    fig.update_layout(height=340 * n, width=1100, title="One layer, every rotation", legend=dict(orientation="h", y=-0.1))
+    return fig
+
+
+def gpu_figure(gpu: dict) -> go.Figure | None:
+    """Perplexity by method and calibration cost, from the recorded GPU payload."""
+    models = [m for m in gpu.get("models", []) if m.get("ppl")]
+    if not models:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("W4A4KV4 perplexity (log)", "calibration wall time (s, log)"))
+    for i, m in enumerate(models):
+        sets = sorted({s for d in m["ppl"].values() for s in d})
+        for j, s in enumerate(sets):
+            fig.add_trace(go.Bar(x=[f"{m['name']}: {k}" for k in m["ppl"]], y=[m["ppl"][k].get(s) for k in m["ppl"]],
+                                 name=f"{m['name']} · {s}", marker_color=_PAL[(2 * i + j) % len(_PAL)]), row=1, col=1)
+        c = m.get("cost")
+        if c:
+            fig.add_trace(go.Bar(x=[f"{m['name']}: DartQuant", f"{m['name']}: end-to-end"], y=[c["dartquant_s"], c["e2e_s"]],
+                                 showlegend=False, marker_color=_PAL[i % len(_PAL)]), row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(height=420, width=1100, barmode="group", title=f"Recorded on {gpu.get('device')} ({gpu.get('date')})")
+    return fig

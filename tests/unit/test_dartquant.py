@@ -1,0 +1,281 @@
+"""companion.dartquant: Hadamard constructions, losses, QR-Orth and its peers, quantizers, model placement,
+calibration data and the explorer, against known truths."""
+
+import copy
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import scipy.linalg
+import torch
+
+from companion.core import ParameterError
+from companion.dartquant import PAPER
+from companion.dartquant import experiment as DE
+from companion.dartquant import hadamard as H
+from companion.dartquant import qr_orth as Q
+from companion.dartquant import quant as QU
+from companion.dartquant import rotation as RO
+from companion.dartquant import whip as W
+from companion.dartquant.activations import collect_calibration, synthetic_activations
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small per-op work on a shared two-core machine only gains contention from intra-op threads."""
+    from companion.core import limit_threads
+
+    with limit_threads(1):
+        yield
+
+
+def test_identity():
+    assert PAPER.notebook == "08_dartquant"
+
+
+# ---------------------------------------------------------------------------------------------- Hadamard
+
+@pytest.mark.parametrize("n", [1, 2, 8, 12, 20, 24, 40, 96, 384, 640])
+def test_hadamard_is_hadamard(n):
+    h = H.hadamard_matrix(n, torch.float64)
+    assert set(h.unique().tolist()) <= {-1.0, 1.0}
+    assert torch.equal(h @ h.T, n * torch.eye(n, dtype=torch.float64))
+
+
+def test_fwht_matches_scipy():
+    x = torch.randn(5, 64, dtype=torch.float64)
+    assert torch.allclose(H.fwht(x), x @ torch.from_numpy(scipy.linalg.hadamard(64)).double())
+    assert np.array_equal(H.hadamard_matrix(128).numpy(), scipy.linalg.hadamard(128))
+
+
+@pytest.mark.parametrize("n", [16, 48, 384, 160])
+def test_transform_matches_matrix_and_is_orthonormal(n):
+    x = torch.randn(3, 7, n, dtype=torch.float64)
+    assert torch.allclose(H.hadamard_transform(x), x @ H.hadamard_matrix(n, torch.float64) / n ** 0.5)
+    assert torch.allclose(H.hadamard_transform(x).norm(dim=-1), x.norm(dim=-1))
+
+
+@pytest.mark.parametrize("n", [3, 28, 100, 336])
+def test_unsupported_width_raises(n):
+    with pytest.raises(ParameterError, match="Hadamard construction"):
+        H.hadamard_matrix(n)
+    assert not H.supported(n)
+
+
+def test_random_rotations_are_orthogonal_and_seeded():
+    r = H.random_hadamard(384, 3)
+    assert Q.orthogonality_error(r) < 1e-5 and torch.equal(r, H.random_hadamard(384, 3))
+    assert not torch.equal(r, H.random_hadamard(384, 4))
+    assert Q.orthogonality_error(H.random_orthogonal(50, 1)) < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------- losses
+
+def test_whip_exact_values_and_gradient():
+    y = torch.tensor([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]], requires_grad=True)
+    expected = (3.0 + np.exp(-1) + np.exp(-2) + np.exp(-0.5)) / 2
+    loss = W.whip_loss(y)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    loss.backward()
+    assert torch.allclose(y.grad[1], -torch.sign(y[1].detach()) * torch.exp(-y[1].detach().abs()) / 2)
+
+
+def test_variance_only_sees_the_mean_and_kurtosis_known_values():
+    x = torch.randn(500, 32, dtype=torch.float64)
+    r = H.random_orthogonal(32, 0).double()
+    # Σ y² is rotation invariant: variance + mean² is the same before and after
+    assert (W.variance_loss(x @ r) + (x @ r).mean() ** 2).item() == pytest.approx((W.variance_loss(x) + x.mean() ** 2).item())
+    u = torch.linspace(-1, 1, 100001, dtype=torch.float64)[None]
+    assert W.kurtosis_loss(u).item() == pytest.approx(1.8, abs=1e-3)
+    with pytest.raises(ParameterError):
+        W.get_loss("l2")
+    with pytest.raises(ParameterError):
+        W.whip_loss(torch.zeros(4))
+
+
+# ---------------------------------------------------------------------------------------------- QR-Orth
+
+@pytest.fixture(scope="module")
+def acts():
+    return synthetic_activations(1024, 32, massive=2, seed=0)
+
+
+@pytest.mark.parametrize("method", Q.METHODS)
+def test_every_method_stays_orthogonal_and_lowers_whip(acts, method):
+    c = Q.calibrate(acts, method=method, steps=30, lr=0.02, batch=128, snapshot_steps=[0, 30])
+    assert Q.orthogonality_error(c.rotation) < 1e-5 and len(c.losses) == 30
+    assert W.whip_loss(acts @ c.rotation) < W.whip_loss(acts @ c.snapshots[0])
+
+
+def test_qr_rotation_is_q_of_qr_and_rejects_non_square():
+    z = torch.randn(6, 6)
+    q = Q.qr_rotation(z)
+    assert torch.allclose(q, torch.linalg.qr(z)[0]) and Q.orthogonality_error(q) < 1e-5
+    with pytest.raises(ParameterError, match="square"):
+        Q.qr_rotation(torch.randn(4, 6))
+    with pytest.raises(ParameterError, match="square"):
+        Q.initial_rotation(4, torch.randn(4, 5))
+
+
+def test_variance_loss_does_not_move_r(acts):
+    var = Q.calibrate(acts, loss="variance", steps=20, lr=0.02, snapshot_steps=[0])
+    whip = Q.calibrate(acts, loss="whip", steps=20, lr=0.02, snapshot_steps=[0])
+    moved = lambda c: float((c.rotation - c.snapshots[0]).abs().max())  # noqa: E731
+    assert moved(var) < 2e-3 and moved(whip) > 20 * moved(var)  # only the batch-mean term gives it any signal
+
+
+def test_per_head_r2_is_block_diagonal(acts):
+    c = Q.calibrate(acts, steps=5, lr=0.05, heads=4, kv_heads=2)
+    assert c.rotation.shape == (2, 8, 8)
+    blocks = [c.rotation[i // 2] for i in range(4)]
+    assert torch.allclose(Q.rotate(acts, c.rotation, heads=4), acts @ torch.block_diag(*blocks), atol=1e-5)
+    with pytest.raises(ParameterError):
+        Q.calibrate(acts, steps=1, heads=4, kv_heads=3)
+
+
+def test_whole_sample_batches_and_bad_activations(acts):
+    c = Q.calibrate(acts.reshape(16, 64, 32), steps=3, batch=4)
+    assert c.steps == 3
+    bad = acts.clone()
+    bad[3, 4] = float("nan")
+    with pytest.raises(ParameterError, match="NaN"):
+        Q.calibrate(bad, steps=1)
+    bad[3, 4] = float("inf")
+    with pytest.raises(ParameterError):
+        Q.calibrate(bad, steps=1)
+    with pytest.raises(ParameterError):
+        Q.calibrate(acts, method="adamw", steps=1)
+
+
+# ---------------------------------------------------------------------------------------------- quantizers
+
+def test_activation_quantizer_levels_and_exactness():
+    x = torch.randn(6, 64)
+    for bits in (2, 4, 8):
+        q = QU.quantize_activations(x, bits)
+        assert all(len(row.unique()) <= 2 ** bits for row in q)
+    grid = QU.act_grid(torch.tensor([-1.0, 2.0]), 4, clip=1.0)
+    assert torch.allclose(QU.quantize_activations(grid[None], 4, clip=1.0), grid[None], atol=1e-6)
+    assert ((QU.quantize_activations(x, 8) - x) ** 2).mean() < ((QU.quantize_activations(x, 4) - x) ** 2).mean()
+
+
+@pytest.mark.parametrize("bits", [1, 9, 16, 4.0])
+def test_bits_outside_2_to_8_raise(bits):
+    with pytest.raises(ParameterError, match="bits"):
+        QU.quantize_activations(torch.randn(2, 8), bits)
+
+
+def test_group_must_divide_width():
+    with pytest.raises(ParameterError, match="divisor"):
+        QU.quantize_activations(torch.randn(2, 10), 4, group=3)
+    g = QU.quantize_activations(torch.randn(2, 12), 4, group=4)
+    assert g.shape == (2, 12)
+
+
+def test_gptq_equals_rtn_with_isotropic_inputs_and_beats_it_otherwise():
+    torch.manual_seed(0)
+    w = torch.randn(32, 256)
+    rtn = QU.quantize_weight_rtn(w, 4, 128)
+    assert torch.allclose(QU.gptq_quantize(w, 3 * torch.eye(256), 4, 128, percdamp=0.0), rtn, atol=1e-6)
+    x = torch.randn(1024, 256) * torch.linspace(0.1, 3, 256)
+    err = lambda q: float(((x @ w.T - x @ q.T) ** 2).mean())  # noqa: E731
+    assert err(QU.gptq_quantize(w, x, 4, 128)) < err(rtn)
+    assert len((rtn[0, :128] / rtn[0, :128].abs().max()).unique()) <= 16
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+def test_invariance_of_the_rotated_tiny_llama():
+    inv = RO.invariance_check(seed=1)
+    assert inv["max_abs_diff"] < 1e-4
+
+
+def _tiny():
+    from companion.models import tiny_llama
+    return tiny_llama(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
+
+
+def test_rotating_before_fusing_norms_raises_and_bad_models_are_named():
+    m = _tiny()
+    with torch.no_grad():
+        m.model.layers[0].input_layernorm.weight.mul_(1.5)
+    with pytest.raises(ValueError, match="fuse_norms"):
+        RO.rotate_model(m, torch.eye(64))
+    from companion.models import tiny_gpt2
+    with pytest.raises(ValueError, match="LLaMA-layout"):
+        RO.llama_parts(tiny_gpt2())
+    m2 = _tiny()
+    del m2.model.layers[1].mlp.up_proj
+    with pytest.raises(ValueError, match="up_proj"):
+        RO.llama_parts(m2)
+    with pytest.raises(ParameterError):
+        RO.rotate_model(RO.fuse_norms(_tiny()), torch.eye(32))
+
+
+def test_loader_keeps_all_128_samples():
+    m = RO.fuse_norms(_tiny())
+    ids = torch.randint(0, 256, (128, 16))
+    data = collect_calibration(m, ids, tokens_per_sample=4, batch=32)
+    assert data["r1_sample"].unique().numel() == 128 and data["samples"] == 128
+    assert data["r1"].shape == (128 * 2 * 2, 4, 64) and data["r2"][0].shape == (128, 4, 64)
+    whole = collect_calibration(m, ids[:10], tokens_per_sample=None)
+    assert whole["r1"].shape[1] == 16
+
+
+def test_quantized_model_runs_and_perplexity_is_finite():
+    torch.manual_seed(0)
+    m = RO.fuse_norms(_tiny())
+    RO.rotate_model(m, H.random_hadamard(64, 0), r4=True)
+    ids = torch.randint(0, 256, (4, 24))
+    ref = RO.perplexity(m, ids)
+    q = RO.quantize_weights(copy.deepcopy(m), 4, "gptq", calib_ids=ids)
+    with RO.quantized_activations(q, 4, 4, r3=True):
+        ppl = RO.perplexity(q, ids)
+    assert np.isfinite(ppl) and ppl > 1 and abs(np.log(ppl / ref)) < 1.0
+
+
+# ---------------------------------------------------------------------------------------------- study & explorer
+
+@pytest.fixture(scope="module")
+def explorer_data():
+    x = synthetic_activations(512, 32, massive=2, seed=0)
+    study = DE.layer_study(x, torch.randn(64, 32), steps=8, lr=0.05, batch=64, n_snapshots=3)
+    real = DE.layer_study(x, None, steps=8, lr=0.05, batch=64, n_snapshots=3, learned=[("qr_orth", "whip")])
+    cloud = DE.laplace_cloud(300)
+    return {"sources": {"synthetic": study, "minilm": real}, "angle": DE.angle_study(cloud), "cloud": cloud}
+
+
+def test_layer_metrics_known_values(explorer_data):
+    s = explorer_data["sources"]["synthetic"]
+    x = s["x"]
+    m = DE.layer_metrics(x, torch.eye(32), 4)
+    assert m["quant_mse"] == pytest.approx(float(((QU.quantize_activations(x, 4) - x) ** 2).mean()))
+    assert m["orth_err"] == 0.0 and m["max_abs"] == pytest.approx(float(x.abs().max()))
+    assert s["metrics"]["identity"]["quant_mse"] > s["metrics"]["hadamard"]["quant_mse"]
+
+
+def test_angle_study_whip_prefers_45_degrees_variance_is_flat():
+    a = DE.angle_study(DE.laplace_cloud(2000), angles=[0, 45, 90])
+    assert a["whip"][1] < a["whip"][0] and a["whip"][1] < a["whip"][2]
+    assert max(a["variance"]) - min(a["variance"]) < 1e-3 * a["variance"][0]
+
+
+def test_explorer_view_is_pure_and_controls_match(explorer_data):
+    from companion.dartquant.explorer import explorer_controls, explorer_view
+
+    fig, readout = explorer_view(explorer_data, rotation="qr_orth", loss="whip", bits=4, step=4, angle=45.0)
+    again, _ = explorer_view(explorer_data, rotation="qr_orth", loss="whip", bits=4, step=4, angle=45.0)
+    assert isinstance(fig, go.Figure) and fig.to_json() == again.to_json()
+    assert "quant MSE" in readout and "‖RᵀR − I‖∞" in readout and "layer error" in readout
+    controls = explorer_controls(explorer_data)
+    assert set(controls) == {"source", "rotation", "loss", "bits", "step", "angle"}
+    explorer_view(explorer_data, **{k: c.value for k, c in controls.items()})
+    for rot in ("identity", "random", "hadamard", "cayley", "riemannian"):
+        explorer_view(explorer_data, rotation=rot, bits=2)
+    _, note = explorer_view(explorer_data, source="minilm", rotation="cayley", loss="kurtosis", bits=8)
+    fig_m, _ = explorer_view(explorer_data, source="minilm", rotation="cayley", loss="kurtosis", bits=8)
+    assert "not calibrated" in fig_m.layout.title.text
+    for bad in (dict(bits=9), dict(bits=1), dict(source="llama"), dict(rotation="givens"), dict(step=3),
+                dict(angle=200.0), dict(loss="l1")):
+        with pytest.raises(ParameterError):
+            explorer_view(explorer_data, **bad)
