@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from companion.dartquant.scale import RESULTS_NAME, run_scale_up
 
     out_dir = args.out_dir or (tempfile.mkdtemp(prefix="dartquant_") if args.smoke else None)
-    command = "PYTHONPATH=. python benchmarks/dartquant_gpu.py" + (" --smoke" if args.smoke else "")
+    command = " ".join(["PYTHONPATH=. python benchmarks/dartquant_gpu.py", *(sys.argv[1:] if argv is None else argv)])
 
     def save(payload):
         return save_results(RESULTS_NAME, {"command": command, **payload}, out_dir=out_dir)

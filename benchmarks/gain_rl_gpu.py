@@ -26,18 +26,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out-dir", default=None, help="where the JSON goes (default benchmarks/results)")
     args = ap.parse_args(argv)
+    command = " ".join(["PYTHONPATH=. python benchmarks/gain_rl_gpu.py", *(sys.argv[1:] if argv is None else argv)])
     if args.smoke:
         torch.set_num_threads(1)
         result = run_scale_up(SMOKE_PROFILE, device="cpu", seed=args.seed)
         out_dir = args.out_dir or tempfile.mkdtemp(prefix="gain_rl_smoke_")
-        path = save_results(RESULTS_NAME + "_smoke", {"command": " ".join(sys.argv), **result}, out_dir)
+        path = save_results(RESULTS_NAME + "_smoke", {"command": command, **result}, out_dir)
     else:
         if not torch.cuda.is_available():
             print("needs CUDA (use --smoke for a CPU check)")
             return 2
         torch.backends.cuda.matmul.allow_tf32 = True
         result = run_scale_up(GPU_PROFILE, device="cuda", seed=args.seed)
-        path = save_results(RESULTS_NAME, {"command": "PYTHONPATH=. python benchmarks/gain_rl_gpu.py", **result},
+        path = save_results(RESULTS_NAME, {"command": command, **result},
                             args.out_dir)
     print(f"wrote {path} ({result['total_seconds']:.0f} s)")
     return 0

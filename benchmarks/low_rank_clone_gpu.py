@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from companion.low_rank_clone.scale import RESULTS_NAME, run_scale_up
 
     out_dir = args.out_dir or (tempfile.mkdtemp(prefix="low_rank_clone_") if args.smoke else None)
-    command = "PYTHONPATH=. python benchmarks/low_rank_clone_gpu.py" + (" --smoke" if args.smoke else "")
+    command = " ".join(["PYTHONPATH=. python benchmarks/low_rank_clone_gpu.py", *(sys.argv[1:] if argv is None else argv)])
 
     def save(payload):
         return save_results(RESULTS_NAME, {"command": command, **payload}, out_dir=out_dir)

@@ -3,13 +3,13 @@
 On one H200 (``benchmarks/lorasuite_gpu.py``, about 150 s): an old char-level Llama of ≈85M parameters
 (d 768, 12 layers, 12 heads) and a new one of ≈180M (d 1024, 16 layers, 16 query heads, **4 K/V heads:
 GQA**, FFN 2816) are both trained from scratch on the standard library's source (the task packages left
-out); a LoRA (r 32, α 32, q/k/v/o, the paper's setting) is trained on one task package for each model
-(the new one is "LoRA(full)", the retraining LoRASuite avoids); LoRASuite carries the old adapter across
-(W_h, CKA + DP, Hungarian heads, GQA averaging, SVD) and LFT is swept over sample counts 10 … 1000 and
-learning rates 1e-4 … 1e-3 beside LoRA(n) from scratch; wall time and peak memory of transfer + LFT
-against LoRA(full); a second task repeats the main comparison; and the SVD step is timed at d = 2048 and
-4096 (``torch.linalg.svd``, the peer, first; then ``torch.svd_lowrank``). Stages run in that order and are
-skipped, and recorded as skipped, when the time budget is spent. Results go through
+out; 300 and 200 steps, to fit the device lease); a LoRA (r 32, α 32, q/k/v/o, the paper's setting,
+150 steps) is trained on one task package for each model (the new one is "LoRA(full)", the retraining
+LoRASuite avoids); LoRASuite carries the old adapter across (W_h, CKA + DP, Hungarian heads, GQA
+averaging, SVD) and LFT is swept over 10 and 100 samples and learning rates 3e-4 and 1e-3 beside LoRA(n)
+from scratch; wall time and peak memory of transfer + LFT against LoRA(full); and the SVD step is timed
+at d = 2048 and 4096 (``torch.linalg.svd``, the peer, first; then ``torch.svd_lowrank``). Stages run in
+that order and are skipped, and recorded as skipped, when the time budget is spent. Results go through
 ``companion.core.save_results("lorasuite_gpu", ...)``; :func:`recorded` reads them back (None when absent).
 """
 
@@ -28,9 +28,9 @@ RESULTS_NAME = "lorasuite_gpu"
 GPU_PROFILE = {
     "old": {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 12, "ffn": 2048},
     "new": {"hidden": 1024, "layers": 16, "heads": 16, "kv_heads": 4, "ffn": 2816},
-    "seq_len": 256, "batch": 32, "old_steps": 600, "new_steps": 400, "pretrain_lr": 1e-3,
-    "lora_rank": 32, "lora_alpha": 32.0, "lora_steps": 300, "lora_lr": 3e-4, "lora_batch": 16, "lora_warmup": 30,
-    "tasks": ["email", "http"], "lft_samples": [10, 100, 1000], "lrs": [1e-4, 3e-4, 1e-3], "epochs": 3,
+    "seq_len": 256, "batch": 32, "old_steps": 300, "new_steps": 200, "pretrain_lr": 1e-3,
+    "lora_rank": 32, "lora_alpha": 32.0, "lora_steps": 150, "lora_lr": 3e-4, "lora_batch": 16, "lora_warmup": 15,
+    "tasks": ["email"], "lft_samples": [10, 100], "lrs": [3e-4, 1e-3], "epochs": 3,
     "cka_minibatches": 8, "cka_tokens": 512, "svd_dims": [2048, 4096], "svd_rank": 32, "budget_s": 140,
 }
 
