@@ -1,0 +1,51 @@
+"""Paper 13 (HollowFlow) on one GPU: the time of one RK4 step with exact likelihood against n for the fully
+connected baseline (n·d VJPs) and HollowFlow (d VJPs, k = 7 and k = ⌈√n⌉), fitted exponents, the forward /
+divergence split, and briefly trained LJ13 models with ESS, ESS_rem and EffSU
+(see companion/hollowflow/scale.py for what is measured).
+
+    PYTHONPATH=. python benchmarks/hollowflow_gpu.py          # H200: ~2 minutes; writes benchmarks/results/hollowflow_gpu.json
+    PYTHONPATH=. python benchmarks/hollowflow_gpu.py --smoke  # CPU: tiny sizes, seconds, writes to a temp folder
+
+Needs torch, numpy, scipy (triton for the CUDA timer); not plotly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny CPU run; results go to a temp folder")
+    parser.add_argument("--out-dir", default=None, help="folder for hollowflow_gpu.json (default benchmarks/results)")
+    parser.add_argument("--deadline", type=float, default=140.0, help="seconds after which remaining stages are skipped")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not args.smoke and not torch.cuda.is_available():
+        print("no CUDA device: run with --smoke on a CPU", file=sys.stderr)
+        return 2
+    if args.smoke:
+        torch.set_num_threads(1)
+    from companion.core import save_results
+    from companion.hollowflow.scale import RESULTS_NAME, run_scale_up
+
+    out_dir = args.out_dir or (tempfile.mkdtemp(prefix="hollowflow_") if args.smoke else None)
+    command = " ".join(["PYTHONPATH=. python benchmarks/hollowflow_gpu.py", *(sys.argv[1:] if argv is None else argv)])
+
+    def save(payload):
+        return save_results(RESULTS_NAME, {"command": command, **payload}, out_dir=out_dir)
+
+    t0 = time.perf_counter()
+    payload = run_scale_up(smoke=args.smoke, deadline_s=args.deadline, log=lambda *a: print(*a, flush=True), save=save)
+    path = save(payload)
+    print(f"wrote {path} after {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
