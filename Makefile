@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 PAPERS ?=
 PROFILE ?=
 JOBS ?= 2
-GPU_BENCHMARKS ?= block_sparse_attention seer_attention_gpu delta_attention_ladder zeros_attention_kernel scalekv_gpu hyperet_gpu sudoku_train_gpu rtcfr_gpu kernelshap_gpu cpmla_gpu ortho_residual_gpu:330
+GPU_BENCHMARKS ?= block_sparse_attention seer_attention_gpu delta_attention_ladder zeros_attention_kernel scalekv_gpu hyperet_gpu sudoku_train_gpu rtcfr_gpu kernelshap_gpu cpmla_gpu ortho_residual_gpu:330 \
+	dartquant_gpu low_rank_clone_gpu lorasuite_gpu hollowflow_gpu gain_rl_gpu diverse_sampling_gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
 
