@@ -179,9 +179,9 @@ def select(available: dict[str, Path], names: list[str]) -> dict[str, Path]:
     return dict(sorted(chosen.items(), key=lambda kv: kv[1].name))
 
 
-def new_run_folder(root: Path) -> Path:
-    """``root/<UTC timestamp>``, with a suffix if that already exists (never reuse a folder)."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+def new_run_folder(root: Path, suffix_name: str = "") -> Path:
+    """``root/<UTC timestamp><suffix_name>``, with a suffix if that already exists (never reuse a folder)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + suffix_name
     for suffix in [""] + [f"-{i}" for i in range(1, 1000)]:
         folder = root / f"{stamp}{suffix}"
         try:
