@@ -337,7 +337,8 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebook", help="the notebook: slug, stem or number (rtcfr, 18_rtcfr, 18)")
+    parser.add_argument("notebook", nargs="?", default="", help="the notebook: slug, stem or number (rtcfr, 18_rtcfr, 18); "
+                                                                  "else the grid file's notebook:")
     parser.add_argument("--grid", required=True, help='"NAME=[v1,v2] NAME2=[...]" or a YAML file (sweeps/<name>.yaml)')
     parser.add_argument("--seeds", default="", help="seeds, e.g. 0,1,2: adds a SEED axis")
     parser.add_argument("--value", default=None, help="the recorded value to plot (default: the first one recorded)")
@@ -352,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
 
     grid, options = parse_grid(args.grid)
     name = args.notebook or options.get("notebook", "")
+    if name in ("", None):
+        raise SystemExit("name the notebook to sweep (NOTEBOOK=18), or give notebook: in the grid file")
     notebooks = runner.select(runner.discover(Path(args.notebooks_dir) if args.notebooks_dir else None), [str(name)])
     if len(notebooks) != 1:
         raise SystemExit(f"{name!r} names {len(notebooks)} notebooks; a sweep runs one")

@@ -103,3 +103,17 @@ def test_a_failing_point_fails_the_sweep_and_is_reported(tmp_path, client):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["value"] == "y"
     assert "cell 2: AssertionError: X=3 too big" in (out / "index.html").read_text()
+
+
+def test_record_checks_its_input_and_writes_under_the_runner(tmp_path, monkeypatch):
+    from companion.core import ParameterError, record
+    from companion.core.claims import CLAIMS_DIR_ENV
+
+    monkeypatch.delenv(CLAIMS_DIR_ENV, raising=False)
+    assert record("a", 3) == 3.0 and not list(tmp_path.iterdir())  # interactively nothing is written
+    monkeypatch.setenv(CLAIMS_DIR_ENV, str(tmp_path))
+    record("slope", -0.49)
+    assert json.loads((tmp_path / "records.json").read_text())["slope"] == -0.49
+    for name, value in (("x", float("nan")), ("x", "0.5"), ("x", None), ("bad name", 1.0)):
+        with pytest.raises(ParameterError):
+            record(name, value)
