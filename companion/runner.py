@@ -781,7 +781,7 @@ def run_jobs(client, jobs: list[Job], timeout: float | None, driver: Driver, on_
                 payload, attempts = exc.args[0], 2
             elif isinstance(exc, KilledWorker):
                 payload, attempts = {"notebook": job.path.stem, "status": "lost", "seconds": 0.0,
-                                     "error": f"lost: the worker running it died ({type(exc).__name__}: {exc})"}, 2
+                                     "error": f"every worker that ran it died ({type(exc).__name__}: {exc})"}, 2
             else:
                 payload, attempts = {"notebook": job.path.stem, "status": "failed", "seconds": 0.0,
                                      "error": f"the task failed on its worker: {type(exc).__name__}: {exc}"}, 1

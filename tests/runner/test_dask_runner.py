@@ -1,5 +1,5 @@
-"""The runner on a 2-worker Dask LocalCluster: pass, fail, timeout and retry, a killed worker, an
-unreachable scheduler. Tiny throwaway notebooks; the tests never assert on time."""
+"""The runner on a 2-worker Dask LocalCluster: pass, fail, timeout and retry, killed workers (rerun once,
+then lost), an unreachable scheduler. Tiny throwaway notebooks; the tests never assert on time."""
 
 from __future__ import annotations
 
@@ -48,36 +48,52 @@ def test_pass_fail_and_a_timeout_retried_once(tmp_path, client):
     assert "cell 2: ValueError: bad luck" in page and "(2nd try)" in page
 
 
-def test_a_worker_killed_mid_notebook_has_it_rerun_and_loses_nothing(tmp_path, client):
-    books, out = tmp_path / "nb", tmp_path / "out"
-    books.mkdir()
-    out.mkdir()
+def test_a_worker_killed_mid_notebook_has_it_rerun_once_then_reported_lost_and_loses_nothing_else(tmp_path, client):
+    """02_victim's worker is killed once: it is run again and passes. 03_doomed's worker is killed at every
+    attempt: after its one rerun it is reported lost with the reason. 01_quick is untouched; the run ends
+    with its report, and no papermill or kernel of a killed attempt is left running."""
+    books, out, pids = tmp_path / "nb", tmp_path / "out", tmp_path / "pids"
+    for folder in (books, out, pids):
+        folder.mkdir()
     tiny_notebook(books / "01_quick.ipynb", "x = 1")
-    pid_file = tmp_path / "victim.pid"
-    tiny_notebook(books / "02_victim.ipynb", f"import os, pathlib, time\np = pathlib.Path({str(pid_file)!r})\n"
-                  "if not p.exists():\n    p.write_text(str(os.getpid()))\n    time.sleep(600)")
+    tiny_notebook(books / "02_victim.ipynb", f"import os, pathlib, time\nm = pathlib.Path({str(tmp_path / 'victim.once')!r})\n"
+                  f"if not m.exists():\n    m.write_text('1')\n    pathlib.Path({str(pids)!r}, f'victim-{{os.getpid()}}').write_text('')\n"
+                  "    time.sleep(600)")
+    tiny_notebook(books / "03_doomed.ipynb", f"import os, pathlib, time\npathlib.Path({str(pids)!r}, f'doomed-{{os.getpid()}}').write_text('')\n"
+                  "time.sleep(600)")
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("results", runner.run(
-        runner.discover(books), out, {}, 2, timeout=300, client=client, driver=runner.Driver(2, bar=False))))
+        runner.discover(books), out, {}, 2, timeout=300, client=client, driver=runner.Driver(3, bar=False))))
     thread.start()
-    deadline = time.time() + 240
-    while not pid_file.exists():
-        assert thread.is_alive() and time.time() < deadline, "the victim notebook never started"
+    killed, left = {}, []
+    deadline = time.time() + 600
+    while thread.is_alive() and time.time() < deadline:
+        for marker in sorted(pids.iterdir()):
+            if marker.name in killed:
+                continue
+            time.sleep(0.5)
+            kernel = psutil.Process(int(marker.name.split("-")[1]))
+            papermill = kernel.parent()
+            worker = papermill.parent()  # the Dask worker process whose task runs papermill
+            assert worker.pid in {p.pid for p in psutil.Process().children(recursive=True)}
+            os.kill(worker.pid, signal.SIGKILL)
+            killed[marker.name] = worker.pid
+            left += [kernel, papermill]
         time.sleep(0.3)
-    time.sleep(0.5)
-    kernel = psutil.Process(int(pid_file.read_text()))
-    papermill = kernel.parent()
-    worker = papermill.parent()  # the Dask worker process whose task runs papermill
-    assert worker.pid in {p.pid for p in psutil.Process().children(recursive=True)}
-    os.kill(worker.pid, signal.SIGKILL)
-    thread.join(timeout=400)
+    thread.join(timeout=60)
     assert not thread.is_alive()
+    assert sorted(k.split("-")[0] for k in killed) == ["doomed", "doomed", "victim"], killed
     results = {r.notebook: r for r in box["results"]}
     assert results["01_quick"].status == "passed"
     assert results["02_victim"].status == "passed" and results["02_victim"].attempts == 2, results["02_victim"]
+    doomed = results["03_doomed"]
+    assert doomed.status == "lost" and "KilledWorker" in doomed.error and "died" in doomed.error, doomed
     assert (out / "01_quick.html").exists() and (out / "02_victim.html").exists()
-    assert json.loads((out / "summary.json").read_text())["status"] == "passed"
-    _, alive = psutil.wait_procs([kernel, papermill], timeout=30)  # nothing of the lost attempt is left running
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert {n["notebook"]: n["status"] for n in summary["notebooks"]} == {"01_quick": "passed", "02_victim": "passed", "03_doomed": "lost"}
+    assert "every worker that ran it died" in (out / "index.html").read_text()
+    _, alive = psutil.wait_procs(left, timeout=30)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], alive
 
 
