@@ -7,16 +7,24 @@ STAMP := $(VENV)/.installed
 PAPERS ?=
 PROFILE ?=
 JOBS ?= 2
+SCHEDULER ?=
+NOTEBOOK ?=
+GRID ?=
+SEEDS ?=
+VALUE ?=
+YES ?=
+TIMEOUT ?=
 GPU_BENCHMARKS ?= block_sparse_attention seer_attention_gpu delta_attention_ladder zeros_attention_kernel scalekv_gpu hyperet_gpu sudoku_train_gpu rtcfr_gpu kernelshap_gpu cpmla_gpu ortho_residual_gpu:330 \
 	dartquant_gpu low_rank_clone_gpu lorasuite_gpu hollowflow_gpu gain_rl_gpu diverse_sampling_gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help setup run test test-unit test-kernels test-notebooks test-ui lab bench bench-gpu clean
+.PHONY: help setup run sweep test test-unit test-kernels test-notebooks test-ui lab bench bench-gpu clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
-	@echo "  variables: PAPERS=\"seer_attention rtcfr\" PROFILE=auto|cpu|gpu JOBS=2"
+	@echo "  variables: PAPERS=\"seer_attention rtcfr\" PROFILE=auto|cpu|gpu JOBS=2 SCHEDULER=tcp://HOST:8786 TIMEOUT=seconds"
+	@echo "  sweep:     NOTEBOOK=18 GRID=\"ITERATIONS=[500,1000] HEATMAP_ITERATIONS=[200,1000]\" (or GRID=sweeps/<name>.yaml) SEEDS=0,1,2 VALUE=<recorded name> YES=1"
 
 $(STAMP): pyproject.toml setup.py
 	@echo "==> setting up $(VENV) (CPU torch 2.13.0, the project editable with its extras)"
@@ -29,14 +37,18 @@ $(STAMP): pyproject.toml setup.py
 
 setup: $(STAMP) ## create the virtualenv and install the project (done by every target that needs it)
 
-run: $(STAMP) ## execute every notebook (or PAPERS=...) into runs/<timestamp>/ with a report
-	$(PY) -m companion.runner --jobs $(JOBS) $(if $(PAPERS),--papers "$(PAPERS)") $(if $(PROFILE),--profile $(PROFILE))
+run: $(STAMP) ## execute every notebook (or PAPERS=...) into runs/<timestamp>/ with a report, on Dask (SCHEDULER=... for a cluster)
+	$(PY) -m companion.runner --jobs $(JOBS) $(if $(PAPERS),--papers "$(PAPERS)") $(if $(PROFILE),--profile $(PROFILE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
+sweep: $(STAMP) ## one notebook over a grid of its parameters: NOTEBOOK=18 GRID="A=[1,2] B=[x,y]" or GRID=sweeps/<name>.yaml, SEEDS=0,1
+	@test -n "$(NOTEBOOK)" -a -n "$(GRID)" || { echo 'usage: make sweep NOTEBOOK=00 GRID="N_MAX=[10000,100000] REPEATS=[100,200]" [SEEDS=0,1,2] [VALUE=slope] [YES=1]'; exit 2; }
+	$(PY) -m companion.sweep $(NOTEBOOK) --grid '$(GRID)' --jobs $(JOBS) $(if $(SEEDS),--seeds "$(SEEDS)") $(if $(VALUE),--value $(VALUE)) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(YES),--yes)
 
 test: $(STAMP) ## every test: unit, kernels (Triton interpreter), notebooks (papermill + golden cells), browser
 	$(MAKE) --no-print-directory test-unit test-kernels test-notebooks test-ui
 
-test-unit: $(STAMP) ## unit tests of the library
-	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/unit -q -n 2
+test-unit: $(STAMP) ## unit tests of the library, and the runner and sweeps on a 2-worker Dask LocalCluster
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/unit tests/runner -q -n 2
 
 test-kernels: $(STAMP) ## kernel tests on the CPU under TRITON_INTERPRET=1
 	TRITON_INTERPRET=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m pytest tests/kernels -q -n 2

@@ -1,23 +1,36 @@
-"""The batch runner behind ``make run`` and the notebook stage of ``make test``.
+"""The batch runner behind ``make run`` and the notebook stage of ``make test``, on ``dask.distributed``.
 
     python -m companion.runner [--papers "seer_attention rtcfr"] [--profile gpu] [--out runs/<stamp>]
-                               [--jobs 2] [--timeout SECONDS]
+                               [--jobs 2] [--timeout SECONDS] [--scheduler tcp://HOST:8786]
 
-Every notebook in ``notebooks/`` (or the chosen subset) is executed with papermill into a new folder
-(``runs/<UTC timestamp>/`` unless ``--out`` names one; an existing folder is never reused), each in
-its own process with a wall-clock limit, ``--jobs`` at a time. For each notebook the folder gets the
-executed ``.ipynb`` (with its widget state), an HTML report that shows every figure and the
-explorers' first views offline (``companion.report``) and the claims JSON the notebook recorded
-(``companion.core.Claims``); then ``index.html`` (counts, one card per paper, the claims table),
+Every notebook in ``notebooks/`` (or the chosen subset) is one Dask task: papermill executes it on a
+worker in a scratch folder, with a wall-clock limit, and the task returns the executed ``.ipynb`` (with
+its widget state), its HTML report (``companion.report``), the claims JSON (``companion.core.Claims``)
+and the values it recorded (``companion.core.record``). The driver writes them atomically into a new
+folder (``runs/<UTC timestamp>/`` unless ``--out`` names one; an existing folder is never reused) as
+each task finishes, then ``index.html`` (counts, one card per paper, the claims table),
 ``summary.json`` and a terminal table (paper | claim | paper says | measured here | scale | verdict),
-cells wrapped, never cut. A failing notebook is reported with its failing cell and error; the
-others still run; the exit status is then 1.
+cells wrapped, never cut. A failing notebook is reported with its failing cell and error; the others
+still run; the exit status is then 1.
 
-The runner owns its children: each papermill process starts in a session of its own, and on SIGINT
-(Ctrl-C) or SIGTERM the runner stops every one of them with all their descendants (kernels
-included), then writes the index with the status "interrupted", naming the notebooks that did not
-finish (exit status 130 or 143). Each notebook's results are written as soon as it finishes, so an
-interrupted run keeps what was done.
+Where: by default a ``LocalCluster`` of ``--jobs`` worker processes with one thread each; with
+``--scheduler`` an existing cluster whose workers have the project installed (``dask scheduler``,
+``dask worker tcp://HOST:8786 --nthreads 1 [--resources GPU=1]``). An unreachable scheduler is an error
+within seconds that names the address. The Dask dashboard's address is printed, and a progress bar
+(done/total, running, failed) is drawn on a terminal.
+
+Faults, handled by Dask: a notebook over its limit raises in its task and ``retries=1`` runs it once more
+(``attempts=2``); a worker that dies mid-notebook has its task run once more on another worker
+(``allowed-failures=1`` on the local cluster), else it is reported "lost" with the reason. GPU: under
+``PROFILE=gpu`` (or ``auto`` on a cluster with GPU workers) each task asks for the worker resource
+``GPU=1``, unless the notebook's metadata says ``"companion": {"gpu": false}``.
+
+Process trees: each papermill process starts in a session of its own and dies with its worker
+(``PR_SET_PDEATHSIG``; its kernel then exits by itself); a timed-out notebook is ended with all its
+descendants. On SIGINT (Ctrl-C) or SIGTERM the driver asks every worker to end its papermill trees
+(``Client.run``), cancels what has not started, and writes the index with the status "interrupted",
+naming the notebooks that did not finish (exit status 130 or 143). Each notebook's results are
+written as soon as it finishes, so an interrupted run keeps what was done.
 """
 
 from __future__ import annotations
@@ -35,7 +48,6 @@ import sys
 import textwrap
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,7 +57,8 @@ from companion.core.paths import repo_path
 
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)\.ipynb$")
 # A notebook's status; a run's status is "running", "passed", "failed" or "interrupted".
-STATUSES = ("passed", "failed", "timed out", "interrupted", "not run")
+STATUSES = ("passed", "failed", "timed out", "lost", "interrupted", "not run")
+FAILED = ("failed", "timed out", "lost")  # the statuses that fail a run
 
 
 @dataclass
@@ -58,6 +71,7 @@ class NotebookResult:
     claims: list = field(default_factory=list)
     attempts: int = 1
     failing_source: str = ""
+    records: dict = field(default_factory=dict)  # companion.core.record(name, value) calls
 
 
 class Children:
@@ -165,9 +179,9 @@ def select(available: dict[str, Path], names: list[str]) -> dict[str, Path]:
     return dict(sorted(chosen.items(), key=lambda kv: kv[1].name))
 
 
-def new_run_folder(root: Path) -> Path:
-    """``root/<UTC timestamp>``, with a suffix if that already exists (never reuse a folder)."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+def new_run_folder(root: Path, suffix_name: str = "") -> Path:
+    """``root/<UTC timestamp><suffix_name>``, with a suffix if that already exists (never reuse a folder)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + suffix_name
     for suffix in [""] + [f"-{i}" for i in range(1, 1000)]:
         folder = root / f"{stamp}{suffix}"
         try:
@@ -208,55 +222,148 @@ def thread_env(jobs: int) -> dict:
     return {name: threads for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
+class NotebookTimedOut(Exception):
+    """Raised by a task whose notebook exceeded its time limit, so that Dask's ``retries`` runs it once more;
+    ``args[0]`` is the task's payload (what a finished task returns)."""
+
+
+def _parent_death_signal() -> None:
+    """In the papermill child: SIGKILL it if the thread that started it dies (a killed Dask worker). Its
+    kernel then exits by itself (ipykernel polls its parent), so nothing outlives a lost worker."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _event(topic_msg: dict) -> None:
+    """Tell the driver something about a task (``Worker.log_event``); nothing happens outside a worker."""
+    try:
+        from distributed import get_worker
+
+        get_worker().log_event("companion", topic_msg)
+    except (ImportError, ValueError):
+        pass
+
+
+def notebook_cwd(path: Path) -> Path:
+    """The folder a notebook runs in: its own folder where it exists on this machine, else this
+    installation's ``notebooks/`` (a worker of an existing cluster with the project installed)."""
+    return path.parent if path.parent.is_dir() else repo_path("notebooks")
+
+
+def execute_task(key: str, name: str, source: bytes, origin: str, parameters: dict, timeout: float | None,
+                 jobs: int = 1, mathjax_prefix: str = "", children: Children | None = None) -> dict:
+    """One notebook, run with papermill on this machine (a Dask worker or the driver) in a scratch folder.
+
+    Returns the payload the driver writes into the run folder: the status, time, error and failing cell,
+    the claims and recorded values, and ``files`` (name -> bytes: the executed notebook, its HTML report,
+    the claims JSON, the log). A notebook over its time limit raises :class:`NotebookTimedOut`, which Dask's
+    ``retries=1`` turns into one more attempt (the payload of the last attempt is in the exception).
+    """
+    import shutil
+    import tempfile
+
+    from companion.core.records import RECORDS_FILE
+
+    children = children or CHILDREN
+    stem = Path(name).stem
+    _event({"event": "start", "key": key})
+    scratch = Path(tempfile.mkdtemp(prefix=f"companion-{stem}-"))
+    try:
+        path = scratch / "in" / name
+        path.parent.mkdir()
+        path.write_bytes(source)
+        executed = scratch / name
+        claims_file = scratch / f"{stem}.claims.json"
+        # TOKENIZERS_PARALLELISM=false: the tokenizers' thread pool after a fork can hang an ipykernel 7 kernel.
+        env = {**os.environ, **thread_env(jobs), CLAIMS_DIR_ENV: str(scratch), "PYTHONUNBUFFERED": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
+        cmd = [sys.executable, "-m", "papermill", str(path), str(executed), "--cwd", str(notebook_cwd(Path(origin))),
+               "--kernel", "python3", "--no-progress-bar", "--log-level", "ERROR"]
+        for k, value in parameters.items():
+            cmd += ["-y", f"{k}: {json.dumps(value)}"]  # JSON is YAML: strings stay strings, lists stay lists
+        log_path = scratch / f"{stem}.log"
+        start = time.perf_counter()
+        with open(log_path, "w", encoding="utf-8") as log:
+            proc = children.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                  preexec_fn=_parent_death_signal)
+            if proc is None:
+                return {"key": key, "notebook": stem, "status": "not run", "seconds": 0.0,
+                        "error": "the run was interrupted before it started", "files": {}}
+            try:
+                proc.wait(timeout=timeout)
+                status = "passed" if proc.returncode == 0 else "failed"
+            except subprocess.TimeoutExpired:
+                kill_tree(proc)  # papermill, its kernel and everything they started
+                status = "timed out"
+            finally:
+                children.release(proc)
+        seconds = time.perf_counter() - start
+        if proc.pid in children.stopped:  # ended by the stop, whatever its exit status says
+            status = "interrupted"
+        cell, error, source_text = first_error(executed, with_source=True)
+        if status == "timed out":
+            error = f"exceeded the {timeout:.0f} s limit"
+        elif status == "interrupted":
+            error = f"stopped by {children.stopping}" + (f" ({error})" if error else "")
+        elif status == "failed" and not error:
+            lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            error = (lines or ["papermill failed"])[-1]
+        if executed.exists() and status != "interrupted":
+            try:
+                from companion.report import MATHJAX_CONFIG, MATHJAX_DIR, render_html
+
+                render_html(executed, mathjax_url=f"{mathjax_prefix}{MATHJAX_DIR}/MathJax.js?config={MATHJAX_CONFIG}")
+            except Exception as exc:  # a report that cannot be rendered must not hide the run's result
+                print(f"  could not render {executed.name} to HTML: {type(exc).__name__}: {exc}", flush=True)
+        claims = json.loads(claims_file.read_text(encoding="utf-8"))["claims"] if claims_file.exists() else []
+        records_file = scratch / RECORDS_FILE
+        records = json.loads(records_file.read_text(encoding="utf-8")) if records_file.exists() else {}
+        files = {p.name: p.read_bytes() for p in (executed, executed.with_suffix(".html"), claims_file, log_path) if p.exists()}
+        if records:
+            files[f"{stem}.records.json"] = records_file.read_bytes()
+        payload = {"key": key, "notebook": stem, "status": status, "seconds": round(seconds, 1), "error": error,
+                   "failing_cell": cell, "failing_source": source_text if status == "failed" else "", "claims": claims,
+                   "records": records, "files": files}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    _event({"event": "end", "key": key, "status": status})
+    if status == "timed out" and not children.stopping:
+        raise NotebookTimedOut(payload)
+    return payload
+
+
+def write_files(out_dir: Path, files: dict[str, bytes]) -> None:
+    """The task's files, each written atomically into ``out_dir``."""
+    from companion.core.atomic import write_atomic
+
+    for fname, data in files.items():
+        write_atomic(out_dir / fname, lambda tmp, data=data: Path(tmp).write_bytes(data))
+
+
+def result_from(payload: dict, attempts: int = 1) -> NotebookResult:
+    return NotebookResult(payload["notebook"], payload["status"], payload["seconds"], payload.get("error", ""),
+                          payload.get("failing_cell"), payload.get("claims", []), attempts, payload.get("failing_source", ""),
+                          payload.get("records", {}))
+
+
 def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, jobs: int = 1,
             children: Children | None = None) -> NotebookResult:
-    """Run one notebook with papermill in a child process (a session of its own), then render its report."""
-    children = children or CHILDREN
-    out_dir = out_dir.resolve()  # the kernel runs in notebooks/, so it needs an absolute claims folder
-    executed = out_dir / path.name
-    claims_file = out_dir / f"{path.stem}.claims.json"
-    claims_file.unlink(missing_ok=True)
-    # TOKENIZERS_PARALLELISM=false: the tokenizers' thread pool after a fork can hang an ipykernel 7 kernel.
-    env = {**os.environ, **thread_env(jobs), CLAIMS_DIR_ENV: str(out_dir), "PYTHONUNBUFFERED": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "papermill", str(path), str(executed), "--cwd", str(path.parent),
-           "--kernel", "python3", "--no-progress-bar", "--log-level", "ERROR"]
-    for key, value in parameters.items():
-        cmd += ["-p", key, str(value)]
-    log_path = out_dir / f"{path.stem}.log"
-    start = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = children.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True)
-        if proc is None:
-            return NotebookResult(path.stem, "not run", 0.0, "the run was interrupted before it started")
-        try:
-            proc.wait(timeout=timeout)
-            status = "passed" if proc.returncode == 0 else "failed"
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            status = "timed out"
-        finally:
-            children.release(proc)
-    seconds = time.perf_counter() - start
-    if proc.pid in children.stopped:  # ended by the stop, whatever its exit status says
-        status = "interrupted"
-    cell, error, source = first_error(executed, with_source=True)
-    if status == "timed out":
-        error = f"exceeded the {timeout:.0f} s limit"
-    elif status == "interrupted":
-        error = f"stopped by {children.stopping}" + (f" ({error})" if error else "")
-    elif status == "failed" and not error:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        error = (lines or ["papermill failed"])[-1]
-    if executed.exists() and status != "interrupted":
-        try:
-            from companion.report import render_html
+    """Run one notebook here, without Dask (what a task does), and write its files into ``out_dir``."""
+    out_dir = Path(out_dir).resolve()
+    try:
+        payload = execute_task(path.stem, path.name, path.read_bytes(), str(path.resolve()), parameters, timeout, jobs,
+                               children=children)
+    except NotebookTimedOut as exc:
+        payload = exc.args[0]
+    from companion.report import install_mathjax
 
-            render_html(executed)
-        except Exception as exc:  # a report that cannot be rendered must not hide the run's result
-            print(f"  could not render {executed.name} to HTML: {type(exc).__name__}: {exc}", flush=True)
-    claims = json.loads(claims_file.read_text(encoding="utf-8"))["claims"] if claims_file.exists() else []
-    return NotebookResult(path.stem, status, round(seconds, 1), error, cell, claims, failing_source=source if status == "failed" else "")
+    install_mathjax(out_dir)
+    write_files(out_dir, payload.pop("files"))
+    return result_from(payload)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -316,7 +423,7 @@ def failure_report(results: list[NotebookResult]) -> str:
     """Each failed notebook with its failing cell's source and error."""
     parts = []
     for r in results:
-        if r.status in ("failed", "timed out"):
+        if r.status in FAILED:
             head = f"{r.notebook}: {r.status}" + (f" in cell {r.failing_cell}" if r.failing_cell else "") + f": {r.error}"
             body = textwrap.indent(r.failing_source.rstrip(), "    | ") if r.failing_source else ""
             parts.append(head + ("\n" + body if body else ""))
@@ -355,7 +462,7 @@ def paper_title(stem: str) -> str:
 VERDICT_COLOURS = {"reproduced": ("#1a7f37", "#dafbe1"), "partly reproduced": ("#9a6700", "#fff8c5"),
                    "not reproduced": ("#cf222e", "#ffebe9"), "recorded on GPU": ("#0969da", "#ddf4ff"),
                    "not run here": ("#57606a", "#eaeef2")}
-STATUS_COLOURS = {"passed": ("#1a7f37", "#dafbe1"), "failed": ("#cf222e", "#ffebe9"), "timed out": ("#cf222e", "#ffebe9"),
+STATUS_COLOURS = {"passed": ("#1a7f37", "#dafbe1"), "failed": ("#cf222e", "#ffebe9"), "timed out": ("#cf222e", "#ffebe9"), "lost": ("#cf222e", "#ffebe9"),
                   "interrupted": ("#9a6700", "#fff8c5"), "not run": ("#57606a", "#eaeef2"), "running": ("#0969da", "#ddf4ff")}
 
 INDEX_CSS = """
@@ -401,7 +508,7 @@ def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, 
         for c in r.claims:
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
     passed = sum(r.status == "passed" for r in results)
-    failed = sum(r.status in ("failed", "timed out") for r in results)
+    failed = sum(r.status in FAILED for r in results)
 
     counts = [("passed", passed, "passed"), ("failed", failed, "failed")]
     if unfinished:
@@ -503,62 +610,310 @@ def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, 
 
 # ---------------------------------------------------------------------------------------------- run
 
-def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, timeout: float | None,
-        children: Children | None = None) -> list[NotebookResult]:
-    """Execute the notebooks, ``jobs`` at a time. A notebook that exceeds its time limit is run once more
-    (and reported with ``attempts=2``): kernels started by concurrent papermill processes occasionally
-    stall on a widget cell and never finish, which a second attempt does not repeat. If the run is
-    stopped (``children.stop``), the notebooks still running are ended and reported "interrupted",
-    those not started "not run"."""
-    children = children or CHILDREN
+@dataclass
+class Job:
+    """One notebook execution: ``key`` names it (a notebook's stem, or a sweep point's folder name),
+    its files go to ``folder``."""
+
+    key: str
+    path: Path
+    parameters: dict
+    folder: Path
+    mathjax_prefix: str = ""  # where the HTML finds _static/mathjax, relative to ``folder``
+    gpu: bool = False  # ask for the worker resource GPU=1
+
+
+class Driver:
+    """The driver's view of a run: which tasks started and ended (from the workers' events), the progress
+    bar, and the signal that stops it."""
+
+    def __init__(self, total: int, bar: bool | None = None):
+        self.lock = threading.Lock()
+        self.stopping: str | None = None
+        self.starts: dict[str, int] = {}
+        self.ended: set[str] = set()
+        self.done = 0
+        self.failed = 0
+        from tqdm import tqdm
+
+        bar = sys.stderr.isatty() if bar is None else bar
+        self.bar = tqdm(total=total, unit="nb", file=sys.stderr, disable=not bar, dynamic_ncols=True, leave=True)
+        self._update()
+
+    def say(self, line: str) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stdout)
+        sys.stdout.flush()
+
+    def running(self) -> int:
+        return sum(1 for k in self.starts if k not in self.ended)
+
+    def _update(self) -> None:
+        self.bar.set_postfix_str(f"running {self.running()}, failed {self.failed}", refresh=True)
+
+    def event(self, event) -> None:
+        """A worker's ``log_event("companion", msg)``: a task started or ended."""
+        msg = event[1] if isinstance(event, tuple) else event
+        key = msg.get("key")
+        with self.lock:
+            if msg.get("event") == "start":
+                if key in self.starts and key not in self.ended and not self.stopping:
+                    self.say(f"  rerunning {key}: the worker running it was lost")
+                self.starts[key] = self.starts.get(key, 0) + 1
+                self.ended.discard(key)
+            elif msg.get("event") == "end":
+                self.ended.add(key)
+                if msg.get("status") == "timed out" and not self.stopping and self.starts.get(key, 0) < 2:
+                    self.say(f"  timed out  {key}: running it once more")
+            self._update()
+
+    def finished(self, result: NotebookResult, key: str) -> None:
+        with self.lock:
+            self.ended.add(key)
+            self.done += 1
+            self.failed += result.status in FAILED
+            self.bar.update(1)
+            self._update()
+        if result.status != "not run":
+            self.say(f"  {result.status:>11}  {result.seconds:6.1f} s  {key}" + (f"  ({result.error})" if result.error else ""))
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _stop_children(reason: str) -> int:
+    """On a worker (``Client.run``): end every papermill process tree this worker started; later tasks do not start."""
+    running = len(CHILDREN._procs)
+    CHILDREN.stop(reason)
+    return running
+
+
+def connect(scheduler: str | None, jobs: int, gpu: bool = False, connect_timeout: float = 5.0):
+    """``(client, cluster)``: a client of the Dask scheduler at ``scheduler`` (``cluster`` is None), or of a
+    new ``LocalCluster`` of ``jobs`` worker processes with one thread each (with ``gpu``, each worker
+    offers the resource GPU=1: they share this machine's GPUs, as ``jobs`` notebooks at once always did).
+
+    On the local cluster a task whose worker dies is run once more, then reported lost
+    (``distributed.scheduler.allowed-failures = 1``); an existing cluster keeps its own setting.
+    """
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout=f"{connect_timeout}s")
+        except (OSError, TimeoutError) as exc:
+            raise SystemExit(f"cannot reach the Dask scheduler at {scheduler} within {connect_timeout:.0f} s "
+                             f"({type(exc).__name__}: {exc}). Start one with `dask scheduler` and workers with "
+                             f"`dask worker {scheduler}`, or leave SCHEDULER unset to run on this machine.") from None
+        return client, None
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def dashboard_line(client) -> str:
+    import importlib.util
+
+    link = client.dashboard_link
+    if importlib.util.find_spec("bokeh") is None and getattr(client.cluster, "scheduler", None) is not None:
+        return f"Dask dashboard: not served (install bokeh>=3.1 to get it at {link})"
+    return f"Dask dashboard: {link}"
+
+
+def gpu_workers(client) -> int:
+    """How many of the cluster's workers offer the resource GPU."""
+    workers = client.scheduler_info().get("workers", {})
+    return sum(1 for w in workers.values() if (w.get("resources") or {}).get("GPU", 0) > 0)
+
+
+def workers_per_host(client) -> int:
+    """The most workers on one host: each notebook gets that host's cores shared out among them (``thread_env``)."""
+    hosts: dict[str, int] = {}
+    for address in client.scheduler_info().get("workers", {}):
+        host = address.rsplit(":", 1)[0]
+        hosts[host] = hosts.get(host, 0) + 1
+    return max(hosts.values(), default=1)
+
+
+def needs_gpu(path: Path, profile: str, cluster_has_gpu: bool) -> bool:
+    """Whether the notebook's task asks for GPU=1: under ``PROFILE=gpu`` (or ``auto`` on a cluster with GPU
+    workers), unless the notebook's metadata says ``"companion": {"gpu": false}`` (its GPU profile needs none)."""
+    if profile != "gpu" and not (profile in ("", "auto") and cluster_has_gpu):
+        return False
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("companion", {})
+    except (OSError, ValueError):
+        meta = {}
+    return bool(meta.get("gpu", True))
+
+
+def run_jobs(client, jobs: list[Job], timeout: float | None, driver: Driver, on_result, threads_jobs: int) -> dict[str, NotebookResult]:
+    """Submit every job to the cluster (``retries=1``: a timed-out notebook runs once more), write each one's
+    files into its folder as it finishes (``on_result(job, result)`` after), and stop cleanly when
+    ``driver.stopping`` is set: the running notebooks' process trees are ended on their workers and
+    reported "interrupted", the others "not run"."""
+    from distributed import KilledWorker
+
+    from companion.report import install_mathjax
+
     results: dict[str, NotebookResult] = {}
+    futures = {}
+    for job in jobs:
+        fut = client.submit(execute_task, job.key, job.path.name, job.path.read_bytes(), str(job.path.resolve()),
+                            job.parameters, timeout, threads_jobs, job.mathjax_prefix,
+                            key=f"companion-{job.key}-{os.urandom(4).hex()}", retries=1, pure=False,
+                            resources={"GPU": 1} if job.gpu else None)
+        futures[fut] = job
+    pending = set(futures)
+
+    def collect(fut) -> None:
+        job = futures[fut]
+        if fut.status == "finished":
+            payload, attempts = fut.result(), max(1, driver.starts.get(job.key, 1))
+        elif fut.status == "error":
+            exc = fut.exception()
+            if isinstance(exc, NotebookTimedOut):
+                payload, attempts = exc.args[0], 2
+            elif isinstance(exc, KilledWorker):
+                payload, attempts = {"notebook": job.path.stem, "status": "lost", "seconds": 0.0,
+                                     "error": f"every worker that ran it died ({type(exc).__name__}: {exc})"}, 2
+            else:
+                payload, attempts = {"notebook": job.path.stem, "status": "failed", "seconds": 0.0,
+                                     "error": f"the task failed on its worker: {type(exc).__name__}: {exc}"}, 1
+        else:  # cancelled by a stop
+            started = job.key in driver.starts
+            payload, attempts = {"notebook": job.path.stem, "status": "interrupted" if started else "not run", "seconds": 0.0,
+                                 "error": f"stopped by {driver.stopping}" if started else "the run was interrupted before it started"}, 1
+        files = payload.pop("files", {}) or {}
+        if files:
+            if any(f.endswith(".html") for f in files):
+                install_mathjax(job.folder if not job.mathjax_prefix else (job.folder / job.mathjax_prefix).resolve())
+            write_files(job.folder, files)
+        result = result_from(payload, attempts)
+        results[job.key] = result
+        driver.finished(result, job.key)
+        on_result(job, result)
+
+    stop_sent = None
+    while pending:
+        if driver.stopping and stop_sent is None:
+            stop_sent = time.monotonic()
+            client.cancel([f for f in pending if futures[f].key not in driver.starts])
+            try:
+                client.run(_stop_children, driver.stopping)
+            except Exception:  # a worker that is gone has nothing to stop
+                pass
+        if stop_sent is not None and time.monotonic() - stop_sent > 30:
+            client.cancel(list(pending))
+        for fut in [f for f in pending if f.done() or f.status == "cancelled"]:
+            pending.discard(fut)
+            collect(fut)
+        time.sleep(0.2)
+    return results
+
+
+def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, timeout: float | None,
+        client=None, driver: Driver | None = None, scheduler: str | None = None) -> list[NotebookResult]:
+    """Execute the notebooks on Dask (``client``, else a new ``LocalCluster`` of ``jobs`` workers, or the
+    cluster at ``scheduler``), writing each one's files and the index as it finishes. A notebook that
+    exceeds its time limit is run once more (``attempts=2``): kernels started by concurrent papermill
+    processes occasionally stall on a widget cell and never finish, which a second attempt does not repeat."""
+    out_dir = Path(out_dir)
     order = [p.stem for p in notebooks.values()]
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lock = threading.Lock()
+    driver = driver or Driver(len(order))
+    profile = parameters.get("PROFILE", "")
+    own = client is None
+    cluster = None
+    if own:
+        client, cluster = connect(scheduler, jobs, gpu=profile == "gpu")
+    try:
+        has_gpu = gpu_workers(client) > 0
+        job_list = [Job(p.stem, p, parameters, out_dir, gpu=needs_gpu(p, profile, has_gpu)) for p in notebooks.values()]
+        if any(j.gpu for j in job_list) and not has_gpu:
+            raise SystemExit(f"PROFILE={profile} asks for workers with the resource GPU, and none of the cluster's "
+                             f"{len(client.scheduler_info().get('workers', {}))} worker(s) has one: start them with "
+                             "`dask worker <scheduler> --resources GPU=1`")
+        results: dict[str, NotebookResult] = {}
 
-    def index(final: bool = False) -> None:
-        with lock:
+        def index(final: bool = False) -> None:
             done = [results[s] for s in order if s in results]
-            write_index(out_dir, done, parameters, status=run_status(done, final, children.stopping),
-                        planned=order, stopping=children.stopping, started=started)
+            write_index(out_dir, done, parameters, status=run_status(done, final, driver.stopping),
+                        planned=order, stopping=driver.stopping, started=started)
 
-    def one(path: Path) -> None:
-        result = execute(path, out_dir, parameters, timeout, jobs, children)
-        if result.status == "timed out" and not children.stopping:
-            print(f"  timed out {result.seconds:6.1f} s  {path.stem}: running it once more", flush=True)
-            result = execute(path, out_dir, parameters, timeout, jobs, children)
-            result.attempts = 2
-        results[path.stem] = result
-        if result.status != "not run":
-            print(f"  {result.status:>11}  {result.seconds:6.1f} s  {path.stem}" + (f"  ({result.error})" if result.error else ""), flush=True)
+        def on_result(job: Job, result: NotebookResult) -> None:
+            results[job.key] = result
+            index()
+
+        info = client.scheduler_info().get("workers", {})
+        where = scheduler or f"a local Dask cluster of {len(info)} worker(s)"
+        driver.say(f"Executing {len(notebooks)} notebook(s) into {out_dir} on {where}")
+        driver.say(dashboard_line(client))
         index()
-
-    print(f"Executing {len(notebooks)} notebook(s) into {out_dir} ({jobs} at a time)", flush=True)
-    index()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        pending = {pool.submit(one, p) for p in notebooks.values()}
-        while pending:  # short waits, so that a signal handler runs promptly in this thread
-            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for f in done:
-                f.result()
-    for stem in order:
-        results.setdefault(stem, NotebookResult(stem, "not run", 0.0, "the run was interrupted before it started"))
-    index(final=True)
+        client.subscribe_topic("companion", driver.event)
+        try:
+            run_jobs(client, job_list, timeout, driver, on_result, workers_per_host(client))
+        finally:
+            client.unsubscribe_topic("companion")
+        for stem in order:
+            results.setdefault(stem, NotebookResult(stem, "not run", 0.0, "the run was interrupted before it started"))
+        index(final=True)
+    finally:
+        driver.close()
+        if own:
+            client.close()
+            if cluster is not None:
+                cluster.close(timeout=20)
     return [results[s] for s in order]
 
 
-def install_signal_handlers(children: Children) -> None:
-    """SIGINT and SIGTERM stop the run: every child process tree is ended, the index says "interrupted"."""
+def install_signal_handlers(driver: Driver) -> None:
+    """SIGINT and SIGTERM stop the run: every running notebook's process tree is ended, the index says "interrupted"."""
 
     def handler(signum, _frame):
         name = signal.Signals(signum).name
-        if children.stopping:
+        if driver.stopping:
             return
-        print(f"\n==> {name}: stopping the running notebooks", flush=True)
-        children.stop(name)
+        driver.say(f"\n==> {name}: stopping the running notebooks")
+        driver.stopping = name
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+
+
+def kill_leftovers() -> None:
+    """The last sweep after a stop: anything still below the driver (re-parented to it, a subreaper)."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def print_summary(results: list[NotebookResult], out_dir: Path, stopping: str | None, what: str = "report") -> int:
+    """The terminal table, the failures and the last line; returns the exit status."""
+    print()
+    columns = None if not sys.stdout.isatty() else os.get_terminal_size().columns
+    print(format_table(table_rows(results), width=columns))
+    report = failure_report(results)
+    if report:
+        print("\nFailures:\n" + report)
+    failed = [r for r in results if r.status in FAILED]
+    passed = sum(r.status == "passed" for r in results)
+    if stopping:
+        unfinished = [r.notebook for r in results if r.status in ("interrupted", "not run")]
+        print(f"\nINTERRUPTED by {stopping}: {passed} passed, {len(failed)} failed, did not finish: "
+              f"{', '.join(unfinished) or 'none'} — {what}: {out_dir / 'index.html'}")
+        return 128 + getattr(signal, stopping)
+    print(f"\n{passed} passed, {len(failed)} failed — {what}: {out_dir / 'index.html'}")
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -566,8 +921,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", default="", help="space- or comma-separated slugs, stems or numbers (default: all)")
     parser.add_argument("--profile", default="", help="PROFILE passed to every notebook (auto, cpu or gpu)")
     parser.add_argument("--out", default="", help="output folder (default: runs/<UTC timestamp>; must not exist)")
-    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (the local cluster's workers)")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit per notebook, seconds")
+    parser.add_argument("--scheduler", default="", help="address of an existing Dask scheduler, tcp://HOST:PORT "
+                                                         "(default: a local cluster of --jobs workers)")
     parser.add_argument("--notebooks-dir", default="", help=argparse.SUPPRESS)  # tests: a folder of throwaway notebooks
     args = parser.parse_args(argv)
 
@@ -584,41 +941,33 @@ def main(argv: list[str] | None = None) -> int:
         parameters["PROFILE"] = args.profile
     if args.jobs < 1:
         raise SystemExit(f"--jobs={args.jobs} must be >= 1")
+    client, cluster = connect(args.scheduler or None, args.jobs, gpu=args.profile == "gpu")  # fails fast, before a folder exists
     if args.out:
         out_dir = Path(args.out).resolve()
         if out_dir.exists():
+            client.close()
             raise SystemExit(f"output folder {out_dir} already exists; a run never overwrites an earlier one")
         out_dir.mkdir(parents=True)
     else:
         out_dir = new_run_folder(repo_path("runs"))
 
     become_subreaper()
-    install_signal_handlers(CHILDREN)
-    results = run(notebooks, out_dir, parameters, args.jobs, args.timeout, CHILDREN)
-    if CHILDREN.stopping:  # the last sweep: anything re-parented to the runner
-        import psutil
-
-        for child in psutil.Process().children(recursive=True):
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
-    print()
-    columns = None if not sys.stdout.isatty() else os.get_terminal_size().columns
-    print(format_table(table_rows(results), width=columns))
-    report = failure_report(results)
-    if report:
-        print("\nFailures:\n" + report)
-    failed = [r for r in results if r.status in ("failed", "timed out")]
-    passed = sum(r.status == "passed" for r in results)
-    if CHILDREN.stopping:
-        unfinished = [r.notebook for r in results if r.status in ("interrupted", "not run")]
-        print(f"\nINTERRUPTED by {CHILDREN.stopping}: {passed} passed, {len(failed)} failed, did not finish: "
-              f"{', '.join(unfinished) or 'none'} — report: {out_dir / 'index.html'}")
-        return 128 + getattr(signal, CHILDREN.stopping)
-    print(f"\n{passed} passed, {len(failed)} failed — report: {out_dir / 'index.html'}")
-    return 1 if failed else 0
+    driver = Driver(len(notebooks))
+    install_signal_handlers(driver)
+    try:
+        results = run(notebooks, out_dir, parameters, args.jobs, args.timeout, client=client, driver=driver,
+                      scheduler=args.scheduler or None)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close(timeout=20)
+    if driver.stopping:
+        kill_leftovers()
+    return print_summary(results, out_dir, driver.stopping)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the module's import name, so that Dask pickles the task functions by reference.
+    from companion.runner import main as _main
+
+    sys.exit(_main())

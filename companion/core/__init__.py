@@ -1,4 +1,5 @@
-"""What every notebook needs: profiles, seeding, validation, timing, claims and recorded results.
+"""What every notebook needs: profiles, seeding, validation, timing, claims, recorded results and
+``record`` (a named number a sweep plots).
 
 Nothing here imports plotly or ipywidgets, so benchmark scripts can use it on a bare GPU machine.
 """
@@ -7,6 +8,7 @@ from companion.core.claims import VERDICTS, Claim, Claims
 from companion.core.paper import Paper
 from companion.core.paths import repo_path
 from companion.core.profiles import PROFILES, check_common, device_for, resolve_profile, seed_everything
+from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
 from companion.core.validation import (
@@ -34,6 +36,7 @@ __all__ = [
     "check_str",
     "device_for",
     "limit_threads",
+    "record",
     "recorded_results",
     "repo_path",
     "resolve_profile",

@@ -1,6 +1,7 @@
 """The run's HTML reports, read offline in Chromium: every figure drawn, every explorer's first view
 shown, equations typeset, and no request leaving the machine.
 
+The sweep report comes from ``$COMPANION_SWEEP``, else a 2-point sweep of the tour made here.
 The reports come from ``$COMPANION_REPORTS`` (a runner output folder), else from
 ``build/test-notebooks`` when ``make test-notebooks`` left one, else the tour is executed here with
 the runner.
@@ -95,5 +96,37 @@ def test_index_page_shows_counts_cards_and_thumbnails_offline(reports, browser):
         assert not outside and not errors, (outside[:5], errors[:3])
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "report-index.png"), full_page=True)
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def sweep_report(tmp_path_factory) -> Path:
+    """A sweep folder: ``$COMPANION_SWEEP``, else a 2-point sweep of the tour made here."""
+    candidate = os.environ.get("COMPANION_SWEEP")
+    if candidate and (Path(candidate) / "index.html").exists():
+        return Path(candidate).resolve()
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    proc = subprocess.run([sys.executable, "-m", "companion.sweep", "tour", "--grid", "N_MAX=[2000,10000]", "--profile", "cpu",
+                           "--timeout", "300", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+def test_sweep_report_draws_the_value_against_the_grid_and_the_claims_per_point_offline(sweep_report, browser):
+    summary = json.loads((sweep_report / "summary.json").read_text())
+    context, page, outside, errors = offline_page(browser)
+    try:
+        page.goto((sweep_report / "index.html").as_uri())
+        page.wait_for_function("() => document.querySelectorAll('.sweep-figure .js-plotly-plot .main-svg').length >= 1", timeout=30_000)
+        traces = page.evaluate("() => document.querySelector('.sweep-figure .js-plotly-plot').data.length")
+        assert traces >= 1
+        assert page.locator(".count").count() >= 2
+        assert page.locator("tr.point").count() >= len(summary["points"])
+        for link in page.locator("tr.point a").evaluate_all("links => links.map(a => a.getAttribute('href'))"):
+            assert (sweep_report / link).exists(), link
+        assert not outside and not errors, (outside[:5], errors[:3])
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "report-sweep.png"), full_page=True)
     finally:
         context.close()
