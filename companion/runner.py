@@ -223,8 +223,18 @@ def thread_env(jobs: int) -> dict:
 
 
 class NotebookTimedOut(Exception):
-    """Raised by a task whose notebook exceeded its time limit, so that Dask's ``retries`` runs it once more;
-    ``args[0]`` is the task's payload (what a finished task returns)."""
+    """Raised by a task whose notebook exceeded its time limit, so that Dask's ``retries`` runs it once more.
+
+    ``payload`` is what a finished task returns (files included). The message stays short: Dask replaces
+    an exception whose text is long by a "Long error message" string, which would lose the payload and
+    flood the worker's log."""
+
+    def __init__(self, payload: dict):
+        super().__init__(f"{payload.get('notebook', 'a notebook')} exceeded its time limit")
+        self.payload = payload
+
+    def __reduce__(self):
+        return (NotebookTimedOut, (self.payload,))
 
 
 def _parent_death_signal() -> None:
@@ -254,6 +264,14 @@ def notebook_cwd(path: Path) -> Path:
     return path.parent if path.parent.is_dir() else repo_path("notebooks")
 
 
+def notebook_environ() -> dict:
+    """This process's environment for a notebook's papermill and kernel, less what a Dask worker adds for
+    itself: ``MALLOC_TRIM_THRESHOLD_`` (set by Dask's nanny) also turns off glibc's dynamic mmap threshold,
+    so every tensor over 128 KiB would be mmap-ed and unmapped again (the CPU notebooks ran about twice as
+    long with it)."""
+    return {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+
+
 def execute_task(key: str, name: str, source: bytes, origin: str, parameters: dict, timeout: float | None,
                  jobs: int = 1, mathjax_prefix: str = "", children: Children | None = None) -> dict:
     """One notebook, run with papermill on this machine (a Dask worker or the driver) in a scratch folder.
@@ -279,7 +297,7 @@ def execute_task(key: str, name: str, source: bytes, origin: str, parameters: di
         executed = scratch / name
         claims_file = scratch / f"{stem}.claims.json"
         # TOKENIZERS_PARALLELISM=false: the tokenizers' thread pool after a fork can hang an ipykernel 7 kernel.
-        env = {**os.environ, **thread_env(jobs), CLAIMS_DIR_ENV: str(scratch), "PYTHONUNBUFFERED": "1",
+        env = {**notebook_environ(), **thread_env(jobs), CLAIMS_DIR_ENV: str(scratch), "PYTHONUNBUFFERED": "1",
                "TOKENIZERS_PARALLELISM": "false"}
         cmd = [sys.executable, "-m", "papermill", str(path), str(executed), "--cwd", str(notebook_cwd(Path(origin))),
                "--kernel", "python3", "--no-progress-bar", "--log-level", "ERROR"]
@@ -358,7 +376,7 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
         payload = execute_task(path.stem, path.name, path.read_bytes(), str(path.resolve()), parameters, timeout, jobs,
                                children=children)
     except NotebookTimedOut as exc:
-        payload = exc.args[0]
+        payload = exc.payload
     from companion.report import install_mathjax
 
     install_mathjax(out_dir)
@@ -778,7 +796,7 @@ def run_jobs(client, jobs: list[Job], timeout: float | None, driver: Driver, on_
         elif fut.status == "error":
             exc = fut.exception()
             if isinstance(exc, NotebookTimedOut):
-                payload, attempts = exc.args[0], 2
+                payload, attempts = exc.payload, 2
             elif isinstance(exc, KilledWorker):
                 payload, attempts = {"notebook": job.path.stem, "status": "lost", "seconds": 0.0,
                                      "error": f"every worker that ran it died ({type(exc).__name__}: {exc})"}, 2

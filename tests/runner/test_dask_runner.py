@@ -115,3 +115,41 @@ def test_gpu_notebooks_ask_for_the_gpu_resource(tmp_path):
     nb["metadata"]["companion"] = {"gpu": False}
     path.write_text(json.dumps(nb))
     assert not runner.needs_gpu(path, "gpu", True)
+
+
+def test_notebooks_do_not_inherit_the_workers_malloc_trim_setting(client):
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its workers, which turns off glibc's dynamic mmap
+    threshold: the notebooks' kernels must not inherit it (their tensors would be mmap-ed each time)."""
+    on_workers = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert set(on_workers.values()) == {"65536"}  # what the workers themselves run with
+    passed_on = client.run(lambda: runner.notebook_environ().get("MALLOC_TRIM_THRESHOLD_", "unset"))
+    assert set(passed_on.values()) == {"unset"}
+
+
+def test_a_notebook_over_its_limit_at_both_attempts_is_reported_timed_out_with_its_claims(tmp_path, client):
+    """Both attempts time out: the run still ends with its report, the notebook is "timed out" after two
+    attempts with what it recorded before the limit (the payload survives Dask's exception transport)."""
+    books, out = tmp_path / "nb", tmp_path / "out"
+    books.mkdir()
+    out.mkdir()
+    tiny_notebook(books / "01_quick.ipynb", "x = 1")
+    tiny_notebook(books / "02_stuck.ipynb", "from companion.core import Claims\n"
+                  "Claims('02_stuck').add(claim='c', paper='p', measured='m', scale='s', verdict='reproduced')\n"
+                  "import time\ntime.sleep(600)")
+    results = {r.notebook: r for r in runner.run(runner.discover(books), out, {"PROFILE": "cpu"}, 2, timeout=20,
+                                                  client=client, driver=runner.Driver(2, bar=False))}
+    stuck = results["02_stuck"]
+    assert results["01_quick"].status == "passed"
+    assert stuck.status == "timed out" and stuck.attempts == 2 and "exceeded the 20 s limit" in stuck.error, stuck
+    assert stuck.claims and stuck.claims[0]["measured"] == "m"
+    assert (out / "02_stuck.ipynb").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert {n["notebook"]: n["status"] for n in summary["notebooks"]} == {"01_quick": "passed", "02_stuck": "timed out"}
+
+
+def test_the_timeout_exception_keeps_its_payload_through_pickling_and_stays_short():
+    import pickle
+
+    payload = {"notebook": "02_stuck", "status": "timed out", "files": {"x.ipynb": b"0" * 100_000}}
+    exc = pickle.loads(pickle.dumps(runner.NotebookTimedOut(payload)))
+    assert exc.payload == payload and str(exc) == "02_stuck exceeded its time limit"
