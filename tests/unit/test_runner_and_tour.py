@@ -260,7 +260,7 @@ def test_a_stopped_run_ends_every_child_and_marks_the_index_interrupted(tmp_path
                              "--jobs", "2", "--timeout", "300"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        deadline = time.time() + 150
+        deadline = time.time() + 400  # a liveness bound: on a loaded 2-core machine the workers start slowly
         while not ((tmp_path / "02_slow.pid").exists() and (tmp_path / "03_slower.pid").exists()):
             assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else "timeout"
             time.sleep(0.5)
