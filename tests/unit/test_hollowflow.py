@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from companion.core import ParameterError
+from companion.core import ParameterError, limit_threads
 from companion.hollowflow import (
     EGNN,
     PAPER,
@@ -47,10 +47,8 @@ from companion.hollowflow.lj import (
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+    with limit_threads(1):
+        yield
 
 
 def _model(n=9, k=3, steps=3, prune=True, attention=False, seed=0):

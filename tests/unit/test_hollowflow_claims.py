@@ -3,8 +3,8 @@
 import copy
 
 import pytest
-import torch
 
+from companion.core import limit_threads
 from companion.hollowflow import claims as C
 from companion.hollowflow.claims import (
     DIV_TOL,
@@ -22,10 +22,8 @@ from companion.hollowflow.claims import (
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+    with limit_threads(1):
+        yield
 
 
 def _part(err=0.0, leaks=0, diag=0.0, selfdep=0.0):
