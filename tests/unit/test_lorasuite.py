@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from companion.core import ParameterError
+from companion.core import ParameterError, limit_threads
 from companion.lorasuite import (
     PAPER,
     ModelSpec,
@@ -38,7 +38,11 @@ from companion.lorasuite.transfer import (
 )
 from companion.lorasuite.transfer_matrix import common_tokens
 
-torch.set_num_threads(1)
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with limit_threads(1):
+        yield
 ATTN = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
