@@ -6,8 +6,10 @@
    T×T cosine matrix (the released code's way, measured first) against the segment sums of
    :func:`companion.gain_rl.angle.concentration`, with :func:`companion.core.time_ms`.
 2. **Warm start**: the Qwen-shaped character policy at ~25M parameters (d 512, 6 layers, 8 heads, SwiGLU
-   4d) SFT-trained on sums of ``terms`` two-digit numbers (multi-step carries) until 30 % held-out greedy
-   accuracy (or a time cap).
+   4d) SFT-trained on sums of ``terms`` two-digit numbers until 30 % held-out greedy accuracy (or a time
+   cap). ``terms`` is 2: an H200 run with three-term sums ended its 30 s of SFT at 4.9 % held-out accuracy,
+   and GRPO with a binary reward then had almost no group with a correct completion (no signal to any
+   sampler), so the warm start uses the task the policy can learn within the budget.
 3. **Layer-wise angle/gradient correlation**: Spearman(C, ‖∇_W L‖_F of each layer's ``up_proj``) over the pool.
 4. **Sampler comparison**: ``n_seeds`` seeds × {uniform, GAIN, filter} GRPO runs from the warm start
    (group 8, β = 0.005, subset prompts per epoch), each for ``epochs`` epochs or ``run_seconds``;
@@ -35,8 +37,8 @@ RESULTS_NAME = "gain_rl_gpu"
 GPU_PROFILE = {
     "model": "Qwen-shaped char policy, d 512, 6 layers, 8 heads, SwiGLU 4d (~25M parameters)",
     "d": 512, "layers": 6, "heads": 8, "mlp_ratio": 4,
-    "terms": 3, "pool": 4096, "eval": 1024, "subset": 128, "group": 8, "epochs": 40, "run_seconds": 10.0,
-    "lr": 1e-4, "minibatches": 2, "n_seeds": 3, "sft_seconds": 30.0, "sft_batch": 256, "sft_lr": 1e-3,
+    "terms": 2, "pool": 4096, "eval": 1024, "subset": 128, "group": 8, "epochs": 150, "run_seconds": 10.0,
+    "lr": 1e-4, "minibatches": 2, "n_seeds": 3, "sft_seconds": 40.0, "sft_batch": 256, "sft_lr": 1e-3,
     "target_gain": 0.10, "timing": {"batch": 16, "T": 1024, "d": 896},
 }
 
