@@ -111,8 +111,8 @@ def byte_batch(data: torch.Tensor, batch: int, seq_len: int, gen: torch.Generato
 @torch.no_grad()
 def sentence_embeddings(model: nn.Module, ids: torch.Tensor, batch: int = 100) -> torch.Tensor:
     model.eval()
-    out = torch.cat([mean_pool(model(input_ids=ids[i:i + batch]).last_hidden_state, None) for i in range(0, len(ids), batch)])
-    return out
+    return torch.cat([mean_pool(model(input_ids=ids[i:i + batch]).last_hidden_state, None).float().cpu()
+                      for i in range(0, len(ids), batch)])
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -166,25 +166,27 @@ def train_encoder_lrc(teacher, data: dict, *, d_student: int, terms=TERMS, alpha
                       batch: int = 16, lr: float = 3e-3, snapshots: int = 4, seed: int = 0, teacher_cos=None,
                       attn_out_width: str = "student") -> dict:
     """LRC on a BERT teacher; returns curves, snapshots (eval cosine matrix, scores, clone terms,
-    projection singular values) and the trained :class:`LowRankClone` under ``"model"``."""
+    projection singular values) and the trained :class:`LowRankClone` under ``"model"``. Runs on the
+    teacher's device (``data``'s token ids are moved there)."""
     check_int("steps", steps, lo=1)
     check_int("batch", batch, lo=2)
     check_float("lr", lr, lo=0.0, lo_open=True)
     cfg = LRCConfig(d_student=d_student, alpha=alpha, clone_terms=tuple(terms), attn_out_width=attn_out_width)
     torch.manual_seed(seed)
-    lrc = LowRankClone(teacher, cfg, seed=seed)
+    device = next(teacher.parameters()).device
+    lrc = LowRankClone(teacher, cfg, seed=seed).to(device)
     opt = torch.optim.Adam(lrc.trainable_parameters(), lr=lr, betas=(0.9, 0.999))
+    train, eval_ids = data["train"].to(device), data["eval"].to(device)
     if teacher_cos is None:
-        teacher_cos = cosine_matrix(sentence_embeddings(teacher, data["eval"])).numpy()
-    probe = data["eval"][:8]
+        teacher_cos = cosine_matrix(sentence_embeddings(teacher, eval_ids)).numpy()
+    probe = eval_ids[:8]
     gen = torch.Generator().manual_seed(seed)
-    train = data["train"]
     snaps, curve = [], {"step": [], "task": [], "clone": []}
     snap_at = set(_snap_steps(steps, snapshots))
     t0 = time.perf_counter()
     for step in range(steps + 1):
         if step in snap_at:
-            snaps.append(_snapshot(lrc.student, data["eval"], teacher_cos, step, lrc=lrc, probe=probe))
+            snaps.append(_snapshot(lrc.student, eval_ids, teacher_cos, step, lrc=lrc, probe=probe))
             lrc.student.train()
         if step == steps:
             break
@@ -227,18 +229,19 @@ def train_encoder_tinybert(teacher, data: dict, *, d_student: int, alpha: float 
                            lr: float = 3e-3, snapshots: int = 4, seed: int = 0, teacher_cos=None) -> dict:
     """The TinyBERT-style baseline: L_sent + α Σ_l MSE(h^S_l W_l, h^T_l), every student weight trained."""
     torch.manual_seed(seed)
-    model = TinyBertStudent(teacher, d_student, seed=seed)
+    device = next(teacher.parameters()).device
+    model = TinyBertStudent(teacher, d_student, seed=seed).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    train, eval_ids = data["train"].to(device), data["eval"].to(device)
     if teacher_cos is None:
-        teacher_cos = cosine_matrix(sentence_embeddings(teacher, data["eval"])).numpy()
+        teacher_cos = cosine_matrix(sentence_embeddings(teacher, eval_ids)).numpy()
     gen = torch.Generator().manual_seed(seed)
-    train = data["train"]
     snaps, curve = [], {"step": [], "task": [], "clone": []}
     snap_at = set(_snap_steps(steps, snapshots))
     t0 = time.perf_counter()
     for step in range(steps + 1):
         if step in snap_at:
-            snaps.append(_snapshot(model.student, data["eval"], teacher_cos, step))
+            snaps.append(_snapshot(model.student, eval_ids, teacher_cos, step))
             model.student.train()
         if step == steps:
             break
@@ -263,8 +266,8 @@ def train_encoder_tinybert(teacher, data: dict, *, d_student: int, alpha: float 
 
 def run_encoder_study(teacher, data: dict, *, d_student: int, steps: int, batch: int, lr: float, alpha: float,
                       snapshots: int, seed: int = 0, variants=tuple(VARIANTS), baseline: bool = True) -> dict:
-    """LRC, its ablations and the TinyBERT-style baseline from the same seed and batches."""
-    teacher_cos = cosine_matrix(sentence_embeddings(teacher, data["eval"])).numpy()
+    """LRC, its ablations and the TinyBERT-style baseline from the same seed and batches, on the teacher's device."""
+    teacher_cos = cosine_matrix(sentence_embeddings(teacher, data["eval"].to(next(teacher.parameters()).device))).numpy()
     runs = {}
     for name in variants:
         runs[name] = train_encoder_lrc(teacher, data, d_student=d_student, terms=VARIANTS[name], alpha=alpha, steps=steps,
@@ -353,10 +356,25 @@ def hard_pruned_student(teacher, d_student: int, importance: torch.Tensor) -> nn
     return student.train()
 
 
+def lr_factor(step: int, steps: int, warmup_ratio: float | None) -> float:
+    """The learning-rate multiplier at ``step``: 1 when ``warmup_ratio`` is None (constant), else the paper's
+    schedule (§4.1: linear warm-up over ``warmup_ratio`` of the steps, 0.005 there, then linear decay to 0)."""
+    if warmup_ratio is None:
+        return 1.0
+    warm = max(1, round(warmup_ratio * steps))
+    if step < warm:
+        return (step + 1) / warm
+    return max(0.0, (steps - step) / max(1, steps - warm))
+
+
 def train_causal(method: str, teacher, data: dict, *, d_student: int, steps: int, batch: int, lr: float, alpha: float = 0.2,
-                 temperature: float = 40.0, eval_every: int = 10, seed: int = 0, device=None, val_batches: int = 2) -> dict:
-    """One causal student, trained for ``steps`` on byte windows; validation loss every ``eval_every`` steps."""
+                 temperature: float = 40.0, eval_every: int = 10, seed: int = 0, device=None, val_batches: int = 2,
+                 warmup_ratio: float | None = None) -> dict:
+    """One causal student, trained for ``steps`` on byte windows; validation loss every ``eval_every`` steps.
+    The learning rate follows :func:`lr_factor` (constant by default)."""
     check_choice("method", method, CAUSAL_METHODS)
+    if warmup_ratio is not None:
+        check_float("warmup_ratio", warmup_ratio, lo=0.0, hi=1.0)
     device = torch.device(device or "cpu")
     seq_len = data["seq_len"]
     torch.manual_seed(seed)
@@ -400,6 +418,8 @@ def train_causal(method: str, teacher, data: dict, *, d_student: int, steps: int
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
+        for g in opt.param_groups:
+            g["lr"] = lr * lr_factor(step, steps, warmup_ratio)
         opt.step()
     return {"method": method, "d_student": d_student, "steps": steps, "batch": batch, "seq_len": seq_len, "curve": curve,
             "train_loss": train_loss, "final_val_loss": curve["val_loss"][-1], "seconds": time.perf_counter() - t0,

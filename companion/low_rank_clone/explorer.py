@@ -1,9 +1,11 @@
 """The clone explorer of paper 11 (plotly, ipywidgets; notebook only).
 
 ``data`` is a MiniLM study (:func:`~companion.low_rank_clone.experiments.run_encoder_study`, live or loaded
-with :func:`~companion.low_rank_clone.study_io.load_study`). Controls: the run (LRC, its ablations with
-clone terms switched off, the TinyBERT-style baseline), the training step (a snapshot), the layer and
-the module whose projection W^p's singular values are drawn. Panels: the teacher's and the student's
+with :func:`~companion.low_rank_clone.study_io.load_study`); :func:`grid_view` picks one study of a grid
+``{(d_S, α): study}`` (:func:`~companion.low_rank_clone.study_io.load_grid`). Controls: the student width
+d_S and clone weight α (grid), the run (LRC, its ablations with clone terms switched off, the
+TinyBERT-style baseline), the training step (a snapshot), the layer and the module whose projection
+W^p's singular values are drawn. Panels: the teacher's and the student's
 pairwise-cosine matrices of held-out sentences (Spearman in the readout), per-layer bars of each clone
 term at that step, the training curves of every run, Spearman at each snapshot, and the singular values.
 """
@@ -106,6 +108,24 @@ def explorer_view(data: dict, *, run: str = "LRC", step: int | None = None, laye
     readout = (f"{run}, step {step}: Spearman {sc['spearman']:.3f}, top-1 retrieval agreement {sc['retrieval']:.2f} "
                f"on {t_cos.shape[0]} held-out sentences{sv_txt}")
     return fig, readout
+
+
+def grid_view(grid: dict, *, d_student: int, alpha: float, **view):
+    """:func:`explorer_view` of the study at ``(d_student, alpha)`` in ``grid``."""
+    if (d_student, alpha) not in grid:
+        raise ParameterError("(d_student, alpha)", (d_student, alpha), f"one of the studies {sorted(grid)}")
+    return explorer_view(grid[(d_student, alpha)], **view)
+
+
+def grid_controls(grid: dict, default: tuple[int, float]) -> dict:
+    """Width and α dropdowns over the grid, then :func:`explorer_controls` of the ``default`` study."""
+    import ipywidgets as w
+
+    if default not in grid:
+        raise ParameterError("default", default, f"one of the studies {sorted(grid)}")
+    return {"d_student": w.Dropdown(options=sorted({k[0] for k in grid}), value=default[0], description="d_S"),
+            "alpha": w.Dropdown(options=sorted({k[1] for k in grid}), value=default[1], description="α"),
+            **explorer_controls(grid[default])}
 
 
 def explorer_controls(data: dict) -> dict:

@@ -193,6 +193,18 @@ def test_causal_training_runs_and_learns():
     assert E.tokens_to_reach({"tokens": [0, 10], "val_loss": [3.0, 2.5]}, 2.0) is None
 
 
+def test_lr_schedule_warms_up_then_decays_linearly_to_zero():
+    f = [E.lr_factor(s, 100, 0.1) for s in range(100)]
+    assert f[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
+    assert f[10] == pytest.approx(1.0) and f[55] == pytest.approx(0.5) and f[99] == pytest.approx(1 / 90)
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))
+    assert E.lr_factor(3, 100, None) == 1.0 and E.lr_factor(0, 1000, 0.005) == pytest.approx(0.2)
+    t = llama(d=32, vocab=256)
+    data = {"train": torch.randint(0, 256, (3000,)), "val": torch.randint(0, 256, (600,)), "seq_len": 16}
+    with pytest.raises(ParameterError, match="warmup_ratio"):
+        E.train_causal("LRC", t, data, d_student=16, steps=2, batch=4, lr=1e-2, warmup_ratio=1.5)
+
+
 # --- bad input --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw,name", [({"d_student": 0}, "d_student"), ({"d_student": -3}, "d_student"),

@@ -68,3 +68,22 @@ def test_study_round_trip(tmp_path):
     assert np.allclose(back["runs"]["LRC"]["snapshots"][1]["cos"], d["runs"]["LRC"]["snapshots"][1]["cos"], atol=1e-3)
     assert "model" not in back["runs"]["LRC"]
     assert load_study(tmp_path / "missing") is None
+
+
+def test_grid_round_trip_picks_each_study_by_width_and_alpha(tmp_path):
+    from companion.low_rank_clone.study_io import grid_stem, load_grid
+
+    for d_s, alpha in ((4, 0.2), (4, 1.0), (6, 0.2)):
+        s = fake_study(d_s=d_s)
+        s["runs"]["LRC"]["alpha"] = alpha
+        save_study(s, grid_stem(tmp_path, d_s, alpha))
+    grid = load_grid(tmp_path)
+    assert sorted(grid) == [(4, 0.2), (4, 1.0), (6, 0.2)]
+    assert grid[(4, 1.0)]["runs"]["LRC"]["alpha"] == 1.0 and grid[(6, 0.2)]["d_student"] == 6
+    fig, text = X.grid_view(grid, d_student=6, alpha=0.2, run="LRC", step=5, layer=0, module="q")
+    assert "Spearman 0.600" in text and "d_S = 6" in fig.layout.title.text
+    with pytest.raises(ParameterError, match="d_student, alpha"):
+        X.grid_view(grid, d_student=6, alpha=1.0)
+    c = X.grid_controls(grid, (4, 0.2))
+    assert c["d_student"].options == (4, 6) and c["alpha"].options == (0.2, 1.0)
+    assert load_grid(tmp_path / "none") == {}
