@@ -115,8 +115,10 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
                       "no GPU run recorded yet", "one H200", "not run here")]
     where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {gpu.get('n_seeds', '?')} seeds"
     s = gpu["summary"]
-    text = "; ".join(f"{k}: seconds to target " + ", ".join("—" if v is None else f"{v:.0f}" for v in s[k]["seconds_to_target"])
-                     + f", final {np.mean(s[k]['final']):.3f}" for k in s)
+    text = "; ".join(f"{k}: epochs to target " + ", ".join("—" if v is None else str(v) for v in s[k]["epochs_to_target"])
+                     + " (" + ", ".join("—" if v is None else f"{v:.1f}" for v in s[k]["seconds_to_target"]) + " s)"
+                     + f", final {np.mean(s[k]['final']):.3f} ± {np.std(s[k]['final']):.3f}" for k in s)
+    text += f"; target held-out accuracy {gpu['target']:.3f} (— = not reached)" if "target" in gpu else ""
     rows = [Claim("GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy",
                   text, f"{gpu.get('model', '')}; {where}", "recorded on GPU")]
     t = gpu.get("angle_timing")

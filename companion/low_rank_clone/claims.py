@@ -114,6 +114,11 @@ def headline_row() -> Claim:
                  "needs 3B-7B teachers, 10-20B tokens and lm-eval: not attempted", "paper scale", "not run here")
 
 
+def _tokens(to_target: dict) -> str:
+    """``{method: tokens or None}`` as "LRC 1.64M, ... (— = not reached)"."""
+    return ", ".join(f"{m} {'—' if t is None else f'{t / 1e6:.2f}M'}" for m, t in to_target.items()) + " (— = not reached)"
+
+
 def gpu_rows(gpu: dict | None) -> list[Claim]:
     if not gpu or "causal" not in gpu:
         return [Claim("One-GPU study: tokens to a loss and throughput", "LRC 84K vs plain 146K tok/s (≈58 %) on 8 × H800",
@@ -124,7 +129,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     rows = [Claim("One-GPU causal study: LRC vs random init + KD vs hard pruning + KD",
                   "LRC reaches a given loss with far fewer tokens",
                   f"teacher d {c['d_teacher']}, students d {c['d_student']}; final validation loss {finals}; "
-                  f"tokens to random init + KD's final loss: {c.get('tokens_to_target')}", where, "recorded on GPU")]
+                  f"tokens to random init + KD's final loss: {_tokens(c.get('tokens_to_target') or {})}", where,
+                  "recorded on GPU")]
     thr = gpu.get("throughput")
     if isinstance(thr, dict):
         rows.append(Claim("LRC's training throughput relative to plain training of the same student",

@@ -86,11 +86,12 @@ def test_claim_rows_all_verdicts_valid():
 
 def test_gpu_rows_recorded():
     gpu = {"device": "H200", "date": "2026-12-02", "n_seeds": 3, "model": "m", "layer_spearman": [0.1, 0.2],
-           "summary": {k: {"seconds_to_target": [1.0, None, 3.0], "final": [0.5, 0.6, 0.7]}
-                       for k in ("uniform", "GAIN", "filter")}}
+           "summary": {k: {"epochs_to_target": [2, None, 7], "seconds_to_target": [1.0, None, 3.0], "final": [0.5, 0.6, 0.7]}
+                       for k in ("uniform", "GAIN", "filter")}, "target": 0.4}
     rows = C.gpu_rows(gpu)
     assert [r.verdict for r in rows] == ["recorded on GPU", "recorded on GPU"]
-    assert "—" in rows[0].measured and "+0.20" in rows[1].measured
+    assert "epochs to target 2, —, 7 (1.0, —, 3.0 s)" in rows[0].measured and "0.600 ± 0.082" in rows[0].measured
+    assert "target held-out accuracy 0.400" in rows[0].measured and "+0.20" in rows[1].measured
     gpu["angle_timing"] = {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
     rows = C.gpu_rows(gpu)
     assert len(rows) == 3 and "4.0x" in rows[1].measured

@@ -73,10 +73,11 @@ def test_prune_margin():
 def test_gpu_rows_and_throughput_min():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
     gpu = {"device": "NVIDIA H200", "date": "2026-12-02", "causal": {**causal(100), "d_teacher": 512, "d_student": 256,
-                                                                      "tokens_to_target": {"LRC": 100}},
+                                                                      "tokens_to_target": {"LRC": 1_640_000, "random init + KD": None}},
            "throughput": {"lrc_tok_s": 84e3, "plain_tok_s": 146e3, "ratio": 0.58, "factored_ms": 1.0, "materialised_ms": 2.0}}
     rows = C.gpu_rows(gpu)
     assert [r.verdict for r in rows] == ["recorded on GPU"] * 2 and "H200" in rows[0].scale
+    assert "LRC 1.64M, random init + KD —" in rows[0].measured
     assert f"{C.THROUGHPUT_MIN:.0%}" in rows[1].paper and "58%" in rows[1].measured
 
 
