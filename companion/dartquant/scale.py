@@ -5,7 +5,7 @@
 1. **QR-Orth vs Cayley per step** at n = 4096 and 8192 (fp32, 2048 tokens a batch, Whip loss, SGD):
    wall time (``companion.core.time_ms``, Cayley — the peer — measured first) and peak memory of one
    step (rotation, loss, backward, update). Paper: (4/3)n³ vs ≈6n³, ≈1.4× per iteration.
-2. For **two model sizes** (byte-level LLaMA layout with GQA, trained from scratch for ``train_seconds`` on
+2. For **two model sizes** (byte-level LLaMA layout with GQA, trained from scratch for each model's ``train_seconds`` on
    the Python standard library's source files, bf16 autocast, AdamW):
 
    * FP perplexity on held-out source files and on English docstrings (the cross set);
@@ -16,6 +16,17 @@
      through the W16A4KV4 model with straight-through rounding on next-token loss, R2/R3/R4 Hadamard);
    * the **calibration cost** of DartQuant (activation collection + R1 + R2) against the end-to-end
      training on the same calibration samples: wall time and peak GPU memory.
+
+3. **The fused kernel** (``companion_kernels.rotate_quant_whip``): ``Y = X R``, the per-token asymmetric INT4
+   fake quantization of Y (clip 0.9) and the per-token Whip sums (Eq. 4) in one Triton kernel, at
+   ``kernel_tokens`` × n = ``kernel_n`` in bf16, timed against eager PyTorch (the same reference
+   function; measured first), for each of the kernel's two GPU tile shapes (the faster is reported; the
+   agreement reported is the worst of the two), and, when time is left at the end of the run, ``torch.compile`` of it. Bytes counted for
+   TB/s: X read + R read once + quantized Y written + the fp32 Whip sums written (the compulsory traffic;
+   the kernel's own read-back of Y and R's re-reads from L2 are not counted). At n = 4096 the op is
+   compute-bound (2n FLOP per 4 bytes), so TFLOP/s is reported too. The kernel's output is compared with
+   eager PyTorch's on the GPU: the fraction of elements off the reference's grid point, the largest
+   difference in units of the token's quantization step, and the Whip sums' relative error.
 
 Deviations, for one lease: models of 25–150M parameters trained for seconds (the paper's are 7–70B
 pretrained LLMs), RTN instead of GPTQ weights (the GPTQ column loop in Python would cost more than the
@@ -39,21 +50,30 @@ from companion.core import recorded_results, time_ms
 RESULTS_NAME = "dartquant_gpu"
 GPU_PROFILE = {
     "models": [
-        {"name": "d512-L8", "hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "ffn": 1536},
-        {"name": "d1024-L12", "hidden": 1024, "layers": 12, "heads": 16, "kv_heads": 8, "ffn": 3072},
+        {"name": "d512-L8", "hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "ffn": 1536, "train_seconds": 12},
+        {"name": "d1024-L12", "hidden": 1024, "layers": 12, "heads": 16, "kv_heads": 8, "ffn": 3072, "train_seconds": 16},
     ],
-    "train_seconds": 22,
+    "train_seconds": 12,  # default for a model without its own
     "seq_len": 512,
     "batch": 32,
     "lr": 1e-3,
     "calib_samples": 128,
     "calib_tokens_per_sample": 64,
     "r1_steps": 300, "r2_steps": 100, "rot_lr": 1e-2, "rot_batch": 1024,
-    "e2e_steps": 100, "e2e_lr": 2e-3, "e2e_batch": 8,
+    "e2e_steps": 60, "e2e_lr": 2e-3, "e2e_batch": 8,
     "eval_samples": 32,
     "bits": {"w": 4, "a": 4, "kv": 4},
     "step_cost_n": [4096, 8192], "step_cost_tokens": 2048,
+    "kernel_tokens": 32768, "kernel_n": 4096, "kernel_bits": 4, "kernel_dtype": "bfloat16",
+    "compile_min_left_s": 35,  # torch.compile of the reference runs only with this many seconds left
 }
+
+#: the kernel's output counts as matching PyTorch when at most this fraction of elements sits on another
+#: grid point than eager PyTorch's (GEMM accumulation order moves a few y values across a rounding
+#: boundary), none by more than one quantization step, and the Whip sums agree to this relative error
+KERNEL_MAX_OFF_FRAC = 0.02
+KERNEL_MAX_STEPS = 1.01
+KERNEL_WHIP_RTOL = 1e-3
 
 
 def recorded() -> dict | None:
@@ -237,6 +257,142 @@ def step_cost(n: int, tokens: int, device, log) -> dict:
     return row
 
 
+def kernel_inputs(tokens: int, n: int, dtype: torch.dtype, device, seed: int = 0):
+    """Post-RMSNorm-like activations (Gaussian, 4 massive channels ×20) and QuaRot's random Hadamard R."""
+    from companion.dartquant.hadamard import random_hadamard
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(tokens, n, device=device, generator=g)
+    x[:, :4] *= 20.0
+    return x.to(dtype), random_hadamard(n, seed).to(device=device, dtype=dtype)
+
+
+def kernel_agreement(yk: torch.Tensor, wk: torch.Tensor, yr: torch.Tensor, wr: torch.Tensor, y: torch.Tensor,
+                     bits: int, clip: float = 0.9) -> dict:
+    """How far the kernel's ``(Q(XR), whip)`` is from the reference's, given the rounded ``y = X R``.
+
+    ``off_frac``: fraction of elements on another grid point (difference above 1e-3 of the token's step s);
+    ``max_steps``: the largest difference in units of s; ``whip_rel``: the largest relative Whip-sum error;
+    ``matches``: all three within :data:`KERNEL_MAX_OFF_FRAC`, :data:`KERNEL_MAX_STEPS`, :data:`KERNEL_WHIP_RTOL`.
+    """
+    yf = y.float()
+    hi = yf.amax(-1, keepdim=True).clamp(min=0) * clip
+    lo = yf.amin(-1, keepdim=True).clamp(max=0) * clip
+    step = ((hi - lo) / (2 ** bits - 1)).clamp_min(1e-30)
+    d = (yk.float() - yr.float()).abs() / step
+    out = {"off_frac": float((d > 1e-3).float().mean()), "max_steps": float(d.max()),
+           "whip_rel": float(((wk.double() - wr.double()).abs() / wr.double().abs().clamp_min(1e-12)).max()),
+           "elements": int(y.numel())}
+    out["matches"] = bool(out["off_frac"] <= KERNEL_MAX_OFF_FRAC and out["max_steps"] <= KERNEL_MAX_STEPS
+                          and out["whip_rel"] <= KERNEL_WHIP_RTOL)
+    return out
+
+
+def kernel_bytes(tokens: int, n: int, itemsize: int) -> int:
+    """Compulsory bytes of the fused op: X read, R read once, quantized Y written, fp32 Whip sums written."""
+    return 2 * tokens * n * itemsize + n * n * itemsize + 4 * tokens
+
+
+def kernel_study(tokens: int, n: int, bits: int, dtype: torch.dtype, device, log, seed: int = 0) -> dict:
+    """The fused Triton kernel against eager PyTorch at ``tokens`` × ``n``: agreement, ms, TB/s, TFLOP/s."""
+    from companion_kernels.dispatch import interpreting
+    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
+
+    row = {"tokens": tokens, "n": n, "bits": bits, "dtype": str(dtype).replace("torch.", ""), "clip": 0.9,
+           "bytes": kernel_bytes(tokens, n, torch.empty((), dtype=dtype).element_size()), "flop": 2 * tokens * n * n,
+           "bytes_counted": "X read + R read once + quantized Y written + fp32 Whip sums written"}
+    if device.type != "cuda" and not interpreting():
+        row["skipped"] = "no CUDA device and TRITON_INTERPRET is off"
+        return row
+    from companion_kernels.rotate_quant_whip.triton import GPU_TILES, rotate_quant_whip_triton
+
+    x, r = kernel_inputs(tokens, n, dtype, device, seed)
+    interp = device.type != "cuda"
+    eager = lambda: rotate_quant_whip_reference(x, r, bits, 0.9)  # noqa: E731
+    yr, wr = eager()
+    y = x @ r
+    row["eager_ms"] = round(time_ms(eager, device), 4)  # the peer first
+    tiles = [None] if interp or dtype == torch.float32 else list(GPU_TILES)
+    row["tiles"] = []
+    for tile in tiles:  # each tile: agreement with eager PyTorch, then time; the best time is reported
+        fused = lambda tile=tile: rotate_quant_whip_triton(x, r, bits, 0.9, interpret=interp, tiles=tile)  # noqa: E731
+        yk, wk = fused()
+        entry = {"tile": list(tile) if tile else "default", "agreement": kernel_agreement(yk, wk, yr, wr, y, bits)}
+        del yk, wk
+        entry["ms"] = round(time_ms(fused, device, cpu_reps=1 if interp else 5), 4)
+        row["tiles"].append(entry)
+    best = min(row["tiles"], key=lambda e: e["ms"])
+    row["triton_ms"], row["best_tile"] = best["ms"], best["tile"]
+    worst = max(row["tiles"], key=lambda e: (not e["agreement"]["matches"], e["agreement"]["off_frac"]))
+    row["agreement"] = worst["agreement"]  # every tile tried must match for the row to match
+    del yr, wr, y
+    _rates(row)
+    log(f"[kernel] {row}")
+    return row
+
+
+def _rates(row: dict) -> None:
+    for k in ("eager", "triton", "compiled"):
+        ms = row.get(f"{k}_ms")
+        if ms:
+            row[f"{k}_tbps"] = round(row["bytes"] / ms / 1e9, 4)
+            row[f"{k}_tflops"] = round(row["flop"] / ms / 1e9, 2)
+    if row.get("triton_ms"):
+        row["speedup_vs_eager"] = round(row["eager_ms"] / row["triton_ms"], 3)
+        if row.get("compiled_ms"):
+            row["speedup_vs_compiled"] = round(row["compiled_ms"] / row["triton_ms"], 3)
+
+
+def kernel_compile_study(row: dict, device, log, seed: int = 0) -> dict:
+    """Adds ``torch.compile`` of the reference (default mode) to a :func:`kernel_study` row: compile time,
+    agreement with eager, ms and rates. Errors are recorded, not raised."""
+    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
+
+    dtype = getattr(torch, row["dtype"])
+    x, r = kernel_inputs(row["tokens"], row["n"], dtype, device, seed)
+    bits = row["bits"]
+    try:
+        compiled = torch.compile(rotate_quant_whip_reference)
+        t0 = time.perf_counter()
+        yc, wc = compiled(x, r, bits, 0.9)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        row["compile_seconds"] = round(time.perf_counter() - t0, 1)
+        yr, wr = rotate_quant_whip_reference(x, r, bits, 0.9)
+        row["compiled_agreement"] = kernel_agreement(yc, wc, yr, wr, x @ r, bits)
+        del yc, wc, yr, wr
+        row["compiled_ms"] = round(time_ms(lambda: compiled(x, r, bits, 0.9), device), 4)
+        _rates(row)
+    except Exception as exc:  # pragma: no cover - depends on the compiler stack of the machine
+        row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    log(f"[kernel, torch.compile] {row}")
+    return row
+
+
+def kernel_summary(gpu: dict | None) -> str:
+    """One line on the fused kernel for the notebook: its TB/s and speed-up when recorded, else 'not recorded yet'."""
+    k = (gpu or {}).get("kernel")
+    if not k or gpu.get("smoke"):
+        return "Fused rotate + INT4 fake-quant + Whip kernel: not recorded yet."
+    if k.get("skipped") or not k.get("triton_ms"):
+        return f"Fused rotate + INT4 fake-quant + Whip kernel: not recorded yet ({k.get('skipped', 'no timing')})."
+    a = k.get("agreement", {})
+    txt = (f"Fused rotate + INT{k['bits']} fake-quant + Whip kernel, {k['tokens']} tokens × d={k['n']} {k['dtype']}: "
+           f"{k['triton_ms']:.3f} ms ({k['triton_tbps']:.2f} TB/s, {k['triton_tflops']:.0f} TFLOP/s) vs eager PyTorch "
+           f"{k['eager_ms']:.3f} ms ({k['eager_tbps']:.2f} TB/s): speed-up {k['speedup_vs_eager']:.2f}×"
+           + (f" (best tile {k['best_tile']})" if isinstance(k.get("best_tile"), list) else ""))
+    if k.get("compiled_ms"):
+        txt += f"; torch.compile {k['compiled_ms']:.3f} ms ({k['speedup_vs_compiled']:.2f}× in the kernel's favour)"
+    elif k.get("compile_error"):
+        txt += f"; torch.compile failed ({k['compile_error'][:80]})"
+    else:
+        txt += "; torch.compile not timed (no time left in the run)"
+    if a:
+        txt += (f". Matches PyTorch: {'yes' if a.get('matches') else 'NO'} ({100 * a['off_frac']:.3f} % of elements on "
+                f"another grid point, at most {a['max_steps']:.2f} step; Whip sums within {a['whip_rel']:.1e})")
+    return txt + f". Bytes counted: {k.get('bytes_counted', '?')}."
+
+
 def run_scale_up(*, smoke: bool = False, seed: int = 0, device=None, deadline_s: float | None = None, log=print,
                  save=None) -> dict:
     """The study above; ``smoke`` is a tiny CPU version (seconds). ``save(payload)`` runs after each stage."""
@@ -251,6 +407,7 @@ def run_scale_up(*, smoke: bool = False, seed: int = 0, device=None, deadline_s:
     P = copy.deepcopy(GPU_PROFILE)
     if smoke:
         P.update(models=[{"name": "smoke-d64", "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128}],
+                 kernel_tokens=67, kernel_n=32, kernel_dtype="float32",
                  train_seconds=2, seq_len=64, batch=4, calib_samples=8, calib_tokens_per_sample=16, r1_steps=5,
                  r2_steps=3, rot_batch=64, e2e_steps=3, e2e_batch=2, eval_samples=4, step_cost_n=[64],
                  step_cost_tokens=128)
@@ -270,20 +427,31 @@ def run_scale_up(*, smoke: bool = False, seed: int = 0, device=None, deadline_s:
     payload["step_cost"] = {"rows": [r for r in rows if "error" not in r], "tokens": P["step_cost_tokens"]}
     save(payload)
 
+    if left() > 15:
+        try:
+            payload["kernel"] = kernel_study(P["kernel_tokens"], P["kernel_n"], P["kernel_bits"],
+                                             getattr(torch, P["kernel_dtype"]), device, log, seed)
+        except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
+            payload["kernel"] = {"skipped": f"out of memory: {str(exc)[:200]}"}
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        save(payload)
+
     train_data, val_data = source_bytes(max_bytes=400_000 if smoke else 16_000_000)
     docs = docstring_bytes()
     L = P["seq_len"]
     sets = {"source": windows(val_data, P["eval_samples"], L, 11), "docstrings": windows(docs, P["eval_samples"], L, 12)}
     calib_ids = windows(train_data, P["calib_samples"], L, 13)
     for spec in P["models"]:
-        if left() < 40:
+        train_s = spec.get("train_seconds", P["train_seconds"])
+        if left() < train_s + 30:
             log(f"[skip] {spec['name']}: time budget")
             break
         log(f"[model] {spec['name']}")
         model = tiny_llama(vocab_size=256, hidden_size=spec["hidden"], num_layers=spec["layers"], num_heads=spec["heads"],
                            num_kv_heads=spec["kv_heads"], intermediate_size=spec["ffn"], max_position=L + 1, seed=seed)
         model.to(device)
-        tr = train(model, train_data, seconds=P["train_seconds"], batch=P["batch"], seq_len=L, lr=P["lr"], device=device, log=log)
+        tr = train(model, train_data, seconds=train_s, batch=P["batch"], seq_len=L, lr=P["lr"], device=device, log=log)
         model.float()
         fuse_norms(model)
         entry = {"name": spec["name"], **spec, "parameters": sum(p.numel() for p in model.parameters()),
@@ -336,6 +504,12 @@ def run_scale_up(*, smoke: bool = False, seed: int = 0, device=None, deadline_s:
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    k = payload.get("kernel")
+    if k and k.get("triton_ms") and device.type == "cuda":  # torch.compile last: its compile time is hard to bound
+        if left() > P["compile_min_left_s"]:
+            kernel_compile_study(k, device, log, seed)
+        else:
+            k["compile_skipped"] = f"less than {P['compile_min_left_s']} s left"
     payload["total_seconds"] = round(time.perf_counter() - t_start, 1)
     save(payload)
     return payload
