@@ -3,8 +3,12 @@ connected baseline (n·d VJPs) and HollowFlow (d VJPs, k = 7 and k = ⌈√n⌉)
 divergence split, and briefly trained LJ13 models with ESS, ESS_rem and EffSU
 (see companion/hollowflow/scale.py for what is measured).
 
-    PYTHONPATH=. python benchmarks/hollowflow_gpu.py          # H200: ~2 minutes; writes benchmarks/results/hollowflow_gpu.json
+    PYTHONPATH=. python benchmarks/hollowflow_gpu.py --deadline 140   # H200: <= 150 s; writes benchmarks/results/hollowflow_gpu.json
     PYTHONPATH=. python benchmarks/hollowflow_gpu.py --smoke  # CPU: tiny sizes, seconds, writes to a temp folder
+
+Each size is timed at the batch a memory model allows (companion.hollowflow.scale.bytes_per_sample), halved
+on CUDA out-of-memory down to one sample (a size that still fails is recorded as skipped), and scaled
+linearly to 1,000 samples; the batches used are in the JSON, which is written even when a stage fails.
 
 Needs torch, numpy, scipy (triton for the CUDA timer); not plotly.
 """
@@ -41,9 +45,16 @@ def main(argv=None) -> int:
         return save_results(RESULTS_NAME, {"command": command, **payload}, out_dir=out_dir)
 
     t0 = time.perf_counter()
-    payload = run_scale_up(smoke=args.smoke, deadline_s=args.deadline, log=lambda *a: print(*a, flush=True), save=save)
+    try:
+        payload = run_scale_up(smoke=args.smoke, deadline_s=args.deadline, log=lambda *a: print(*a, flush=True), save=save)
+    except Exception as err:  # noqa: BLE001 - the JSON is always written
+        payload = {"smoke": args.smoke, "errors": [f"{type(err).__name__}: {err}"], "likelihood_step": []}
+        print(f"failed: {payload['errors'][0]}", file=sys.stderr)
     path = save(payload)
     print(f"wrote {path} after {time.perf_counter() - t0:.0f} s")
+    if payload.get("errors"):
+        print("errors: " + "; ".join(payload["errors"]), file=sys.stderr)
+        return 1
     return 0
 
 

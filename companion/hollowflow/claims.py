@@ -123,7 +123,10 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         return [Claim("Per-step likelihood time on one H200", paper, "no GPU run recorded yet", "H200",
                       "not run here")]
     rows = gpu["likelihood_step"]
-    where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, batch {gpu.get('batch', '?')}"
+    where = (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, ms per {gpu.get('batch', '?')} samples"
+             + (" (timed at the per-n batches that fit, scaled)" if any("hollow_batch" in r for r in gpu["likelihood_step"]) else ""))
+    if gpu.get("skipped"):
+        where += "; skipped: " + ", ".join(f"n = {s['n']} ({s['reason']})" for s in gpu["skipped"] if isinstance(s, dict) and "n" in s)
     parts = []
     for r in rows:
         parts.append(f"n = {r['n']}, k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs {r['hollow_ms']:.1f} ms)")

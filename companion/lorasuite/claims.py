@@ -158,7 +158,7 @@ def time_row(res: dict) -> Claim:
 
 
 def gpu_rows(gpu) -> list[Claim]:
-    if not gpu or "lft" not in gpu:
+    if not gpu or not gpu.get("lft"):
         return [Claim("LoRASuite at ≈100M → ≈200M parameters (GQA target) on one GPU",
                       "MiniCPM / Qwen / Llama pairs on 8 × V100",
                       "no GPU run recorded yet (benchmarks/lorasuite_gpu.py)", "one H200", "not run here")]

@@ -185,7 +185,7 @@ def gpu_figure(gpu: dict) -> go.Figure:
             fig.add_bar(x=names, y=[best["peak_gb"], gpu["full_lora"]["peak_gb"]], name="peak GB", marker_color=_c(1),
                         row=1, col=2)
     fig.update_xaxes(type="log", title_text="training samples n", row=1, col=1)
-    fig.update_yaxes(title_text="val loss (nats/char)", row=1, col=1)
+    fig.update_yaxes(title_text="val loss (nats/token)", row=1, col=1)
     fig.update_layout(title=f"Recorded GPU run: {gpu.get('device', '?')}, {gpu.get('date', '?')}", height=420,
                       barmode="group")
     return fig

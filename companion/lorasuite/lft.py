@@ -58,11 +58,15 @@ def evaluate(model, val: torch.Tensor, batch: int = 64) -> float:
 
 def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int = 16, warmup: int = 0,
           steps: int | None = None, seed: int = 0, val: torch.Tensor | None = None, eval_every: int = 1,
-          weight_decay: float = 0.0, clip: float = 1.0, val0: float | None = None) -> dict:
+          weight_decay: float = 0.0, clip: float = 1.0, val0: float | None = None,
+          time_limit_s: float | None = None) -> dict:
     """AdamW on the trainable parameters with a linear schedule (``warmup`` steps up, then down to 0).
     ``steps`` overrides ``epochs`` × ⌈len(data)/batch⌉. Returns ``{"steps": [...], "val": [...], "train": [...]}``
     (``val`` evaluated at step 0 - or ``val0`` when the caller knows it - and every ``eval_every`` steps and at
-    the end, when ``val`` is given)."""
+    the end, when ``val`` is given). ``time_limit_s`` (the GPU profile's deadline) stops after the step that
+    passes it; the steps done are ``len(hist["train"])``."""
+    import time
+
     check_float("lr", lr, lo=0.0, lo_open=True)
     check_int("batch", batch, lo=1)
     check_int("warmup", warmup, lo=0)
@@ -83,6 +87,7 @@ def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int =
     model.train()
     order = torch.randperm(len(data), generator=gen)
     pos = 0
+    t_stop = None if time_limit_s is None else time.perf_counter() + time_limit_s
     for step in range(1, total + 1):
         if pos >= len(data):
             order, pos = torch.randperm(len(data), generator=gen), 0
@@ -99,5 +104,7 @@ def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int =
         if val is not None and (step % eval_every == 0 or step == total):
             hist["steps"].append(step)
             hist["val"].append(evaluate(model, val))
+        if t_stop is not None and time.perf_counter() > t_stop:
+            break
     model.eval()
     return hist
