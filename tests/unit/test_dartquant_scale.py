@@ -3,6 +3,7 @@ just inside and just outside), its byte count, the notebook's one-line summary, 
 
 import math
 
+import pytest
 import torch
 
 from companion.dartquant import scale as S
@@ -30,10 +31,20 @@ def test_agreement_identical_and_thresholds():
     q1[3, 5] += step[3, 0]
     a1 = S.kernel_agreement(q1, w, q, w, y, 4)
     assert a1["matches"] and abs(a1["max_steps"] - 1.0) < 1e-5 and math.isclose(a1["off_frac"], 1 / y.numel(), rel_tol=1e-6)
-    # off by 1.05 steps: outside KERNEL_MAX_STEPS
+    # off by 1.05 steps: outside the fp32 bound (1 + 1.8e-6 steps)
     q2 = q.clone()
     q2[3, 5] += 1.05 * step[3, 0]
     assert not S.kernel_agreement(q2, w, q, w, y, 4)["matches"]
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_steps_bound_is_one_step_plus_output_rounding(bits):
+    b = S.kernel_steps_bound(bits, torch.bfloat16)
+    assert b == pytest.approx(1 + (2 ** bits - 1) / 128) and S.kernel_steps_bound(bits, torch.float32) < 1 + 1e-4
+    a = {"off_frac": 0.001, "whip_rel": 1e-6}
+    assert S.kernel_matches({**a, "max_steps": b * 0.999}, bits, torch.bfloat16)
+    assert not S.kernel_matches({**a, "max_steps": b * 1.001}, bits, torch.bfloat16)
+    assert not S.kernel_matches({**a, "max_steps": 1.0, "off_frac": 1.001 * S.KERNEL_MAX_OFF_FRAC}, bits, torch.bfloat16)
 
 
 def test_agreement_fraction_and_whip_thresholds():
@@ -74,7 +85,8 @@ def test_kernel_summary():
     txt = S.kernel_summary(_recorded())
     assert "speed-up 2.00×" in txt and "TB/s" in txt and "Matches PyTorch: yes" in txt and "not timed" in txt
     rec = _recorded(compiled_ms=3.0)
-    assert rec["kernel"]["speedup_vs_compiled"] == 1.5 and "torch.compile 3.000 ms" in S.kernel_summary(rec)
+    assert rec["kernel"]["speedup_vs_compiled"] == 1.5 and "torch.compile of the same function 3.000 ms" in S.kernel_summary(rec)
+    assert "1.50× its speed" in S.kernel_summary(rec)
     assert math.isclose(rec["kernel"]["triton_tbps"], rec["kernel"]["bytes"] / 2.0 / 1e9, rel_tol=1e-3)
     bad = _recorded(agreement={"off_frac": 0.5, "max_steps": 3.0, "whip_rel": 0.1, "matches": False})
     assert "Matches PyTorch: NO" in S.kernel_summary(bad)
