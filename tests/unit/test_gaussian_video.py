@@ -1,0 +1,234 @@
+"""companion.gaussian_video: known truths of the splatter, Ψ layering, rates, coder, bitstream, BD
+metrics, grouping, the pipeline's bit-exact decoder, and the explorer without a browser."""
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from companion.core import ParameterError
+from companion.gaussian_video import PAPER
+from companion.gaussian_video.bd import bd_psnr, bd_rate
+from companion.gaussian_video.bitstream import (
+    H264Unavailable, decode_inter, decode_key, encode_h264, encode_inter, encode_key, h264_encoder, rans_decode,
+    rans_encode)
+from companion.gaussian_video.pipeline import Config, decode_sequence, encode_sequence, global_shift, motion_groups
+from companion.gaussian_video.rate import empirical_entropy, gaussian_bits, kde_bits, noisy, silverman_bandwidth
+from companion.gaussian_video.scene import check_frames, init_gaussians, make_frames
+from companion.gaussian_video.significance import (
+    layer_counts, layer_masks, layer_weights, progressive_render, significance, split_layers)
+from companion.gaussian_video.splat import conics, covariance_2d, project_ewa, splat, splat_loop
+
+FAST = Config(n_gaussians=32, prune=0.25, L=3, key_steps=3, rd_steps=2, rigid_steps=2, residual_steps=2)
+
+
+def _g(n=9, size=8, seed=0):
+    return init_gaussians(torch.rand(size, size, 3, generator=torch.Generator().manual_seed(seed)), n, seed)
+
+
+def test_identity():
+    assert PAPER.notebook == "05_gaussian_video"
+
+
+def test_splatter_equals_per_pixel_loop():
+    g = _g(9, 7).map(lambda t: t.double())
+    cn = conics(covariance_2d(g.log_scale, g.theta[:, 0]))
+    dense = splat(g.mu, cn, g.alpha(), g.color, g.depth[:, 0], 6, 7, background=0.3)
+    loop = splat_loop(g.mu, cn, g.alpha(), g.color, g.depth[:, 0], 6, 7, background=0.3)
+    assert (dense - loop).abs().max() < 1e-10
+
+
+def test_single_gaussian_closed_form():
+    mu = torch.tensor([[2.5, 1.5]], dtype=torch.float64)
+    cn = torch.tensor([[0.5, 0.0, 0.5]], dtype=torch.float64)
+    img = splat(mu, cn, torch.tensor([0.8], dtype=torch.float64), torch.ones(1, 3, dtype=torch.float64),
+                torch.zeros(1, dtype=torch.float64), 3, 5)
+    assert img[1, 2, 0].item() == pytest.approx(0.8)  # the centre pixel: α = opacity
+    assert img[1, 3, 0].item() == pytest.approx(0.8 * math.exp(-0.25))
+
+
+def test_masks_equal_rendering_the_subset():
+    g = _g(12, 8)
+    keep = torch.tensor([1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1]).bool()
+    full = g.render(8, 8, masks=keep.float()[None])[0]
+    sub = g.subset(keep).render(8, 8)
+    assert torch.allclose(full, sub, atol=1e-6)
+
+
+def test_ewa_projection_of_an_isotropic_gaussian_on_the_axis():
+    view = torch.eye(4, dtype=torch.float64)
+    K = torch.tensor([[100.0, 0, 50], [0, 100.0, 40], [0, 0, 1]], dtype=torch.float64)
+    m2, c2, d = project_ewa(torch.tensor([[0.0, 0.0, 2.0]], dtype=torch.float64),
+                            0.01 * torch.eye(3, dtype=torch.float64)[None], view, K, blur=0.0)
+    assert torch.allclose(m2, torch.tensor([[50.0, 40.0]], dtype=torch.float64))
+    assert torch.allclose(c2[0], (100 / 2) ** 2 * 0.01 * torch.eye(2, dtype=torch.float64))  # σ' = f σ / z
+    assert d.item() == 2.0
+
+
+def test_significance_modes_and_bad_values():
+    a = torch.tensor([0.2, 0.9, 0.5])
+    s = torch.tensor([[1.0, 2.0], [0.5, 0.5], [1.0, 1.0]])
+    area = math.pi * s.prod(1)
+    assert torch.allclose(significance(a, s, 0.1, "sum"), a + 0.1 * area)
+    assert torch.equal(significance(a, s, 7.0, "opacity"), a)
+    assert torch.allclose(significance(a, s, 7.0, "volume"), area)
+    assert torch.allclose(significance(a, s, 7.0, "product"), a * area)
+    s3 = torch.ones(3, 3) * 2
+    assert torch.allclose(significance(a, s3, 0.0, "volume"), torch.full((3,), 4 / 3 * math.pi * 8))
+    with pytest.raises(ParameterError):
+        significance(a, s, -1.0)
+    with pytest.raises(ParameterError):
+        significance(a, s, 1.0, "max")
+
+
+def test_split_layers_counts_order_and_permutation():
+    psi = torch.tensor([0.1, 0.9, 0.5, 0.7, 0.3, 0.2, 0.8])
+    layer = split_layers(psi, 3)
+    assert layer.tolist() == [3, 1, 2, 1, 2, 3, 1]  # equal split 3, 2, 2
+    assert split_layers(psi, 2, counts=[1, 6]).tolist() == [2, 1, 2, 2, 2, 2, 2]
+    perm = torch.randperm(7, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(split_layers(psi[perm], 3), layer[perm])
+    assert layer_counts(10, 4) == [3, 3, 2, 2]
+    assert layer_masks(layer, 3).sum(1).tolist() == [3, 5, 7]
+    for bad in (dict(L=0), dict(L=8), dict(L=3, counts=[1, 2, 3]), dict(L=2, counts=[0, 7])):
+        with pytest.raises(ParameterError):
+            split_layers(psi, **bad)
+
+
+def test_progressive_render_and_layer_weights():
+    g = _g(10, 8)
+    layer = split_layers(significance(g.alpha(), g.scales(), 0.01), 3)
+    top = progressive_render(g, layer, 3, 8, 8)
+    assert torch.allclose(top, g.render(8, 8), atol=1e-6)
+    with pytest.raises(ParameterError):
+        progressive_render(g, layer, 4, 8, 8)
+    assert layer_weights(4) == [0.5, 0.25, 0.5 / 3, 1.0]
+    assert layer_weights(1) == [1.0]
+
+
+def test_kde_rate_near_empirical_entropy_and_gaussian_rate():
+    x = torch.randn(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for q in (0.1, 0.5):
+        sym = torch.round(x / q)
+        kde = float(kde_bits(sym * q, q).mean())
+        assert abs(kde - empirical_entropy(sym.numpy())) < 0.05
+        assert abs(float(gaussian_bits(sym * q, q).mean()) - empirical_entropy(sym.numpy())) < 0.05
+    assert silverman_bandwidth(x) == pytest.approx(0.9 * 20000 ** -0.2, rel=0.05)
+
+
+def test_noise_is_uniform_within_half_a_step():
+    x = torch.zeros(10000)
+    u = noisy(x, 0.2, torch.Generator().manual_seed(0))
+    assert float(u.abs().max()) <= 0.1 and abs(float(u.var()) - 0.04 / 12) < 3e-4
+    with pytest.raises(ParameterError):
+        noisy(x, 0.0)
+
+
+def test_rans_round_trip_and_length():
+    rng = np.random.default_rng(0)
+    freqs = [1, 5, 20, 100, 3]
+    sym = rng.choice(5, size=3000, p=np.array(freqs) / sum(freqs)).tolist()
+    data = rans_encode(sym, freqs)
+    assert rans_decode(data, freqs, len(sym)) == sym
+    ideal = sum(math.log2(sum(freqs) / freqs[s]) for s in sym) / 8
+    assert ideal <= len(data) <= ideal + 2
+    assert rans_decode(rans_encode([], freqs), freqs, 0) == []
+
+
+def test_keyframe_and_inter_bitstream_round_trip():
+    g = _g(40, 16)
+    layer = torch.sort(split_layers(significance(g.alpha(), g.scales(), 0.01), 4)).values
+    enc, dec = encode_key(g, layer, 4)
+    assert len(enc.data) == enc.header_bytes + sum(enc.layer_bytes)
+    out, lay = decode_key(enc)
+    for k, v in out.tensors().items():
+        assert torch.equal(v, getattr(dec, k)), k
+    part, lay2 = decode_key(enc, 2)
+    assert len(part) == int((layer <= 2).sum()) and torch.equal(part.mu, dec.mu[:len(part)])
+    assert (dec.mu - g.mu).abs().max() < (g.mu.max() - g.mu.min()) / 65535
+    sym = {"grid": torch.randint(-9, 9, (4, 4, 3)), "log_scale": torch.randint(-3, 4, (40, 2)),
+           "opacity": torch.randint(-3, 4, (40, 1)), "color": torch.randint(-3, 4, (40, 3))}
+    e2 = encode_inter(sym, layer, 4, 0.01)
+    d2 = decode_inter(e2, layer)
+    assert all(torch.equal(d2[k], sym[k]) for k in sym)
+    with pytest.raises(ParameterError):
+        decode_key(enc, 5)
+
+
+def test_h264_path_raises_without_an_encoder():
+    if h264_encoder() is not None:
+        pytest.skip("an H.264 encoder is installed here")
+    with pytest.raises(H264Unavailable, match="libx264"):
+        encode_h264(np.zeros((2, 8, 8, 3), dtype=np.uint8))
+
+
+def test_bd_metrics():
+    r, p = [100, 200, 400, 800], [30.0, 32.0, 33.0, 33.5]
+    assert bd_psnr(r, p, r, p) == 0.0 and bd_rate(r, p, r, p) == pytest.approx(0.0, abs=1e-12)
+    assert bd_psnr(r, p, r, [v + 1.5 for v in p]) == pytest.approx(1.5)
+    assert bd_rate(r, p, [v * 0.5 for v in r], p) == pytest.approx(-50.0)
+    # hand case with straight lines: PSNR = 10 log10(rate) vs 10 log10(rate) + 2 over log-rates [2, 3]
+    r2 = [100, 1000]
+    assert bd_psnr(r2, [20.0, 30.0], r2, [22.0, 32.0]) == pytest.approx(2.0)
+    assert bd_rate(r2, [20.0, 30.0], r2, [22.0, 32.0]) == pytest.approx(100 * (10 ** -0.2 - 1))
+    assert math.isnan(bd_psnr([1, 2], [1, 2], [10, 20], [1, 2]))
+    with pytest.raises(ParameterError):
+        bd_psnr([1], [1], [1, 2], [1, 2])
+
+
+def test_motion_groups():
+    dmu = [float("nan"), 0.2, 3.0, 0.1, 0.4]
+    assert motion_groups(dmu, math.inf) == [0]
+    assert motion_groups(dmu, 1e-6) == [0, 1, 2, 3, 4]
+    assert motion_groups(dmu, 1.0) == [0, 2]
+    for bad in (0, -1.0, True):
+        with pytest.raises(ParameterError):
+            motion_groups(dmu, bad)
+
+
+def test_global_shift_finds_a_roll():
+    f = make_frames(16, 3)[0]
+    d = global_shift(f, torch.roll(f, shifts=(2, -3), dims=(0, 1)))
+    assert d.tolist() == pytest.approx([-3.0, 2.0], abs=1e-6)
+
+
+def test_frames_and_config_validation():
+    fr = make_frames(16, 4)
+    assert fr.shape == (4, 16, 16, 3) and 0 <= float(fr.min()) and float(fr.max()) <= 1
+    with pytest.raises(ParameterError):
+        check_frames([torch.zeros(8, 8, 3), torch.zeros(8, 9, 3)])
+    for bad in (dict(L=0), dict(L=200), dict(lambda_psi=-1.0), dict(tau_mu=0.0), dict(q=0.0), dict(counts=(1, 2, 3)),
+                dict(psi_mode="x")):
+        with pytest.raises(ParameterError):
+            FAST.replace(**bad)
+
+
+def test_sequence_decodes_bit_exactly_and_groups_follow_tau():
+    fr = make_frames(16, 3)
+    one = encode_sequence(fr, FAST.replace(tau_mu=math.inf))
+    assert one.groups == [0] and [f["kind"] for f in one.frames] == ["key", "inter", "inter"]
+    for (a, _), (b, _) in zip(decode_sequence(one.encoded, FAST.q, 16, 16), one.decoded):
+        assert all(torch.equal(x, y) for x, y in zip(a.tensors().values(), b.tensors().values()))
+    every = encode_sequence(fr, FAST.replace(tau_mu=1e-9))
+    assert every.groups == [0, 1, 2]
+    c = one.rd_curve()
+    assert c["bytes"] == sorted(c["bytes"]) and len(c["psnr"]) == 3
+
+
+def test_explorer_view_is_pure_and_controls_match():
+    from companion.gaussian_video.explorer import explorer_controls, explorer_data, explorer_view
+
+    fr = make_frames(16, 3)
+    res = encode_sequence(fr, FAST.replace(tau_mu=math.inf))
+    data = explorer_data(fr, res)
+    fig, readout = explorer_view(data, l=1, lambda_psi=0.01, psi_mode="opacity", frame=2, tau_mu=0.5)
+    again, _ = explorer_view(data, l=1, lambda_psi=0.01, psi_mode="opacity", frame=2, tau_mu=0.5)
+    assert isinstance(fig, go.Figure) and fig.to_json() == again.to_json() and "dB" in readout
+    controls = explorer_controls(data)
+    assert set(controls) == {"l", "lambda_psi", "psi_mode", "frame", "tau_mu"}
+    explorer_view(data, **{k: c.value for k, c in controls.items()})
+    for bad in (dict(l=0), dict(l=4), dict(frame=3), dict(tau_mu=0.0), dict(psi_mode="x"), dict(lambda_psi=-1.0)):
+        with pytest.raises(ParameterError):
+            explorer_view(data, **bad)
