@@ -2,7 +2,7 @@
 set, the sub-network sweep 2–10, label noise and label ratios, inference latency.
 
     python benchmarks/graph_multiview_gpu.py              # one H200, at most about 150 s (--deadline 120 skips later stages)
-    python benchmarks/graph_multiview_gpu.py --smoke      # tiny CPU run (writes to /tmp unless --out)
+    python benchmarks/graph_multiview_gpu.py --smoke      # tiny CPU run (writes to /tmp unless --out-dir)
 
 Results: ``benchmarks/results/graph_multiview_gpu.json`` through ``companion.core.save_results`` (written after
 every stage, so a deadline still leaves a valid file). The TU sets, OGB, REDDIT and COLLAB are not available
@@ -29,12 +29,12 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds after which later stages are skipped")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="results folder (default: benchmarks/results; /tmp for --smoke)")
+    ap.add_argument("--out-dir", default=None, help="results folder (default: benchmarks/results; /tmp for --smoke)")
     args = ap.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     if device == "cpu" and not args.smoke:
         ap.error("no CUDA device: use --smoke for a CPU run")
-    out = args.out or (tempfile.mkdtemp(prefix="gmv-smoke-") if args.smoke else None)
+    out = args.out_dir or (tempfile.mkdtemp(prefix="gmv-smoke-") if args.smoke else None)
     torch.set_num_threads(2 if args.smoke else 8)
     payload = run_scale_up(SMOKE_PROFILE if args.smoke else GPU_PROFILE, device=device, deadline=args.deadline,
                            seed=args.seed, save=lambda p: save_results(RESULTS_NAME, {**p, "smoke": args.smoke}, out))
