@@ -1,8 +1,9 @@
 """Plain-PyTorch oracles for block-sparse attention and SeerAttention's pooled attention map.
 
 Both build the token-level mask explicitly and run masked dense softmax attention in float32 (or
-float64 when the inputs are float64), one (batch, head) slice at a time so the [N, N] score matrix is
-the only quadratic buffer. They run on any device, CPU included, and are the ground truth of the
+float64 when the inputs are float64). The attention reference takes as many heads at once as keep the
+score buffer under ``_MAX_SCORES`` elements (all of them for short inputs, one at a time for long ones),
+so the quadratic buffer stays bounded and short inputs pay no Python loop. They run on any device, CPU included, and are the ground truth of the
 Triton kernels in ``triton.py`` (which never imports this module).
 
 ``block_sparse_attention_reference``: out_i = sum_j softmax_j(s_ij) v_j over the keys j that lie in a
@@ -24,6 +25,10 @@ import math
 import torch
 
 __all__ = ["block_sparse_attention_reference", "pooled_attention_map_reference", "token_mask_from_blocks"]
+
+
+#: the largest score buffer (heads × N × N elements) the attention reference builds at once
+_MAX_SCORES = 1 << 24
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -71,20 +76,23 @@ def block_sparse_attention_reference(
     bmask = _block_mask_from_index(block_index, block_count, nkb)
     bmask = bmask.expand(b, hq, *bmask.shape[-2:])
     out = torch.empty_like(q)
+    heads = max(1, min(hq, _MAX_SCORES // max(1, n * n)))
+    kv_head = torch.arange(hq, device=q.device) // group
     for bi in range(b):
-        for h in range(hq):
-            qs = q[bi, h].to(ct)
-            ks = k[bi, h // group].to(ct)
-            vs = v[bi, h // group].to(ct)
-            tok = token_mask_from_blocks(bmask[bi, h], n, block_size, causal)
-            s = (qs @ ks.T) * scale
+        for h0 in range(0, hq, heads):
+            hs = slice(h0, min(hq, h0 + heads))
+            qs = q[bi, hs].to(ct)
+            ks = k[bi, kv_head[hs]].to(ct)
+            vs = v[bi, kv_head[hs]].to(ct)
+            tok = token_mask_from_blocks(bmask[bi, hs], n, block_size, causal)
+            s = (qs @ ks.transpose(-1, -2)) * scale
             s = s.masked_fill(~tok, float("-inf"))
             m = s.amax(dim=-1, keepdim=True)
             m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # empty rows: avoid -inf - -inf
             p = torch.exp(s - m)
             den = p.sum(dim=-1, keepdim=True)
             o = (p @ vs) / torch.where(den > 0, den, torch.ones_like(den))
-            out[bi, h] = o.to(q.dtype)
+            out[bi, hs] = o.to(q.dtype)
     return out
 
 

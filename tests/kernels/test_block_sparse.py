@@ -106,6 +106,25 @@ def test_reference_full_mask_is_exact_in_float64():
     torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("max_scores", [1, 2 * 97 * 97, 1 << 24])
+def test_reference_head_chunks_do_not_change_the_result(monkeypatch, max_scores):
+    """The reference takes as many heads at once as fit ``_MAX_SCORES``: one head, two, or all four give the
+    same output as sdpa-style dense attention per head (GQA, ragged length, random mask with an empty row)."""
+    b, hq, hkv, n, d, block = 2, 4, 2, 97, 16, 16
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float64, seed=9, device="cpu")
+    nb = math.ceil(n / block)
+    mask = _random_mask(b, hq, nb, 0.5, seed=9)
+    idx, cnt = dense_to_index(mask)
+    monkeypatch.setattr(reference, "_MAX_SCORES", max_scores)
+    got = reference.block_sparse_attention_reference(q, k, v, idx, cnt, block_size=block, causal=True)
+    tok = reference.token_mask_from_blocks(mask, n, block, True)
+    kk, vv = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+    s = (q @ kk.transpose(-1, -2) / math.sqrt(d)).masked_fill(~tok, float("-inf"))
+    want = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0) @ vv  # rows with no key: 0
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+    assert torch.equal(got[:, :, block:2 * block], torch.zeros_like(got[:, :, block:2 * block]))
+
+
 @pytest.mark.parametrize("impl", ["triton", "reference"])
 def test_empty_rows_and_above_diagonal_blocks_give_zeros(impl):
     """A query block with no selected block, or only blocks above the diagonal (all masked by the causal
