@@ -25,6 +25,8 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from IPython.display import display
 
+from companion.core.validation import ParameterError
+
 
 def split_view(view) -> tuple[go.Figure, str | None]:
     """Normalise what an update function returns to ``(figure, readout or None)``."""
@@ -65,7 +67,14 @@ class Explorer:
         return split_view(self.update(**self.values()))
 
     def refresh(self) -> None:
-        figure, readout = self.view()
+        """Redraw from the controls; a combination the update refuses (a ParameterError) keeps the last
+        figure and says why in the readout, instead of failing silently in the widget's callback."""
+        try:
+            figure, readout = self.view()
+        except ParameterError as exc:
+            self.readout.value = html.escape(f"Not drawn: {exc}")
+            self.readout.layout.display = None
+            return
         self.readout.value = html.escape(readout) if readout else ""
         self.readout.layout.display = None if readout else "none"
         bundle = {"text/plain": f"<plotly figure: {figure.layout.title.text or 'untitled'}>", **figure._repr_mimebundle_()}

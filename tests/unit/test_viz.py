@@ -44,6 +44,26 @@ def test_explorer_writes_the_figure_into_the_output_state():
     assert list(shown()) == [4, 8]
 
 
+def test_explorer_shows_a_refused_combination_in_the_readout_and_keeps_the_figure():
+    from companion.core import ParameterError
+
+    def update(a, b):
+        if a == b:
+            raise ParameterError("b", b, "a value other than a")
+        if a < 0:
+            raise RuntimeError("a bug, not a refused value")
+        return go.Figure(go.Scatter(y=[a, b])), f"sum {a + b}"
+
+    ex = Explorer(update, {"a": widgets.IntSlider(value=1, min=-5), "b": widgets.IntSlider(value=2)})
+    figure_before = ex.output.outputs
+    ex.controls["a"].value = 2
+    assert ex.readout.value.startswith("Not drawn: parameter b=2 is not allowed") and ex.output.outputs == figure_before
+    ex.controls["a"].value = 3
+    assert ex.readout.value == "sum 5"
+    with pytest.raises(RuntimeError, match="a bug"):
+        ex.controls["a"].value = -1
+
+
 def test_explorer_rejects_what_it_cannot_bind():
     with pytest.raises(ValueError, match="at least one control"):
         Explorer(lambda: go.Figure(), {})
