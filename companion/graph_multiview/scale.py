@@ -106,24 +106,15 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
             out[str(m)] = summarise(runs)["gmv"]
         return out
 
-    def noise():
+    def label_study(setting):
+        """Vanilla vs GMV at each value of ``setting`` (``label_noise`` or ``label_ratio``)."""
         out = {}
-        for r in cfg_d["label_noise"]:
+        for r in cfg_d[setting]:
             if left() <= 0:
                 break
             out[f"{int(100 * r)}%"] = summarise(compare(graphs, ["vanilla", "gmv"], cfg, folds=cfg_d["folds"], seed=seed,
-                                                        label_noise=r, device=device, max_folds=cfg_d["sweep_folds"],
-                                                        should_stop=lambda: left() <= 0))
-        return out
-
-    def ratio():
-        out = {}
-        for r in cfg_d["label_ratio"]:
-            if left() <= 0:
-                break
-            out[f"{int(100 * r)}%"] = summarise(compare(graphs, ["vanilla", "gmv"], cfg, folds=cfg_d["folds"], seed=seed,
-                                                        label_ratio=r, device=device, max_folds=cfg_d["sweep_folds"],
-                                                        should_stop=lambda: left() <= 0))
+                                                        device=device, max_folds=cfg_d["sweep_folds"],
+                                                        should_stop=lambda: left() <= 0, **{setting: r}))
         return out
 
     def latency():
@@ -139,8 +130,8 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
 
     stage("main", main)
     stage("heads_sweep", heads)
-    stage("label_noise", noise)
-    stage("label_ratio", ratio)
+    stage("label_noise", lambda: label_study("label_noise"))
+    stage("label_ratio", lambda: label_study("label_ratio"))
     stage("latency_ms", latency)
     payload["seconds"] = round(time.perf_counter() - t0, 1)
     return payload
