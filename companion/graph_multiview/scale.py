@@ -10,15 +10,19 @@ have passed (the JSON is written after every stage):
 3. ``label_noise``: vanilla vs GMV with 10 / 20 / 40 % of the training labels flipped;
 4. ``label_ratio``: vanilla vs GMV with 75 / 50 / 25 / 10 % of the training labels;
 5. ``latency_ms``: one inference batch (``time_ms``), vanilla (one head) against GMV (two heads).
+
+``stages`` runs a subset; ``previous`` (an earlier payload of the same profile) keeps the stages it holds, so
+a study can be completed over several GPU calls: ``runs`` lists the seconds each call took.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 
-from companion.core import recorded_results, time_ms
+from companion.core import ParameterError, check_choice, recorded_results, time_ms
 from companion.graph_multiview.data import MotifDataset
 from companion.graph_multiview.models import GraphBatch, MultiHeadGNN
 from companion.graph_multiview.training import METHODS, TrainConfig, compare, with_config
@@ -61,9 +65,16 @@ def summarise(runs) -> dict:
     return out
 
 
-def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: int = 0, log=print, save=None) -> dict:
-    """Run the stages of the module docstring; ``save(payload)`` is called after every stage."""
+STAGES = ("main", "heads_sweep", "label_noise", "label_ratio", "latency_ms")
+
+
+def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: int = 0, log=print, save=None,
+                 stages=STAGES, previous: dict | None = None) -> dict:
+    """Run ``stages`` (of the module docstring); ``save(payload)`` is called after every stage. With
+    ``previous``, its recorded stages are kept (its profile and seed must be this run's)."""
     cfg_d = dict(GPU_PROFILE if config is None else config)
+    for name in stages:
+        check_choice("stage", name, STAGES)
     t0 = time.perf_counter()
     ds = MotifDataset(cfg_d["graphs"], seed=seed, tree_sizes=tuple(cfg_d["tree_sizes"]), noise=cfg_d["noise"])
     graphs = [ds[i] for i in range(len(ds))]
@@ -71,9 +82,21 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
                       views_per_graph=cfg_d["views_per_graph"])
     payload = {"config": {**cfg_d, "train": {k: v for k, v in vars(cfg).items()}},
                "not_reproduced": "TU sets, OGB, REDDIT, COLLAB: data not shipped / not downloadable", "skipped": []}
+    if previous is not None:
+        same = {k: v for k, v in previous.get("config", {}).items() if k != "train"}
+        if same != json.loads(json.dumps({k: v for k, v in payload["config"].items() if k != "train"})) \
+                or previous.get("seed", seed) != seed:
+            raise ParameterError("previous", "a payload of another profile or seed", f"the profile {cfg_d} and seed {seed}")
+        payload.update({k: previous[k] for k in STAGES if k in previous and k not in stages})
+        payload["skipped"] = [s for s in previous.get("skipped", []) if s.split(":")[0] not in stages]
+        payload["runs"] = list(previous.get("runs", [{"stages": [k for k in STAGES if k in previous],
+                                                       "seconds": previous.get("seconds")}]))
+    payload["seed"] = seed
     left = lambda: deadline - (time.perf_counter() - t0)  # noqa: E731
 
     def stage(name, fn):
+        if name not in stages:
+            return
         if left() <= 0:
             payload["skipped"].append(name)
             log(f"[{name}] skipped (deadline)")
@@ -134,4 +157,6 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
     stage("label_ratio", lambda: label_study("label_ratio"))
     stage("latency_ms", latency)
     payload["seconds"] = round(time.perf_counter() - t0, 1)
+    if previous is not None:
+        payload["runs"].append({"stages": list(stages), "seconds": payload["seconds"]})
     return payload

@@ -123,6 +123,7 @@ def st_submix(sources, target: Data, rng: np.random.Generator, *, p: float = 0.4
     for k, src in enumerate(sources):
         if len(taken) >= n_trg:
             phis.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+            inserted.append([])  # a target with no node left for this source: the source gets weight 0
             samples.append(None)
             continue
         s_src_ppr, src_nbrs, src_pairs = info(src)

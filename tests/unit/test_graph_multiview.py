@@ -227,6 +227,17 @@ def test_trainer_runs_every_method(method, graphs):
     assert (r.cache_seconds > 0) == (method in ("mixed_single", "decomposition", "gmv"))
 
 
+def test_submix_more_sources_than_target_nodes_keeps_one_weight_per_head():
+    """Ten heads into a 3-node target: sources that find no node left get weight 0, not a missing entry."""
+    line = torch.tensor([[0, 1], [1, 2]])
+    trg = Data(x=torch.zeros(3, 2), edge_index=torch.cat([line, line.flip(0)], 1), num_nodes=3)
+    srcs = [Data(x=torch.ones(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=4) for _ in range(9)]
+    m = st_submix(srcs, trg, np.random.default_rng(0), p=1.0, q=1.0, w=2)
+    assert len(m.weights) == 10 and m.weights.sum() == pytest.approx(1.0)
+    assert len(m.inserted) == 9 and len(m.phi) == 9
+    assert m.to_data(list(range(10))).w_heads.shape == (1, 10)
+
+
 def test_gmimo_mimo_shape_and_more_heads(graphs):
     tr, te = kfold([int(g.y) for g in graphs], 3, 0)[0]
     r = train_method("gmimo", graphs, tr, te, TrainConfig(hidden=8, epochs=1, batch_size=8, gmimo_shape="mimo"))
