@@ -56,3 +56,37 @@ def accuracy_figure(runs: dict) -> go.Figure:
     fig.update_layout(title="Planted-motif test accuracy (dots: folds, bar: mean)", xaxis=dict(categoryarray=names),
                       yaxis_title="accuracy (%)", height=380)
     return fig
+
+
+def scale_up_figure(gpu: dict) -> go.Figure:
+    """The recorded GPU study: accuracy per method and encoder (mean ± std over folds), the sub-network
+    sweep, and vanilla against GMV under label noise and with fewer labels."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=4, column_widths=[0.43, 0.19, 0.19, 0.19], horizontal_spacing=0.06,
+                        subplot_titles=("methods × encoder", "sub-networks M (GMV, GCN)", "label noise (GCN)",
+                                        "labelled share (GCN)"))
+    for conv, table in gpu.get("main", {}).items():
+        fig.add_bar(x=[LABELS.get(m, m) for m in table], y=[v["acc_mean"] for v in table.values()],
+                    error_y=dict(array=[v["acc_std"] for v in table.values()]), name=conv.upper(), row=1, col=1)
+    sweep = gpu.get("heads_sweep") or {}
+    if sweep:
+        fig.add_scatter(x=[int(m) for m in sweep], y=[v["acc_mean"] for v in sweep.values()], mode="lines+markers",
+                        error_y=dict(array=[v["acc_std"] for v in sweep.values()]), name="GMV, M heads",
+                        line=dict(color="#D55E00"), row=1, col=2)
+    for col, setting in ((3, "label_noise"), (4, "label_ratio")):
+        table = gpu.get(setting) or {}
+        for method, color in (("vanilla", "#777777"), ("gmv", "#D55E00")):
+            xs = [k for k, t in table.items() if method in t]
+            if xs:
+                fig.add_scatter(x=xs, y=[table[k][method]["acc_mean"] for k in xs], mode="lines+markers",
+                                error_y=dict(array=[table[k][method]["acc_std"] for k in xs]),
+                                line=dict(color=color), name=LABELS.get(method, method), legendgroup=method,
+                                showlegend=col == 3, row=1, col=col)
+    fig.update_yaxes(title_text="test accuracy (%)", row=1, col=1)
+    fig.update_xaxes(title_text="M", row=1, col=2)
+    fig.update_xaxes(title_text="training labels flipped", row=1, col=3)
+    fig.update_xaxes(title_text="training labels kept", row=1, col=4)
+    fig.update_layout(title=f"GPU study ({gpu.get('device', '?')}, {gpu.get('date', '?')})", barmode="group",
+                      height=440, margin=dict(t=90))
+    return fig

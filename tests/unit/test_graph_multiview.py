@@ -322,3 +322,14 @@ def test_compare_stops_on_budget_and_scale_smoke(graphs, tmp_path):
     payload = run_scale_up({**SMOKE_PROFILE, "graphs": 12}, device="cpu", deadline=0.0, log=lambda *_: None,
                            save=saved.append)
     assert payload["skipped"] == ["main", "heads_sweep", "label_noise", "label_ratio", "latency_ms"] and not saved
+
+
+def test_scale_up_figure_from_recorded_and_partial_results():
+    from companion.graph_multiview.figures import scale_up_figure
+    from companion.graph_multiview.scale import recorded
+
+    gpu = recorded()
+    fig = scale_up_figure(gpu)
+    assert len([t for t in fig.data if t.type == "bar"]) == len(gpu["main"])
+    partial = {"main": {"gcn": {"vanilla": {"acc_mean": 50.0, "acc_std": 1.0}}}}
+    assert len(scale_up_figure(partial).data) == 1
