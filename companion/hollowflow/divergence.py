@@ -70,7 +70,7 @@ def divergence_hollow(model, x, t, graph=None, prune_check: bool = False):
     with torch.no_grad():
         s, p, s_node, _ = model.line_states(x, t, g)  # h^T: no graph kept, it is detached anyway
     with torch.enable_grad():
-        b = model.blocks.read(s, p, s_node, x.reshape(S * n, d), g.src, g.dst, S * n, model.norm).reshape(S, n, d)
+        b = model.readout(s, p, s_node, x, g)
         div = torch.zeros(S, dtype=x.dtype, device=x.device)
         for c in range(d):
             (gr,) = torch.autograd.grad(b[..., c].sum(), x, retain_graph=c < d - 1)

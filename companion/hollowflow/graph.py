@@ -137,6 +137,7 @@ class HollowGraph:
     removed: list  # per step
     B: list = field(default_factory=list)  # B(t), (E, n) bool; all steps when built with keep_B
     prune: bool = True
+    plans: list | None = None  # CSR plans of the per-step receivers and the readout (NoBGNN.plans), built once
 
     @property
     def steps(self) -> int:

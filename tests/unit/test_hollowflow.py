@@ -156,6 +156,27 @@ def test_hollow_divergence_is_the_exact_trace(attention):
     assert abs(float(db[0]) - float(torch.trace(J))) < 1e-10 and abs(float(dv[0]) - float(db[0])) < 1e-10
 
 
+def test_segment_sum_aggregation_builds_plans_once_and_matches_index_add():
+    """aggregate='segment_sum' (reference path here; the kernel under the interpreter is checked in
+    tests/kernels/test_segment_sum.py) gives the same b and divergence, with the CSR plans kept on the graph."""
+    x = paper_config(9, 3, 0)
+    a = _model()
+    b = NoBGNN(hidden=a.blocks.hidden, steps=a.steps, k=a.k, aggregate="segment_sum", segment_impl="reference").double()
+    b.load_state_dict(a.state_dict())
+    g = b.graph(x)
+    assert g.plans is None
+    (ba, da), (bb, db) = divergence_hollow(a, x, 0.3, graph=g), divergence_hollow(b, x, 0.3, graph=g)
+    assert len(g.plans) == g.steps + 1 and g.plans[0].offsets.numel() == g.src.numel() + 1
+    first = g.plans[0]
+    _, dv = divergence_bruteforce(b, x, 0.3, graph=g, vectorize=True)
+    assert g.plans[0] is first  # reused, not rebuilt
+    assert (ba - bb).abs().max() < 1e-10 and (da - db).abs().max() < 1e-10 and (dv - da).abs().max() < 1e-10
+    with pytest.raises(ParameterError, match="aggregate"):
+        NoBGNN(aggregate="scatter")
+    with pytest.raises(ParameterError, match="segment_impl"):
+        NoBGNN(aggregate="segment_sum", segment_impl="cuda")
+
+
 def test_block_structure_and_no_self_dependence():
     x = paper_config(9, 3, 0)
     m = _model()

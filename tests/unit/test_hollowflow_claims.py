@@ -11,6 +11,7 @@ from companion.hollowflow.claims import (
     EFFSU_MARGIN,
     ESS_FLOOR,
     GPU_SPEEDUP_TARGET,
+    GPU_TOY_PAPER,
     LEAK_MIN,
     PATH_TOL,
     PEER_TOL,
@@ -100,16 +101,40 @@ def test_effsu_margin_and_ess_floor():
     assert C.ess_row(_toy(baseline=False), "s").verdict == "not run here"
 
 
+def _gpu_toy(system, k, h_samples=1000, b_samples=1000):
+    r = dict(_res(0.1), iterations=100, samples=h_samples)
+    return {"system": system, "k": k, "hollow": r, "baseline": dict(r, samples=b_samples), "effsu": 3.0, "effsu_rem": 2.0}
+
+
+def _kernel_entry(n, speed):
+    return {"n": n, "k": 7, "batch": 1000, "impl": "triton", "features": 67, "line_edges": [100, 40],
+            "index_add_ms": 1.0, "segment_sum_ms": 1.0 / speed, "index_add_fwd_bwd_ms": 2.0,
+            "segment_sum_fwd_bwd_ms": 2.0 / speed, "rk4_index_add_ms": 10.0, "rk4_segment_sum_ms": 10.0 / speed,
+            "max_abs_diff": 1e-6, "divergence_max_abs_diff": 1e-7, "verdict": f"forward: kernel {speed:.2f}× faster"}
+
+
 def test_gpu_rows():
     assert C.gpu_rows(None)[0].verdict == "not run here"
     gpu = {"device": "H200", "date": "d", "batch": 1000, "likelihood_step": [
         {"n": 55, "k": 7, "k_label": "k = 7", "speedup": 1.1 * GPU_SPEEDUP_TARGET, "baseline_ms": 100.0, "hollow_ms": 4.0}]}
+    # the older JSON: no kernel stage, the toy skipped as a whole -> the kernel and both toy rows say so
+    rows = C.gpu_rows(dict(gpu, toy="skipped: time budget"))
+    assert rows[0].verdict == "recorded on GPU" and "n = 55" in rows[0].measured and len(rows) == 4
+    assert [r.verdict for r in rows[1:]] == ["not run here"] * 3
+    assert "older run" in rows[1].measured and "time budget" in rows[2].measured and "LJ55" in rows[3].claim
+    # the new JSON: kernel rows (one slower, one faster) and both systems
+    gpu["segment_sum"] = [_kernel_entry(13, 0.5), _kernel_entry(200, 2.0)]
+    gpu["toy"] = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8)}
     rows = C.gpu_rows(gpu)
-    assert rows[0].verdict == "recorded on GPU" and "n = 55" in rows[0].measured and len(rows) == 1
-    r = {"ess": 0.1, "ess_rem": 0.2, "iterations": 100}
-    gpu["toy"] = {"hollow": r, "baseline": r, "effsu": 3.0, "effsu_rem": 2.0}
+    assert len(rows) == 4 and all(r.verdict == "recorded on GPU" for r in rows)
+    assert "n = 13" in rows[1].measured and "n = 200" in rows[1].measured and "impl triton" in rows[1].scale
+    assert "EffSU 3.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
+    assert "at least 1/8" in rows[3].measured and "at least" not in rows[2].measured
+    gpu["toy"]["LJ55"] = "skipped: time budget"
+    gpu["segment_sum"] = []
     rows = C.gpu_rows(gpu)
-    assert len(rows) == 2 and "EffSU 3.0" in rows[1].measured
+    assert rows[3].verdict == "not run here" and "time budget" in rows[3].measured
+    assert rows[1].verdict == "not run here" and "time budget" in rows[1].measured
 
 
 def test_scale_recorded_absent_or_present():

@@ -81,16 +81,54 @@ def test_timing_records_batches_and_skips_and_always_returns(monkeypatch):
 def test_claim_row_names_the_batches_and_the_skipped_sizes():
     from companion.hollowflow.claims import gpu_rows
 
-    gpu = {"device": "H200", "date": "d", "batch": 1000, "skipped": [{"n": 200, "reason": "out of memory at batch 1"}],
+    gpu = {"device": "H200", "date": "d", "batch": 1000,
+           "skipped": [{"n": 200, "reason": "out of memory at batch 1"},
+                       {"stage": "segment_sum", "n": 100, "reason": "time budget"}],
            "likelihood_step": [{"n": 55, "k": 7, "k_label": "k = 7", "speedup": 30.0, "baseline_ms": 100.0,
                                 "hollow_ms": 3.0, "hollow_batch": 1000, "baseline_batch": 12}]}
     row = gpu_rows(gpu)[0]
     assert "ms per 1000 samples" in row.scale and "n = 200 (out of memory at batch 1)" in row.scale
+    assert "n = 100" not in row.scale  # a kernel-stage skip is not a timing skip
+
+
+def test_segment_sum_stage_rows_agree_and_say_which_is_faster():
+    """On the CPU the stage runs the reference path, or the kernel when the interpreter is on (recorded as impl)."""
+    from companion_kernels.dispatch import interpreting
+
+    rows = scale.segment_sum_timing((9,), batch=3, k=7, hidden=8, device="cpu", log=lambda *a: None, max_call_s=1e9)
+    (r,) = rows
+    assert r["impl"] == ("triton" if interpreting() else "reference") and r["features"] == 11
+    assert len(r["line_edges"]) == 2 and r["line_nodes"] > 0
+    assert r["max_abs_diff"] < 1e-5 and r["grad_max_abs_diff"] == 0.0
+    assert r["velocity_max_abs_diff"] < 1e-5 and r["divergence_max_abs_diff"] < 1e-4
+    assert {"speedup_fwd", "speedup_fwd_bwd", "speedup_rk4"} <= set(r)
+    assert r["verdict"].startswith("forward: kernel") and "RK4 step: kernel" in r["verdict"]
+    assert scale._kernel_verdict({"fwd": 0.5}) == "forward: kernel SLOWER (2.00× the time)"
+    assert scale._kernel_verdict({"rk4": 2.0}) == "RK4 step: kernel 2.00× faster"
+
+
+def test_stage_reserve_keeps_the_toy_time():
+    P, toys = scale.GPU_PROFILE, scale.TOY_SYSTEMS
+    toy = sum(c["need_s"] for c in toys.values())
+    assert scale.stage_reserve(P, toys, "segment_sum") == toy
+    assert scale.stage_reserve(P, toys, "timing") == toy + P["segment_sum"]["need_s"]
+    with pytest.raises(ValueError):
+        scale.stage_reserve(P, toys, "LJ13")
+    # the previous H200 run's timing stage took ~90 s: with the default deadline it leaves the rest their time
+    assert P["deadline_s"] - 90 > scale.stage_reserve(P, toys, "timing")
+
+
+def test_toy_systems_are_lj13_and_lj55_as_the_paper():
+    assert scale.TOY_SYSTEMS["LJ13"]["k"] == 6 and scale.TOY_SYSTEMS["LJ55"]["k"] == 7
+    assert set(scale.SMOKE_TOY) == set(scale.TOY_SYSTEMS)
+    assert all(set(scale.SMOKE_TOY[s]) == set(scale.TOY_SYSTEMS[s]) for s in scale.TOY_SYSTEMS)
 
 
 def test_a_spent_deadline_skips_every_stage_and_still_returns_a_payload():
     saved = []
     p = scale.run_scale_up(smoke=True, device="cpu", deadline_s=1e-3, log=lambda *a: None, save=saved.append)
-    assert p["likelihood_step"] == [] and p["toy"] == "skipped: time budget" and not p["errors"]
-    assert [s["n"] for s in p["skipped"] if "n" in s] == list(scale.SMOKE_PROFILE["sizes"])
+    assert p["likelihood_step"] == [] and p["segment_sum"] == [] and not p["errors"]
+    assert p["toy"] == {"LJ13": "skipped: time budget", "LJ55": "skipped: time budget"}
+    assert [s["n"] for s in p["skipped"] if "stage" not in s] == list(scale.SMOKE_PROFILE["sizes"])
+    assert [s["n"] for s in p["skipped"] if s.get("stage") == "segment_sum"] == list(scale.SMOKE_PROFILE["segment_sum"]["sizes"])
     assert saved and saved[-1] is p
