@@ -1,12 +1,15 @@
-"""Paper 05 (4DGCPro) on one GPU: progressive decode (dequantise from the bitstream) + render per frame
-for l = 1..L on a synthetic 3-D Gaussian scene, and the Triton tile rasteriser against the strongest
-available peer (gsplat when importable, recorded as "not installed on this machine" otherwise; then the
-per-tile PyTorch splatter). See companion/gaussian_video/scale.py for what is measured.
+"""Paper 05 (4DGCPro) on one GPU: progressive decode + dequantise + render per frame for l = 1..L on a
+synthetic 3-D Gaussian scene, through the paper's H.264 path (x264 via PyAV, FFmpeg decode) and a zlib
+bitstream for comparison, and the Triton tile rasteriser against gsplat (timed first: ``rasterization`` end
+to end and ``rasterize_to_pixels`` alone, then ours on the same projected inputs and tile lists; mean and
+max absolute pixel difference) and the per-tile PyTorch splatter. A gsplat that cannot load or fails is
+recorded in the JSON and the run goes on. See companion/gaussian_video/scale.py for what is measured.
 
-    PYTHONPATH=. python benchmarks/gaussian_video_decode.py            # H200: well under 150 s; writes benchmarks/results/gaussian_video_decode.json
-    PYTHONPATH=. python benchmarks/gaussian_video_decode.py --smoke    # CPU: tiny scene, Triton interpreter, writes to a temp folder
+    PYTHONPATH=. python benchmarks/gaussian_video_decode.py            # H200: about a minute; writes benchmarks/results/gaussian_video_decode.json
+    COMPANION_GSPLAT_SO=/path/to/gsplat_cuda.so PYTHONPATH=. python benchmarks/gaussian_video_decode.py   # with a prebuilt gsplat extension
+    PYTHONPATH=. python benchmarks/gaussian_video_decode.py --smoke    # CPU: tiny scene, Triton interpreter, gsplat recorded as unavailable; writes to a temp folder
 
-Needs torch, numpy, triton; not plotly.
+Needs torch, numpy, triton, av (PyAV with libx264); gsplat optional; not plotly.
 """
 
 from __future__ import annotations

@@ -22,23 +22,28 @@ add over layers exactly. The motion grid counts in the header; there are no MLP 
 analogue's motion model is the grid itself). Decoding is bit-exact: :func:`decode_frame` returns the same float32 tensors as
 the encoder's own dequantisation.
 
-:func:`encode_h264` is the paper's codec path; it needs an ffmpeg binary with libx264 and raises
-:class:`H264Unavailable` otherwise.
+**The paper's codec path** (used by the GPU study, :mod:`companion.gaussian_video.scale`): per layer, each
+8-bit attribute channel of the layer's Gaussians is one image plane (:func:`attribute_frames`, a 16-bit
+position as two planes, high and low byte), video frame t holds the attributes at time t, and the planes
+go straight into x264 as yuv444p pictures (:func:`encode_h264`, through PyAV; :func:`decode_h264`). No RGB
+conversion, so qp 0 is lossless. As x264 applies "qp 20" to 4:4:4 input, the U and V planes (the 2nd
+and 3rd plane of each group of three) get qp + 4 (the stream's SEI, which lists every option, shows
+``chroma_qp_offset=4``) and I frames about qp − 3 (``ip_ratio`` 1.4). Without libx264 in PyAV,
+:class:`H264Unavailable`.
 """
 
 from __future__ import annotations
 
 import bisect
+import io
 import math
-import shutil
 import struct
-import subprocess
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from companion.core import ParameterError, check_float
+from companion.core import ParameterError, check_float, check_int
 from companion.gaussian_video.rate import kde_cdf
 from companion.gaussian_video.scene import ATTRIBUTES, Gaussians2D
 
@@ -350,41 +355,95 @@ def _split(data: bytes):
     return header, chunks
 
 
-# --- the paper's codec path ----------------------------------------------------------------------
+# --- the paper's codec path: attribute planes as H.264 video (PyAV + libx264) --------------------
+
+H264_OPTIONS = {"preset": "medium", "bf": "0", "refs": "3"}  # + "qp"; the paper's x264 settings
+
 
 class H264Unavailable(RuntimeError):
-    """No H.264 encoder on this machine."""
+    """This PyAV build has no libx264 encoder."""
 
 
 def h264_encoder() -> str | None:
-    """Path of an ffmpeg binary that lists libx264, or None."""
-    exe = shutil.which("ffmpeg")
-    if exe is None:
-        return None
+    """``"libx264"`` when PyAV (``av``) is importable and its FFmpeg has the libx264 encoder, else None."""
     try:
-        out = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
+        import av
+
+        av.codec.Codec("libx264", "w")
+    except (ImportError, ValueError):  # av.codec.codec.UnknownCodecError is a ValueError
         return None
-    return exe if "libx264" in out else None
+    return "libx264"
 
 
-def encode_h264(images: np.ndarray, qp: int = 20) -> bytes:
-    """The paper's attribute-image codec: ``images`` ``[T, H, W, 3]`` uint8 (each a flattened attribute
-    channel, three channels per image) coded with x264: I/P frames only (``-bf 0``), 3 references,
-    yuv444p, preset medium, constant qp. Raises :class:`H264Unavailable` without an H.264 encoder."""
-    exe = h264_encoder()
-    if exe is None:
-        raise H264Unavailable(
-            "the H.264 path needs an ffmpeg binary with libx264 on PATH (e.g. `apt-get install ffmpeg`); "
-            "none was found, so use the entropy-coded bitstream (encode_key / encode_inter) instead")
-    images = np.ascontiguousarray(images, dtype=np.uint8)
-    if images.ndim != 4 or images.shape[-1] != 3 or images.shape[1] % 2 or images.shape[2] % 2:
-        raise ParameterError("images", images.shape, "[T, H, W, 3] uint8 with even H and W")
-    T, H, W, _ = images.shape
-    cmd = [exe, "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{W}x{H}",
-           "-i", "-", "-c:v", "libx264", "-pix_fmt", "yuv444p", "-qp", str(qp), "-bf", "0", "-refs", "3",
-           "-preset", "medium", "-f", "h264", "-"]
-    res = subprocess.run(cmd, input=images.tobytes(), capture_output=True, timeout=600)
-    if res.returncode != 0:
-        raise RuntimeError(f"ffmpeg failed: {res.stderr.decode(errors='replace')[:500]}")
-    return res.stdout
+def plane_shape(n: int) -> tuple[int, int]:
+    """(height, width) of the image holding ``n`` Gaussians one per pixel, row-major: the smallest even
+    width ≥ √n and the smallest even height with height·width ≥ n (yuv444p needs no evenness, but x264's
+    macroblock padding is cheaper and every decoder accepts even sizes)."""
+    n = check_int("n", n, lo=1)
+    side = math.isqrt(n - 1) + 1  # ⌈√n⌉
+    w = side + side % 2
+    h = -(-n // w)
+    return h + h % 2, w
+
+
+def attribute_frames(sym: np.ndarray) -> np.ndarray:
+    """Lay out 8-bit attribute symbols ``[T, N, C]`` (time, Gaussians, channels) as yuv444p video frames
+    ``[T, 3, h, w·⌈C/3⌉]``: channel c is plane c mod 3 of tile c // 3 (tiles side by side), Gaussian i
+    at pixel (i // w, i mod w) of its tile, (h, w) = :func:`plane_shape` (N), padding 0. Frame t holds the
+    attributes at time t, so x264's P frames predict each plane from the same plane at t − 1."""
+    if not isinstance(sym, np.ndarray) or sym.dtype != np.uint8 or sym.ndim != 3:
+        raise TypeError(f"sym must be a uint8 array [T, N, C], got {type(sym).__name__} "
+                        f"{getattr(sym, 'dtype', '')} {getattr(sym, 'shape', '')}")
+    T, n, C = sym.shape
+    h, w = plane_shape(n)
+    tiles = -(-C // 3)
+    planes = np.zeros((T, 3 * tiles, h * w), dtype=np.uint8)
+    planes[:, :C, :n] = sym.transpose(0, 2, 1)
+    return np.ascontiguousarray(planes.reshape(T, tiles, 3, h, w).transpose(0, 2, 3, 1, 4).reshape(T, 3, h, tiles * w))
+
+
+def attribute_symbols(frames: np.ndarray, n: int, channels: int) -> np.ndarray:
+    """The inverse of :func:`attribute_frames`: ``[T, n, channels]`` uint8."""
+    T = frames.shape[0]
+    h, w = plane_shape(n)
+    tiles = -(-channels // 3)
+    planes = frames.reshape(T, 3, h, tiles, w).transpose(0, 3, 1, 2, 4).reshape(T, 3 * tiles, h * w)
+    return np.ascontiguousarray(planes[:, :channels, :n].transpose(0, 2, 1))
+
+
+def encode_h264(frames: np.ndarray, qp: int = 20) -> bytes:
+    """The paper's attribute-image codec: ``frames`` ``[T, 3, H, W]`` uint8 (H, W even), each frame's three
+    planes fed to x264 as the Y, U, V planes of a yuv444p picture (no colour conversion, so qp = 0 is
+    lossless), I and P frames only (no B frames), 3 reference frames, preset medium, constant ``qp``.
+    Returns the H.264 Annex-B stream; its length is the exact byte count. Raises :class:`H264Unavailable`
+    when PyAV has no libx264."""
+    qp = check_int("qp", qp, lo=0, hi=51)
+    if not isinstance(frames, np.ndarray) or frames.dtype != np.uint8:
+        raise TypeError(f"frames must be a uint8 numpy array, got {type(frames).__name__} {getattr(frames, 'dtype', '')}")
+    if frames.ndim != 4 or frames.shape[1] != 3 or frames.shape[0] < 1:
+        raise ValueError(f"frames must have shape [T >= 1, 3, H, W] (three planes per frame), got {frames.shape}")
+    T, _, H, W = frames.shape
+    if H % 2 or W % 2 or H < 2 or W < 2:
+        raise ValueError(f"frames must have even height and width >= 2, got H={H}, W={W} (see plane_shape)")
+    if h264_encoder() is None:
+        raise H264Unavailable("this PyAV build has no libx264 encoder (install the `av` wheel from PyPI, which "
+                              "bundles it); use the entropy-coded bitstream (encode_key / encode_inter) instead")
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="h264") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = W, H, "yuv444p"
+        stream.options = {**H264_OPTIONS, "qp": str(qp)}
+        for t in range(T):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frames[t]), format="yuv444p")))
+        out.mux(stream.encode())
+    return buf.getvalue()
+
+
+def decode_h264(data: bytes) -> np.ndarray:
+    """The planes ``[T, 3, H, W]`` uint8 of an :func:`encode_h264` stream (FFmpeg's H.264 decoder)."""
+    import av
+
+    with av.open(io.BytesIO(data), "r", format="h264") as src:
+        return np.stack([f.to_ndarray(format="yuv444p") for f in src.decode(video=0)])

@@ -8,9 +8,10 @@ opacity α_i and colour c_i, and a pixel is composited front to back over the de
 
 with μ'_i, Σ'_i the 2-D projection. The transmittance Π_{j<i}(1 − α'_j) is computed as
 ``exp(exclusive_cumsum(log1p(−α')))``. As in 3DGS, α' is clamped to ``ALPHA_MAX`` = 0.99 and contributions
-below ``ALPHA_MIN`` = 1/255 are dropped (the same rule as the Triton tile rasteriser in
-``kernels/gaussian_splat``, which needs it to cull Gaussians per tile exactly). Deviation: 3DGS also stops
-a pixel once its transmittance falls below 1e-4; we never stop early, so the dense render is exact.
+below ``ALPHA_MIN`` = 1/255 are dropped. Deviation: 3DGS also stops a pixel once its transmittance falls
+below 1e-4; this differentiable splatter never stops early, so its render is exact and smooth in the
+parameters. The Triton tile rasteriser of the GPU study (``kernels/gaussian_splat``) follows gsplat
+instead (α' ≤ 0.999, the 1e-4 stop), so that it can be checked against gsplat pixel for pixel.
 
 * :func:`conics` — the inverse 2-D covariance (a, b, c) of Σ' = [[A, B], [B, C]];
 * :func:`splat` — the dense differentiable render of projected Gaussians, optionally with several
@@ -128,21 +129,29 @@ def covariance_3d(quats: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 
 def project_ewa(means: torch.Tensor, cov3d: torch.Tensor, viewmat: torch.Tensor, K: torch.Tensor,
-                blur: float = 0.3):
+                blur: float = 0.3, image_size: tuple[int, int] | None = None):
     """EWA splatting (Zwicker et al.; 3DGS Eq. 5): camera-space t = W μ + w, μ' = (f_x t_x/t_z + c_x,
     f_y t_y/t_z + c_y), Σ' = J W Σ Wᵀ Jᵀ + blur·I with J the Jacobian of the perspective map at t.
 
     ``viewmat`` ``[4, 4]`` world→camera, ``K`` ``[3, 3]``. Returns (means2d ``[N, 2]``, cov2d ``[N, 2, 2]``,
-    depths ``[N]``). The 0.3-pixel blur is 3DGS's anti-aliasing dilation.
+    depths ``[N]``). The 0.3-pixel blur is 3DGS's anti-aliasing dilation (gsplat's ``eps2d``, no opacity
+    compensation). With ``image_size`` = (width, height), J is taken at t_x/t_z and t_y/t_z clamped to the
+    image's field of view plus 30 % of its half-width, as 3DGS and gsplat (``persp_proj``) do, which keeps
+    Gaussians far outside the view from smearing into it.
     """
     W, w = viewmat[:3, :3], viewmat[:3, 3]
     t = means @ W.T + w
     tz = t[:, 2].clamp(min=1e-6)
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
     m2 = torch.stack([fx * t[:, 0] / tz + cx, fy * t[:, 1] / tz + cy], -1)
+    jx, jy = t[:, 0] / tz, t[:, 1] / tz
+    if image_size is not None:
+        width, height = image_size
+        jx = torch.minimum(torch.maximum(jx, -(cx / fx + 0.15 * width / fx)), (width - cx) / fx + 0.15 * width / fx)
+        jy = torch.minimum(torch.maximum(jy, -(cy / fy + 0.15 * height / fy)), (height - cy) / fy + 0.15 * height / fy)
     zeros = torch.zeros_like(tz)
-    J = torch.stack([torch.stack([fx / tz, zeros, -fx * t[:, 0] / tz ** 2], -1),
-                     torch.stack([zeros, fy / tz, -fy * t[:, 1] / tz ** 2], -1)], -2)  # [N, 2, 3]
+    J = torch.stack([torch.stack([fx / tz, zeros, -fx * jx / tz], -1),
+                     torch.stack([zeros, fy / tz, -fy * jy / tz], -1)], -2)  # [N, 2, 3]
     JW = J @ W
     cov2 = JW @ cov3d @ JW.transpose(1, 2)
     cov2 = cov2 + blur * torch.eye(2, dtype=cov2.dtype, device=cov2.device)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..dispatch import IMPLS, check_impl, check_int, check_same, check_tensor, resolve_impl  # noqa: F401 (IMPLS re-exported)
@@ -12,33 +14,59 @@ TILE = 16
 _OP = "gaussian_splat"
 
 
-def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
-              depths: torch.Tensor, height: int, width: int, *, background: float = 0.0, impl: str = "auto",
-              block_g: int = 32) -> torch.Tensor:
-    """``[H, W, 3]`` float32 render of N projected Gaussians (means ``[N, 2]`` in pixels, conics ``[N, 3]`` =
-    (a, b, c) of Σ'⁻¹, opacities ``[N]``, colours ``[N, 3]``, depths ``[N]``)."""
-    check_impl(impl, op=_OP)
+def _check_projected(means2d, conics, opacities, colors, height, width, block_g, extra):
     check_int("height", height, op=_OP, low=1)
     check_int("width", width, op=_OP, low=1)
     check_int("block_g", block_g, op=_OP, low=16, high=256)
     check_tensor("means2d", means2d, op=_OP, dim=2, layout="[N, 2]", dtypes=(torch.float32,))
     n = means2d.shape[0]
     for name, t, shape in (("conics", conics, (n, 3)), ("opacities", opacities, (n,)), ("colors", colors, (n, 3)),
-                           ("depths", depths, (n,))):
+                           *extra):
         check_tensor(name, t, op=_OP, dtypes=(torch.float32,))
         if tuple(t.shape) != shape:
             raise ValueError(f"{_OP}: {name} must have shape {shape} for N={n} Gaussians, got {tuple(t.shape)}")
     if means2d.shape[1] != 2:
         raise ValueError(f"{_OP}: means2d must be [N, 2], got {tuple(means2d.shape)}")
-    check_same("means2d", means2d, {"conics": conics, "opacities": opacities, "colors": colors, "depths": depths}, op=_OP)
+    check_same("means2d", means2d, {"conics": conics, "opacities": opacities, "colors": colors,
+                                    **{name: t for name, t, _ in extra}}, op=_OP)
     if block_g & (block_g - 1):
         raise ValueError(f"{_OP}: block_g={block_g} must be a power of two")
-    impl = resolve_impl(impl, means2d.device, op=_OP)
+
+
+def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
+              depths: torch.Tensor, height: int, width: int, *, background: float = 0.0, impl: str = "auto",
+              block_g: int = 32) -> torch.Tensor:
+    """``[H, W, 3]`` float32 render of N projected Gaussians (means ``[N, 2]`` in pixels, conics ``[N, 3]`` =
+    (a, b, c) of Σ'⁻¹, opacities ``[N]``, colours ``[N, 3]``, depths ``[N]``): tile binning, then
+    :func:`rasterize_binned`."""
+    check_impl(impl, op=_OP)
+    _check_projected(means2d, conics, opacities, colors, height, width, block_g, (("depths", depths, (means2d.shape[0],)),))
     offsets, ids = bin_gaussians(means2d, conics, opacities, depths, height, width, TILE)
+    return rasterize_binned(means2d, conics, opacities, colors, offsets, ids, height, width, background=background,
+                            impl=impl, block_g=block_g)
+
+
+def rasterize_binned(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
+                     offsets: torch.Tensor, ids: torch.Tensor, height: int, width: int, *, background: float = 0.0,
+                     impl: str = "auto", block_g: int = 32) -> torch.Tensor:
+    """The same render from given 16 × 16 tile lists: tile k (row-major) composites
+    ``ids[offsets[k]:offsets[k+1]]`` in that order (front to back). ``offsets`` int32 ``[n_tiles + 1]``,
+    ``ids`` int32 ``[M]`` indices into the N Gaussians; :func:`.binning.bin_gaussians` makes them, and so
+    does gsplat (``isect_offset_encode`` with the total count appended, ``flatten_ids``)."""
+    check_impl(impl, op=_OP)
+    _check_projected(means2d, conics, opacities, colors, height, width, block_g, ())
+    n_tiles = math.ceil(height / TILE) * math.ceil(width / TILE)
+    for name, t, n in (("offsets", offsets, n_tiles + 1), ("ids", ids, None)):
+        check_tensor(name, t, op=_OP, dim=1, layout="1-D", dtypes=(torch.int32,))
+        if n is not None and t.shape[0] != n:
+            raise ValueError(f"{_OP}: offsets must have n_tiles + 1 = {n} entries for a {height} x {width} image, "
+                             f"got {t.shape[0]}")
+    check_same("means2d", means2d, {"offsets": offsets, "ids": ids}, op=_OP, dtype=False)
+    impl = resolve_impl(impl, means2d.device, op=_OP)
     if impl == "reference":
         return reference.rasterize_tiles_torch(means2d, conics, opacities, colors, offsets, ids, height, width,
                                                TILE, background)
     from .triton import rasterize_triton
 
     return rasterize_triton(means2d.contiguous(), conics.contiguous(), opacities.contiguous(), colors.contiguous(),
-                            offsets, ids, height, width, TILE, background, block_g=block_g)
+                            offsets.contiguous(), ids.contiguous(), height, width, TILE, background, block_g=block_g)

@@ -4,6 +4,10 @@
   (small images only);
 * :func:`rasterize_tiles_torch` — the same per 16 × 16 tile over the binned lists, padded to the longest
   list and processed in chunks of tiles (the PyTorch splatter used at GPU scale).
+
+gsplat's conventions (``RasterizeToPixels3DGSFwd.cu``): α' = min(0.999, o·exp(−σ)), σ = ½ dᵀ Σ'⁻¹ d at the
+pixel centre (column + ½, row + ½); α' < 1/255 skipped; a pixel stops before the first Gaussian that would
+take its transmittance to ≤ 1e-4 (that Gaussian and all later ones are left out); colour + T·background.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import math
 
 import torch
 
-ALPHA_MAX = 0.99
+ALPHA_MAX = 0.999
+T_EPS = 1e-4  # gsplat: stop before next_T = T·(1 − α') ≤ T_EPS
 
 
 def _alpha(px, py, mx, my, ca, cb, cc, o, alpha_min):
@@ -20,6 +25,16 @@ def _alpha(px, py, mx, my, ca, cb, cc, o, alpha_min):
     power = (-0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy).clamp(max=0.0)
     a = (o * torch.exp(power)).clamp(max=ALPHA_MAX)
     return torch.where(a < alpha_min, torch.zeros_like(a), a)
+
+
+def _composite(a, col, background):
+    """Front to back along the last axis of α' ``[..., K]``, with gsplat's early stop: Gaussian k counts
+    while T_k·(1 − α'_k) > T_EPS (a prefix, since T only falls)."""
+    keep = torch.exp(torch.cumsum(torch.log1p(-a), -1)) > T_EPS
+    a = a * keep.to(a.dtype)
+    log1m = torch.log1p(-a)
+    log_t = torch.cumsum(log1m, -1)
+    return (a * torch.exp(log_t - log1m)) @ col + background * torch.exp(log_t[..., -1:])
 
 
 def rasterize_dense(means2d, conics, opacities, colors, depths, height, width, background=0.0,
@@ -30,10 +45,7 @@ def rasterize_dense(means2d, conics, opacities, colors, depths, height, width, b
                             torch.arange(width, device=m.device, dtype=m.dtype) + 0.5, indexing="ij")
     px, py = xs.reshape(-1, 1), ys.reshape(-1, 1)
     a = _alpha(px, py, m[None, :, 0], m[None, :, 1], c[None, :, 0], c[None, :, 1], c[None, :, 2], o[None], alpha_min)
-    log1m = torch.log1p(-a)
-    log_t = torch.cumsum(log1m, -1)
-    img = (a * torch.exp(log_t - log1m)) @ col + background * torch.exp(log_t[:, -1:])
-    return img.reshape(height, width, 3)
+    return _composite(a, col, background).reshape(height, width, 3)
 
 
 def rasterize_tiles_torch(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16,
@@ -58,10 +70,7 @@ def rasterize_tiles_torch(means2d, conics, opacities, colors, offsets, ids, heig
         m, c, o, col = means2d[gid], conics[gid], opacities[gid], colors[gid]  # [B, K, ...]
         a = _alpha(px[:, :, None], py[:, :, None], m[:, None, :, 0], m[:, None, :, 1], c[:, None, :, 0],
                    c[:, None, :, 1], c[:, None, :, 2], o[:, None, :], alpha_min)
-        a = a * valid[:, None, :].to(dt)
-        log1m = torch.log1p(-a)
-        log_t = torch.cumsum(log1m, -1)
-        img = (a * torch.exp(log_t - log1m)) @ col + background * torch.exp(log_t[..., -1:])  # [B, 256, 3]
+        img = _composite(a * valid[:, None, :].to(dt), col, background)  # [B, 256, 3]
         parts.append(img.reshape(t1 - t0, tile, tile, 3))
     out = torch.cat(parts).reshape(ty_n, tx_n, tile, tile, 3).permute(0, 2, 1, 3, 4)
     return out.reshape(ty_n * tile, tx_n * tile, 3)[:height, :width]

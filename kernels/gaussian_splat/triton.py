@@ -3,7 +3,9 @@
 Within a chunk the α' of the tile's 256 pixels against BLOCK_G Gaussians form a [256, BLOCK_G] block;
 the transmittance inside the chunk is an exclusive cumulative sum of log(1 − α') along the Gaussians,
 and the running transmittance T carries across chunks, so the compositing is exactly front to back.
-No early termination (unlike 3DGS at T < 1e-4), so it matches the dense PyTorch oracle.
+gsplat's rules (see :mod:`.reference`): α' ≤ 0.999, α' < 1/255 skipped, and a pixel keeps Gaussian k only
+while T·(1 − α'_k) > 1e-4 (a prefix of the list, so the kept weights need no second cumsum). Unlike
+gsplat, a tile does not leave its loop early once all its pixels are done (it reads the rest of its list).
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ def _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_p
     dy = fy[:, None] - my[None, :]
     power = -0.5 * (ca[None, :] * dx * dx + cc[None, :] * dy * dy) - cb[None, :] * dx * dy
     power = tl.minimum(power, 0.0)
-    a = tl.minimum(o[None, :] * tl.exp(power), 0.99)
+    a = tl.minimum(o[None, :] * tl.exp(power), 0.999)
     a = tl.where((a < alpha_min) | (valid[None, :] == 0), 0.0, a)
     lg = tl.log(1.0 - a)
     incl = tl.cumsum(lg, axis=1)
+    keep = T[:, None] * tl.exp(incl) > 1e-4  # gsplat: stop before next_T <= 1e-4
+    a = tl.where(keep, a, 0.0)
+    lg = tl.where(keep, lg, 0.0)
     w = a * tl.exp(incl - lg) * T[:, None]
     acc_r += tl.sum(w * cr[None, :], axis=1)
     acc_g += tl.sum(w * cg[None, :], axis=1)

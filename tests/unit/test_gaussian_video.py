@@ -1,6 +1,7 @@
 """companion.gaussian_video: known truths of the splatter, Ψ layering, rates, coder, bitstream, BD
 metrics, grouping, the pipeline's bit-exact decoder, and the explorer without a browser."""
 
+import io
 import math
 
 import numpy as np
@@ -11,9 +12,10 @@ import torch
 from companion.core import ParameterError
 from companion.gaussian_video import PAPER
 from companion.gaussian_video.bd import bd_psnr, bd_rate
+from companion.gaussian_video import bitstream
 from companion.gaussian_video.bitstream import (
-    H264Unavailable, decode_inter, decode_key, encode_h264, encode_inter, encode_key, h264_encoder, rans_decode,
-    rans_encode)
+    H264Unavailable, attribute_frames, attribute_symbols, decode_h264, decode_inter, decode_key, encode_h264,
+    encode_inter, encode_key, h264_encoder, plane_shape, rans_decode, rans_encode)
 from companion.gaussian_video.pipeline import Config, decode_sequence, encode_sequence, global_shift, motion_groups
 from companion.gaussian_video.rate import empirical_entropy, gaussian_bits, kde_bits, noisy, silverman_bandwidth
 from companion.gaussian_video.scene import check_frames, init_gaussians, make_frames
@@ -157,11 +159,71 @@ def test_keyframe_and_inter_bitstream_round_trip():
         decode_key(enc, 5)
 
 
-def test_h264_path_raises_without_an_encoder():
-    if h264_encoder() is not None:
-        pytest.skip("an H.264 encoder is installed here")
+needs_x264 = pytest.mark.skipif(h264_encoder() is None, reason="this PyAV build has no libx264")
+
+
+def _attribute_video(T=5, n=300, C=17, seed=0):
+    """Smooth 8-bit attribute planes that drift over time (like sorted, moving Gaussians)."""
+    rng = np.random.default_rng(seed)
+    base = np.cumsum(rng.integers(-2, 3, (n, C)), 0) + 128
+    return np.clip(np.stack([base + t * rng.integers(-1, 2, (1, C)) for t in range(T)]), 0, 255).astype(np.uint8)
+
+
+def test_attribute_planes_layout():
+    assert [plane_shape(n) for n in (1, 4, 5, 17, 100, 16667)] == [(2, 2), (2, 2), (2, 4), (4, 6), (10, 10), (130, 130)]
+    sym = _attribute_video(T=2, n=17, C=5)
+    frames = attribute_frames(sym)
+    assert frames.shape == (2, 3, 4, 12)  # 5 channels: two tiles of three planes, 17 Gaussians in 4 x 6
+    assert frames[1, 1, 0, 6 + 3] == sym[1, 3, 4]  # channel 4 = plane 1 of tile 1; Gaussian 3 at (0, 3)
+    assert frames[0, 2, 3, 11] == 0  # padding
+    assert np.array_equal(attribute_symbols(frames, 17, 5), sym)
+    with pytest.raises(TypeError, match="uint8"):
+        attribute_frames(sym.astype(np.int16))
+    with pytest.raises(ParameterError, match="n="):
+        plane_shape(0)
+
+
+@needs_x264
+def test_h264_qp0_is_lossless_and_qp20_close():
+    frames = attribute_frames(_attribute_video())
+    assert np.array_equal(decode_h264(encode_h264(frames, qp=0)), frames)
+    data = encode_h264(frames)  # qp 20
+    err = np.abs(decode_h264(data).astype(int) - frames)
+    assert err.mean() < 2 and err.max() <= 20 and err.max() > 0  # lossy, bounded
+    assert len(data) < len(encode_h264(frames, qp=0))
+
+
+@needs_x264
+def test_h264_stream_has_the_paper_settings():
+    import av
+
+    data = encode_h264(attribute_frames(_attribute_video(T=6)), qp=20)
+    with av.open(io.BytesIO(data), "r", format="h264") as src:
+        types = [av.video.frame.PictureType(f.pict_type).name for f in src.decode(video=0)]
+    assert types[0] == "I" and set(types) <= {"I", "P"} and "P" in types and len(types) == 6
+    sei = data[data.index(b"options:"):].split(b"\x00")[0].decode()  # x264 writes its settings into the stream
+    for option in ("bframes=0", " ref=3", "rc=cqp", "qp=20", "subme=7"):  # subme 7 = preset medium
+        assert option in sei, option
+
+
+@needs_x264
+def test_h264_bad_input():
+    frames = attribute_frames(_attribute_video(T=2, n=16, C=3))
+    for qp in (-1, 52, 20.0):
+        with pytest.raises(ParameterError, match="qp"):
+            encode_h264(frames, qp=qp)
+    with pytest.raises(TypeError, match="uint8"):
+        encode_h264(frames.astype(np.float32))
+    with pytest.raises(ValueError, match="three planes"):
+        encode_h264(np.zeros((2, 4, 8, 8), dtype=np.uint8))
+    with pytest.raises(ValueError, match="even"):
+        encode_h264(np.zeros((2, 3, 7, 8), dtype=np.uint8))
+
+
+def test_h264_unavailable_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(bitstream, "h264_encoder", lambda: None)
     with pytest.raises(H264Unavailable, match="libx264"):
-        encode_h264(np.zeros((2, 8, 8, 3), dtype=np.uint8))
+        encode_h264(np.zeros((2, 3, 8, 8), dtype=np.uint8))
 
 
 def test_bd_metrics():

@@ -91,15 +91,66 @@ def _gpu(high_ms, low_ms, triton_ms=1.0, peer_ms=2.0):
 
 
 def test_gpu_rows_and_targets():
+    """The JSON of the first H200 run (zlib only, no gsplat) still gives its rows."""
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
     rt, ratio = C.REALTIME_MS, C.LOW_HIGH_RATIO
     rows = C.gpu_rows(_gpu(rt * 0.99, rt * 0.99 * ratio * 0.99))
     assert all(r.verdict == "recorded on GPU" for r in rows) and "(met)" in rows[0].measured
+    assert rows[0].measured.startswith("zlib")
     assert "(not met)" in C.gpu_rows(_gpu(rt * 1.01, 1.0))[0].measured
     assert "(not met)" in C.gpu_rows(_gpu(10.0, 10.0 * ratio * 1.01))[0].measured
     s = C.TRITON_MIN_SPEED
     assert f"{s}×" in C.gpu_rows(_gpu(10.0, 1.0, triton_ms=1.0, peer_ms=s * 1.01))[1].measured
     assert "H200" in rows[0].scale
+
+
+def _h264_gpu(high_ms, low_ms, gsplat=True, kernel_diff=1e-5, speed=1.0):
+    """A run with the H.264 path per layer and (optionally) the gsplat comparison."""
+    gpu = _gpu(1.0, 1.0)
+    for row, total in zip(gpu["per_layer"], (low_ms, high_ms)):
+        row.update({"h264_decode_ms": total / 2, "h264_dequant_ms": 0.0, "h264_render_ms": total / 2,
+                    "h264_total_ms": total, "h264_psnr_vs_unquantised": 20.0 + row["l"],
+                    "psnr_vs_unquantised": 30.0 + row["l"]})
+    gpu["h264"] = {"codec": "libx264", "lossless_qp0": {"psnr_vs_unquantised_all_layers": 55.5, "decode_ms_all_layers": 3.0}}
+    if gsplat:
+        gpu["rasterizer"].update({"gsplat": "gsplat 1.5.3", "gsplat_rasterization_ms": 4.0,
+                                  "gsplat_rasterize_to_pixels_ms": 2.0,
+                                  "triton_on_gsplat_lists_ms": 2.0 / speed, "triton_end_to_end_ms": 8.0,
+                                  "kernel_mean_abs_diff": kernel_diff, "kernel_max_abs_diff": 10 * kernel_diff,
+                                  "end_to_end_mean_abs_diff": 2e-5, "end_to_end_max_abs_diff": 1e-3})
+    return gpu
+
+
+def test_gpu_rows_with_h264_and_gsplat():
+    rt, ratio = C.REALTIME_MS, C.LOW_HIGH_RATIO
+    rows = C.gpu_rows(_h264_gpu(rt * 0.99, rt * 0.99 * ratio * 0.99))
+    assert len(rows) == 3 and all(r.verdict == "recorded on GPU" for r in rows)
+    assert rows[0].measured.startswith("H.264") and "(met)" in rows[0].measured
+    assert "PSNR l = 1..2: 21.0/22.0 dB" in rows[0].measured and "qp 0 (lossless): High 55.5 dB" in rows[0].measured
+    assert "zlib path for comparison: High 1.0 ms" in rows[0].measured
+    assert "(not met)" in C.gpu_rows(_h264_gpu(rt * 1.01, 1.0))[0].measured
+    assert "(not met)" in C.gpu_rows(_h264_gpu(10.0, 10.0 * ratio * 1.01))[0].measured
+    s = C.TRITON_MIN_SPEED
+    assert "(target ≥ 0.5×: met)" in C.gpu_rows(_h264_gpu(10.0, 1.0, speed=s * 1.01))[1].measured
+    assert "(target ≥ 0.5×: not met)" in C.gpu_rows(_h264_gpu(10.0, 1.0, speed=s * 0.99))[1].measured
+    assert "rasterize_to_pixels 2.00 ms" in rows[1].measured and "0.50×" in rows[1].measured  # end to end 4 vs 8 ms
+    d = C.GSPLAT_MAX_MEAN_ABS_DIFF
+    assert "(met)" in C.gpu_rows(_h264_gpu(10.0, 1.0, kernel_diff=d * 0.99))[2].measured
+    assert "(not met)" in C.gpu_rows(_h264_gpu(10.0, 1.0, kernel_diff=d * 1.01))[2].measured
+
+
+def test_gpu_rows_without_gsplat_or_h264():
+    gpu = _h264_gpu(10.0, 1.0, gsplat=False)
+    gpu["rasterizer"]["gsplat"] = "unavailable: gsplat has no CPU path: it needs a CUDA device"
+    rows = C.gpu_rows(gpu)
+    assert len(rows) == 2 and "PyTorch 2.00 ms" in rows[1].measured
+    assert "unavailable: gsplat has no CPU path" in rows[1].measured
+    gpu = _gpu(10.0, 1.0)
+    gpu["h264"] = "not available: this PyAV build has no libx264 encoder"
+    assert "H.264: not available" in C.gpu_rows(gpu)[0].measured
+    failed = _gpu(10.0, 1.0)
+    failed["rasterizer"] = {"gsplat": "failed: RuntimeError: boom"}
+    assert len(C.gpu_rows(failed)) == 1  # no timings of the rasterisers, the decode row stays
 
 
 @pytest.mark.parametrize("L", [2, 4, 8])
