@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out-dir", default=None, help="folder for gaussian_video_train3d.json (default benchmarks/results)")
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds (from the start of the ground-truth renders) after which no frame is added "
-                             "(default 170 on the GPU, none in --smoke)")
+                             "(default 300 on the GPU, none in --smoke)")
     parser.add_argument("--frames", type=int, default=None, help="override the number of frames")
     parser.add_argument("--workers", type=int, default=None, help="processes for the entropy coder (default: CPUs, at most 16)")
     args = parser.parse_args(argv)
@@ -51,7 +51,7 @@ def _run(args, argv) -> int:
         scene["n_frames"] = args.frames
     cfg = T.SMOKE_CONFIG if args.smoke else T.GPU_CONFIG
     workers = args.workers or (1 if args.smoke else T.default_workers())
-    deadline = args.deadline if args.deadline is not None else (None if args.smoke else 170.0)
+    deadline = args.deadline if args.deadline is not None else (None if args.smoke else 300.0)
     out_dir = args.out_dir or (tempfile.mkdtemp(prefix="gaussian_video_train3d_") if args.smoke else None)
     command = " ".join(["PYTHONPATH=. python benchmarks/gaussian_video_train3d.py", *(sys.argv[1:] if argv is None else argv)])
     log = lambda *a: print(*a, flush=True)  # noqa: E731
@@ -93,7 +93,7 @@ def _run(args, argv) -> int:
             "renderer_agreement": agreement, "deadline_s": deadline, "train_cameras": data["train"], "test_cameras": data["test"], "timing": timing}
 
     def save(seq):
-        return save_results("gaussian_video_train3d", {**base, **T.results(seq, data)}, out_dir=out_dir)
+        return save_results(T.RESULTS_NAME, {**base, **T.results(seq, data)}, out_dir=out_dir)
 
     seq = T.encode_sequence3d(data, cfg, backend, workers=workers,
                               deadline_s=None if deadline is None else deadline - (time.perf_counter() - t0),

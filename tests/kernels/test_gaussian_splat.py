@@ -169,7 +169,9 @@ def test_gpu_projected_scene_matches_per_tile_torch():
     args = project(g, views[0].cuda(), K.cuda(), 256)
     a = rasterize(*args, 256, 256, impl="triton")
     b = rasterize(*args, 256, 256, impl="reference")
-    assert (a - b).abs().mean() < 1e-5 and (a - b).abs().max() < 1e-3
+    # A Gaussian whose α' sits at the 1/255 cut-off can fall on either side of it in the two float32
+    # paths (exp differs in the last bits), which moves that pixel by at most α'·T·c < 1/255 per channel.
+    assert (a - b).abs().mean() < 1e-5 and (a - b).abs().max() < 1 / 255 + 1e-4
 
 
 @pytest.mark.gpu

@@ -162,3 +162,15 @@ def test_rows_follow_the_run_sizes(L):
     rows = C.claim_rows(key_study(L=L), g)
     assert all(r.verdict in VERDICTS for r in rows)
     assert f"L = {L}" in rows[0].scale and "one seed" in rows[1].scale
+
+
+def test_train3d_row_from_the_recorded_run_and_without_one():
+    from companion.gaussian_video.train3d import recorded
+
+    assert C.train3d_row(None).verdict == "not run here"
+    payload = recorded()
+    row = C.train3d_row(payload)
+    assert row.verdict == "recorded on GPU" and f"{payload['per_layer'][0]['psnr_test']:.2f} dB" in row.measured
+    assert C.train3d_row({**payload, "smoke": True}).verdict == "not run here"
+    flat = {**payload, "psnr_monotone_in_l": False}
+    assert "NOT monotone" in C.train3d_row(flat).measured

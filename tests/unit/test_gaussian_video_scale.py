@@ -108,3 +108,15 @@ def test_versus_gsplat_glue_on_the_cpu():
         assert out[key] > 0, key
     assert out["kernel_max_abs_diff"] < 1e-6 and out["end_to_end_max_abs_diff"] < 1e-5
     assert 0 <= out["kernel_mean_abs_diff"] <= out["kernel_max_abs_diff"]
+
+
+def test_scale_up_figures_from_the_recorded_runs():
+    from companion.gaussian_video.figures import decode_figure, train3d_figure
+    from companion.gaussian_video.scale import recorded
+    from companion.gaussian_video.train3d import recorded as recorded_train3d
+
+    gpu, train = recorded(), recorded_train3d()
+    names = {t.name for t in decode_figure(gpu).data}
+    assert "render (Triton)" in names and "H.264 decode + dequantise + render" in names
+    fig = train3d_figure(train)
+    assert len(fig.data[0].x) == len(train["per_layer"]) and len(fig.data[1].x) == train["n_frames_done"]

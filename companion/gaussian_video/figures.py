@@ -1,0 +1,58 @@
+"""Figures of paper 05's Scale-up section, from the recorded GPU runs (decode benchmark, 3-D training)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def decode_figure(gpu: dict) -> go.Figure:
+    """Decode + render per frame against the layers received (zlib chunks, and the H.264 path when the run
+    has it), and PSNR against the bytes of layers ≤ l."""
+    per = gpu["per_layer"]
+    ls = [p["l"] for p in per]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("decode + render per frame (ms)",
+                                                        "PSNR vs the unquantised render"))
+    fig.add_bar(x=ls, y=[p["decode_ms"] for p in per], name="zlib decode (inter-frame)", row=1, col=1)
+    fig.add_bar(x=ls, y=[p["render_ms"] for p in per], name="render (Triton)", row=1, col=1)
+    fig.add_scatter(x=[p["keyframe_mb"] + p["inter_mb"] for p in per], y=[p["psnr_vs_unquantised"] for p in per],
+                    mode="lines+markers", text=[f"l = {l}" for l in ls], name="zlib: keyframe + one inter-frame",
+                    row=1, col=2)
+    if all("h264_total_ms" in p for p in per):
+        fig.add_scatter(x=ls, y=[p["h264_total_ms"] for p in per], mode="lines+markers",
+                        name="H.264 decode + dequantise + render", row=1, col=1)
+        fig.add_scatter(x=[p["h264_mb_per_frame"] for p in per], y=[p["h264_psnr_vs_unquantised"] for p in per],
+                        mode="lines+markers", text=[f"l = {l}" for l in ls], name="H.264 (qp 20): MB per frame",
+                        row=1, col=2)
+    fig.update_xaxes(title_text="layers l", row=1, col=1)
+    fig.update_xaxes(title_text="MB, layers ≤ l", row=1, col=2)
+    fig.update_yaxes(title_text="PSNR (dB)", row=1, col=2)
+    sc = gpu.get("scene", {})
+    fig.update_layout(barmode="stack", height=380, title=f"Progressive decode of {sc.get('n_gaussians', '?')} Gaussians "
+                      f"at {sc.get('width', '?')}² ({gpu.get('device', '?')}, {gpu.get('date', '?')})")
+    return fig
+
+
+def train3d_figure(payload: dict) -> go.Figure:
+    """The trained 3-D model: held-out PSNR against MB per frame for each number of layers received, and the
+    bytes of every frame (keyframes marked) with the group boundaries."""
+    per = payload["per_layer"]
+    frames = payload["frames"]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
+                        subplot_titles=("held-out PSNR vs MB per frame (layers ≤ l)", "MB per frame (all layers)"))
+    fig.add_scatter(x=[p["mb_per_frame"] for p in per], y=[p["psnr_test"] for p in per], mode="lines+markers+text",
+                    text=[f"l = {p['l']}" for p in per], textposition="top left", name="layers ≤ l", row=1, col=1)
+    kinds = [f["kind"] for f in frames]
+    fig.add_bar(x=[f["t"] for f in frames], y=[f["bytes"][-1] / 1e6 for f in frames], name="frame bytes",
+                marker_color=["#D55E00" if k == "key" else "#0072B2" for k in kinds],
+                hovertext=[f"{k}, mean‖Δμ‖ {f['mean_dmu']}" for k, f in zip(kinds, frames)], row=1, col=2)
+    for t in payload["groups"]:
+        fig.add_vline(x=t - 0.5, line_dash="dot", line_color="#777777", row=1, col=2)
+    fig.update_xaxes(title_text="MB per frame", row=1, col=1)
+    fig.update_yaxes(title_text="PSNR (dB)", row=1, col=1)
+    fig.update_xaxes(title_text="frame t (orange: keyframe; dotted: group start)", row=1, col=2)
+    sc = payload["scene"]
+    fig.update_layout(height=380, showlegend=False,
+                      title=f"3-D training: {sc['n_cameras']} cameras at {sc['width']}², {payload['n_frames_done']} "
+                            f"frames ({payload.get('device', '?')}, {payload.get('date', '?')})")
+    return fig
