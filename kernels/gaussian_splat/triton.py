@@ -3,15 +3,16 @@
 Within a chunk the α' of the tile's 256 pixels against BLOCK_G Gaussians form a [256, BLOCK_G] block;
 the transmittance inside the chunk is an exclusive cumulative sum of log(1 − α') along the Gaussians,
 and the running transmittance T carries across chunks, so the compositing is exactly front to back.
-gsplat's rules (see :mod:`.reference`): α' ≤ 0.999, α' < 1/255 skipped, and a pixel keeps Gaussian k only
-while T·(1 − α'_k) > 1e-4 (a prefix of the list, so the kept weights need no second cumsum). Unlike
-gsplat, a tile does not leave its loop early once all its pixels are done (it reads the rest of its list).
+gsplat's rules (see :mod:`.reference`): α' ≤ 0.999, α' < 1/255 skipped, and a pixel stops at the first
+Gaussian that would take its transmittance to ≤ 1e-4 (that one and all later ones are left out). The stop
+is tracked by ``TA``, the transmittance over *every* Gaussian so far (the stopping one included): a pixel
+keeps Gaussian k while TA·(1 − α'_k) > 1e-4, a prefix of the whole list, so a pixel that stopped in one
+chunk stays stopped in the next. As in gsplat, a tile leaves its loop once all its pixels have stopped.
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -19,8 +20,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, alpha_min,
-           BLOCK_G: tl.constexpr):
+def _chunk(k, end, fx, fy, T, TA, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr,
+           alpha_min, BLOCK_G: tl.constexpr):
     """Composite Gaussians k..k+BLOCK_G−1 of the tile's list over its pixels (front to back)."""
     j = k + tl.arange(0, BLOCK_G)
     valid = j < end
@@ -42,7 +43,8 @@ def _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_p
     a = tl.where((a < alpha_min) | (valid[None, :] == 0), 0.0, a)
     lg = tl.log(1.0 - a)
     incl = tl.cumsum(lg, axis=1)
-    keep = T[:, None] * tl.exp(incl) > 1e-4  # gsplat: stop before next_T <= 1e-4
+    keep = TA[:, None] * tl.exp(incl) > 1e-4  # gsplat: stop before next_T <= 1e-4, for good
+    TA = TA * tl.exp(tl.sum(lg, axis=1))
     a = tl.where(keep, a, 0.0)
     lg = tl.where(keep, lg, 0.0)
     w = a * tl.exp(incl - lg) * T[:, None]
@@ -50,13 +52,13 @@ def _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_p
     acc_g += tl.sum(w * cg[None, :], axis=1)
     acc_b += tl.sum(w * cbl[None, :], axis=1)
     T = T * tl.exp(tl.sum(lg, axis=1))
-    return T, acc_r, acc_g, acc_b
+    return T, TA, acc_r, acc_g, acc_b
 
 
 @triton.jit
 def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr,
                       height, width, n_tiles_x, background, alpha_min,
-                      TILE: tl.constexpr, BLOCK_G: tl.constexpr, INTERPRET: tl.constexpr):
+                      TILE: tl.constexpr, BLOCK_G: tl.constexpr):
     pid = tl.program_id(0)
     ty = pid // n_tiles_x
     tx = pid % n_tiles_x
@@ -68,20 +70,15 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
     start = tl.load(offsets_ptr + pid)
     end = tl.load(offsets_ptr + pid + 1)
     T = tl.full([TILE * TILE], 1.0, tl.float32)
+    TA = tl.full([TILE * TILE], 1.0, tl.float32)
     acc_r = tl.zeros([TILE * TILE], tl.float32)
     acc_g = tl.zeros([TILE * TILE], tl.float32)
     acc_b = tl.zeros([TILE * TILE], tl.float32)
-    if INTERPRET:
-        # the CPU interpreter cannot use a loaded tensor as a range() bound: a while loop, same steps
-        k = start
-        while k < end:
-            T, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr,
-                                            colors_ptr, ids_ptr, alpha_min, BLOCK_G)
-            k += BLOCK_G
-    else:
-        for k in range(start, end, BLOCK_G):
-            T, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr,
-                                            colors_ptr, ids_ptr, alpha_min, BLOCK_G)
+    k = start
+    while (k < end) & (tl.max(TA, axis=0) > 1e-4):  # leave once every pixel of the tile has stopped
+        T, TA, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, TA, acc_r, acc_g, acc_b, means_ptr, conics_ptr,
+                                            opac_ptr, colors_ptr, ids_ptr, alpha_min, BLOCK_G)
+        k += BLOCK_G
     inside = (px < width) & (py < height)
     base = (py * width + px) * 3
     tl.store(out_ptr + base, acc_r + T * background, mask=inside)
@@ -97,6 +94,5 @@ def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, w
         out = torch.empty(height, width, 3, device=means2d.device, dtype=torch.float32)
     ids = ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=means2d.device)
     _rasterize_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, ids, offsets, out, height, width, tx_n,
-                                      float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g,
-                                      INTERPRET=os.environ.get("TRITON_INTERPRET", "0") in ("1", "true", "yes", "on"))
+                                      float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g)
     return out

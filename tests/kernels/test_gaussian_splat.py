@@ -104,6 +104,19 @@ def test_gsplat_compositing_rules(impl):
     assert img[8, 8].tolist() == pytest.approx([1.0, 0.001, 0.001], abs=1e-5)  # α' = 0.999, T = 0.001 > 1e-4
 
 
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_a_stopped_pixel_stays_stopped_in_later_chunks(impl):
+    """α' ≈ 0.5 takes T to 0.5¹³ ≈ 1.22e-4 after 13 Gaussians, so the 14th stops the pixel (gsplat's
+    ``done``). A faint Gaussian after the first chunk of 32 (α' = 0.01, T·(1 − α') > 1e-4 on its own) must
+    stay out; its colour 1e4 would add ≈ 0.012 if it slipped in."""
+    ops = [0.5] * 32 + [0.01]
+    cols = [[0.0, 0.0, 0.0]] * 32 + [[1e4, 1e4, 1e4]]
+    m, c, o, col, d = _stack(ops, cols)
+    img = rasterize(m, c, o, col, d, 16, 16, impl=impl, block_g=32)
+    ref = rasterize_dense(m.double(), c.double(), o.double(), col.double(), d.double(), 16, 16)
+    assert ref.abs().max() < 1e-9 and img.abs().max() < 1e-6
+
+
 def _gsplat_style_lists(m, c, o, d, h, w, tile=16):
     """Tile lists by gsplat's rule (ProjectionEWA3DGSFused + IntersectTile): radius = ⌈min(3.33,
     √(2 ln(255 o)))·√Σ'_xx⌉ (and y), tiles ⌊(μ − r)/16⌋ .. ⌈(μ + r)/16⌉ − 1, sorted by tile then depth."""
