@@ -35,7 +35,7 @@ def _check_projected(means2d, conics, opacities, colors, height, width, block_g,
 
 def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
               depths: torch.Tensor, height: int, width: int, *, background: float = 0.0, impl: str = "auto",
-              block_g: int = 32) -> torch.Tensor:
+              block_g: int = 16) -> torch.Tensor:
     """``[H, W, 3]`` float32 render of N projected Gaussians (means ``[N, 2]`` in pixels, conics ``[N, 3]`` =
     (a, b, c) of Σ'⁻¹, opacities ``[N]``, colours ``[N, 3]``, depths ``[N]``): tile binning, then
     :func:`rasterize_binned`."""
@@ -48,7 +48,7 @@ def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tens
 
 def rasterize_binned(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
                      offsets: torch.Tensor, ids: torch.Tensor, height: int, width: int, *, background: float = 0.0,
-                     impl: str = "auto", block_g: int = 32) -> torch.Tensor:
+                     impl: str = "auto", block_g: int = 16) -> torch.Tensor:
     """The same render from given 16 × 16 tile lists: tile k (row-major) composites
     ``ids[offsets[k]:offsets[k+1]]`` in that order (front to back). ``offsets`` int32 ``[n_tiles + 1]``,
     ``ids`` int32 ``[M]`` indices into the N Gaussians; :func:`.binning.bin_gaussians` makes them, and so
