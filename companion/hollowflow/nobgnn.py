@@ -39,8 +39,7 @@ import math
 import torch
 from torch import nn
 
-from companion.core import ParameterError
-from companion.core.validation import check_choice
+from companion.core import ParameterError, check_choice
 from companion_kernels.segment_sum import IMPLS, plan, segment_sum
 from companion.hollowflow.graph import HollowGraph, build_graph, check_coordinates, full_adjacency, knn_adjacency
 
