@@ -220,14 +220,14 @@ def encode_key(g: Gaussians2D, layer: torch.Tensor, L: int) -> tuple[EncodedFram
     return _assemble(bytes(header), chunks, "key"), dequantise_key(g)
 
 
-def decode_key(frame: EncodedFrame | bytes, upto: int | None = None):
-    """(Gaussians of layers ≤ upto in layer order, their layer index) from a keyframe's bytes."""
+def read_key_header(frame: EncodedFrame | bytes, upto: int | None = None):
+    """(header, chunks, per-layer counts, the checked layer count ``upto`` (all when None), the header
+    position after the counts) of a keyframe's bytes: the part every keyframe decoder shares."""
     data = frame.data if isinstance(frame, EncodedFrame) else frame
     header, chunks = _split(data)
     if header[:1] != b"K":
         raise ValueError("not a keyframe")
-    pos = 1
-    L, pos = _read_varint(header, pos)
+    L, pos = _read_varint(header, 1)
     counts = []
     for _ in range(L):
         n, pos = _read_varint(header, pos)
@@ -235,6 +235,12 @@ def decode_key(frame: EncodedFrame | bytes, upto: int | None = None):
     upto = L if upto is None else upto
     if not 1 <= upto <= min(L, len(chunks)):
         raise ParameterError("l", upto, f"a layer index in 1..{min(L, len(chunks))}")
+    return header, chunks, counts, upto, pos
+
+
+def decode_key(frame: EncodedFrame | bytes, upto: int | None = None):
+    """(Gaussians of layers ≤ upto in layer order, their layer index) from a keyframe's bytes."""
+    header, chunks, counts, upto, pos = read_key_header(frame, upto)
     cpos = [0] * upto
     out = {}
     for name, ch in ATTRIBUTES.items():

@@ -88,8 +88,8 @@ import torch.nn.functional as F
 
 from companion.core import ParameterError, check_choice, check_float, check_int, recorded_results
 from companion.gaussian_video.bitstream import (
-    EncodedFrame, _assemble, _code_column, _read_varint, _split, _varint, gaussian_freqs, kde_freqs, kde_levels,
-    key_dequantise, key_quantise, key_step, rans_decode, rans_encode)
+    KDE_LEVELS, EncodedFrame, _assemble, _code_column, _read_varint, _split, _varint, gaussian_freqs, kde_freqs, kde_levels,
+    key_dequantise, key_quantise, key_step, rans_decode, rans_encode, read_key_header)
 from companion.gaussian_video.gsplat_peer import load_gsplat
 from companion.gaussian_video.pipeline import motion_groups
 from companion.gaussian_video.rate import gaussian_bits, kde_bits
@@ -387,13 +387,8 @@ def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def grid_box(enc: EncodedFrame) -> tuple[list, torch.Tensor]:
     """(Gaussians per layer, the motion grid's box ``[2, 3]``) from a keyframe's header: the box is the
     quantiser's min/max of the centres, padded by 25 % per side, so a client holding any layers has it."""
-    header, _ = _split(enc.data)
-    L, pos = _read_varint(header, 1)
-    counts = []
-    for _ in range(L):
-        n, pos = _read_varint(header, pos)
-        counts.append(n)
-    lohi = torch.tensor([struct.unpack_from("<ff", header, pos + 40 * c) for c in range(3)]).T  # [2, 3]
+    header, _, counts, _, pos = read_key_header(enc)
+    lohi = torch.tensor([struct.unpack_from("<ff", header, pos + (8 + KDE_LEVELS) * c) for c in range(3)]).T  # [2, 3]
     pad = 0.25 * (lohi[1] - lohi[0]).clamp(min=1e-3)
     return counts, torch.stack([lohi[0] - pad, lohi[1] + pad])
 
@@ -544,25 +539,14 @@ def encode_key(p: dict, layer: torch.Tensor, L: int, workers: int = 1) -> tuple[
 
 def decode_key(frame: EncodedFrame | bytes, upto: int | None = None, workers: int = 1) -> tuple[dict, torch.Tensor]:
     """(parameters of layers ≤ upto, their layer index) from a keyframe's bytes."""
-    data = frame.data if isinstance(frame, EncodedFrame) else frame
-    header, chunks = _split(data)
-    if header[:1] != b"K":
-        raise ValueError("not a keyframe")
-    L, pos = _read_varint(header, 1)
-    counts = []
-    for _ in range(L):
-        n, pos = _read_varint(header, pos)
-        counts.append(n)
-    upto = L if upto is None else upto
-    if not 1 <= upto <= min(L, len(chunks)):
-        raise ParameterError("l", upto, f"a layer index in 1..{min(L, len(chunks))}")
+    header, chunks, counts, upto, pos = read_key_header(frame, upto)
     cpos, jobs, raws, meta = [0] * upto, [], [], []
     for name, ch in ATTRIBUTES.items():
         bits = KEY_BITS.get(name, 8)
         for _ in range(ch):
             lo, hi = struct.unpack_from("<ff", header, pos)
-            freqs = kde_freqs(header[pos + 8:pos + 8 + 32])
-            pos += 8 + 32
+            freqs = kde_freqs(header[pos + 8:pos + 8 + KDE_LEVELS])
+            pos += 8 + KDE_LEVELS
             meta.append((name, lo, hi, bits))
             for l in range(upto):
                 n_bytes, q = _read_varint(chunks[l], cpos[l])
