@@ -4,13 +4,14 @@
 Nothing here imports plotly or ipywidgets, so benchmark scripts can use it on a bare GPU machine.
 """
 
-from companion.core.claims import VERDICTS, Claim, Claims
+from companion.core.claims import Claim, Claims
 from companion.core.paper import Paper
 from companion.core.paths import repo_path
 from companion.core.profiles import PROFILES, check_common, device_for, resolve_profile, seed_everything
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
+from companion.core.verdicts import MIN_SEEDS, VERDICTS, Judgement, judge, not_run
 from companion.core.validation import (
     ParameterError,
     check_bool,
@@ -24,6 +25,8 @@ __all__ = [
     "VERDICTS",
     "Claim",
     "Claims",
+    "Judgement",
+    "MIN_SEEDS",
     "Paper",
     "PROFILES",
     "ParameterError",
@@ -35,7 +38,9 @@ __all__ = [
     "check_int",
     "check_str",
     "device_for",
+    "judge",
     "limit_threads",
+    "not_run",
     "record",
     "recorded_results",
     "repo_path",

@@ -1,11 +1,15 @@
 """The claims recorder: what the paper says beside what this run measured.
 
-A notebook records each headline result once, in its Reproduce section::
+A paper's ``claims.py`` builds each row from the run's measurements; its verdict and evidence come
+from :func:`companion.core.verdicts.judge`, the one rule for every verdict::
 
-    claims = Claims("18_rtcfr")
-    claims.add(claim="last iterate converges", paper="NashConv < 1e-6 on Kuhn",
-               measured=f"{nc:.1e} after 500 iterations", scale="Kuhn poker, CPU",
-               verdict="reproduced")
+    Claim("last iterate converges", "NashConv < 1e-6 on Kuhn", f"{nc:.1e} after 500 iterations",
+          "Kuhn poker, CPU", judge(nc, 1e-6, kind="exact"))
+
+and the notebook records them in its Reproduce section::
+
+    claims = Claims(PAPER.notebook)
+    claims.extend(claim_rows(results))
     claims.table()
 
 When the batch runner (``make run`` / ``make test``) executes the notebook it sets
@@ -16,30 +20,45 @@ the runner can collect the claims even if a later cell fails. Interactively noth
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from companion.core.atomic import write_json_atomic
-from companion.core.validation import check_choice, check_str
+from companion.core.validation import check_str
+from companion.core.verdicts import Judgement
 
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "recorded on GPU", "not run here")
 CLAIMS_DIR_ENV = "COMPANION_CLAIMS_DIR"
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of a claims table: what the paper says beside what this run measured, at what scale."""
+    """One row of a claims table: what the paper says beside what this run measured, at what scale, and
+    the :class:`~companion.core.verdicts.Judgement` (verdict and evidence) that ``judge`` gave it."""
 
     claim: str
     paper: str
     measured: str
     scale: str
-    verdict: str
+    judgement: Judgement
 
     def __post_init__(self):
         for name in ("claim", "paper", "measured", "scale"):
             check_str(name, getattr(self, name))
-        check_choice("verdict", self.verdict, VERDICTS)
+        if not isinstance(self.judgement, Judgement):
+            raise TypeError(f"judgement must come from companion.core.judge or not_run, got {self.judgement!r}")
+
+    @property
+    def verdict(self) -> str:
+        return self.judgement.verdict
+
+    @property
+    def evidence(self) -> str:
+        return self.judgement.evidence
+
+    def as_dict(self) -> dict:
+        """The row as the claims JSON, the run index and the sweep report store it."""
+        return {"claim": self.claim, "paper": self.paper, "measured": self.measured, "scale": self.scale,
+                "verdict": self.verdict, "evidence": self.evidence}
 
 
 class Claims:
@@ -49,20 +68,14 @@ class Claims:
         self.notebook = check_str("notebook", notebook)
         self.items: list[Claim] = []
 
-    def add(self, *, claim: str, paper: str, measured: str, scale: str, verdict: str) -> Claim:
-        for name, value in (("claim", claim), ("paper", paper), ("measured", measured), ("scale", scale)):
-            check_str(name, value)
-        item = Claim(claim, paper, measured, scale, check_choice("verdict", verdict, VERDICTS))
-        self.items.append(item)
-        self._write()
-        return item
-
     def extend(self, rows) -> "Claims":
         """Record the :class:`Claim` rows a paper's ``claims.claim_rows(...)`` built; returns self."""
+        rows = list(rows)
         for row in rows:
             if not isinstance(row, Claim):
                 raise TypeError(f"claim rows must be Claim objects, got {type(row).__name__}")
-            self.add(claim=row.claim, paper=row.paper, measured=row.measured, scale=row.scale, verdict=row.verdict)
+        self.items.extend(rows)
+        self._write()
         return self
 
     @property
@@ -72,7 +85,7 @@ class Claims:
 
     def _write(self) -> None:
         if self.path is not None:
-            write_json_atomic(self.path, {"notebook": self.notebook, "claims": [asdict(c) for c in self.items]})
+            write_json_atomic(self.path, {"notebook": self.notebook, "claims": [c.as_dict() for c in self.items]})
 
     def table(self):
         """The claims as a pandas DataFrame (what the notebook shows in its Reproduce section).
@@ -85,7 +98,7 @@ class Claims:
         import pandas as pd
 
         colours = {"reproduced": "#d8f0e0", "partly reproduced": "#fdf0c8", "not reproduced": "#f8d7d3",
-                   "recorded on GPU": "#dce9f7", "not run here": "#ececec"}
+                   "inconclusive": "#dce9f7", "not run here": "#ececec"}
 
         class ClaimsTable(pd.DataFrame):
             @property
@@ -109,5 +122,6 @@ class Claims:
                         "border-bottom:1px solid #ddd}</style>"
                         f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
 
-        frame = pd.DataFrame([asdict(c) for c in self.items], columns=list(Claim.__dataclass_fields__))
+        frame = pd.DataFrame([c.as_dict() for c in self.items],
+                             columns=["claim", "paper", "measured", "scale", "verdict", "evidence"])
         return ClaimsTable(frame.rename(columns={"paper": "paper says", "measured": "measured here"}))

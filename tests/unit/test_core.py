@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from companion.core import (
-    VERDICTS,
+    Claim,
     Claims,
     ParameterError,
     Timer,
@@ -16,6 +16,8 @@ from companion.core import (
     check_float,
     check_int,
     check_str,
+    judge,
+    not_run,
     resolve_profile,
     save_results,
     seed_everything,
@@ -74,21 +76,26 @@ def test_seeding_is_reproducible():
 def test_claims_written_atomically_under_the_runner(tmp_path, monkeypatch):
     monkeypatch.setenv(CLAIMS_DIR_ENV, str(tmp_path))
     claims = Claims("99_demo")
-    claims.add(claim="c", paper="p", measured="m", scale="s", verdict="reproduced")
-    claims.add(claim="c2", paper="p2", measured="m2", scale="s2", verdict="not reproduced")
+    claims.extend([Claim("c", "p", "m", "s", judge(1e-12, 1e-9, kind="exact")),
+                   Claim("c2", "p2", "m2", "s2", judge([0.9, 1.1, 1.0], 2.0, direction="higher"))])
     data = json.loads((tmp_path / "99_demo.claims.json").read_text())
-    assert [c["claim"] for c in data["claims"]] == ["c", "c2"]
+    assert [(c["claim"], c["verdict"]) for c in data["claims"]] == [("c", "reproduced"), ("c2", "not reproduced")]
+    assert data["claims"][1]["evidence"] == "n=3: 1 ± 0.1 (0.9–1.1) vs ≥ 2"
     assert list(tmp_path.iterdir()) == [tmp_path / "99_demo.claims.json"]  # no temporary left behind
-    assert list(claims.table().columns) == ["claim", "paper says", "measured here", "scale", "verdict"]
-    with pytest.raises(ParameterError, match="verdict"):
-        claims.add(claim="c", paper="p", measured="m", scale="s", verdict="great")
-    assert "reproduced" in VERDICTS
+    assert list(claims.table().columns) == ["claim", "paper says", "measured here", "scale", "verdict", "evidence"]
+
+
+def test_a_claim_takes_a_judgement_never_a_verdict_string():
+    with pytest.raises(TypeError, match="judgement must come from companion.core.judge"):
+        Claim("c", "p", "m", "s", "reproduced")
+    with pytest.raises(TypeError, match="claim rows must be Claim objects"):
+        Claims("99_demo").extend([{"claim": "c", "verdict": "reproduced"}])
 
 
 def test_claims_write_nothing_interactively(tmp_path, monkeypatch):
     monkeypatch.delenv(CLAIMS_DIR_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    Claims("99_demo").add(claim="c", paper="p", measured="m", scale="s", verdict="reproduced")
+    Claims("99_demo").extend([Claim("c", "p", "m", "s", not_run("a demo"))])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -127,7 +134,7 @@ def test_atomic_writes_respect_the_umask(tmp_path):
 def test_claims_table_shows_every_cell_in_full():
     long = "held-out KL rises from 0.05 at the training length to 0.88 at four times the length, " * 2
     claims = Claims("99_demo")
-    claims.add(claim="c", paper="p", measured=long, scale="s", verdict="not reproduced")
+    claims.extend([Claim("c", "p", long, "s", judge([0.05, 0.88, 0.9], 0.1, direction="lower"))])
     table = claims.table()
     assert table.loc[0, "measured here"] == long  # still a DataFrame underneath
     assert long.strip() in repr(table) and "…" not in repr(table) and "..." not in repr(table)

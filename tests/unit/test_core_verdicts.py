@@ -1,0 +1,101 @@
+"""companion.core.judge: the one rule behind every verdict, at each of its edges, and its refusals."""
+
+import math
+
+import pytest
+
+from companion.core import MIN_SEEDS, VERDICTS, ParameterError, judge, not_run
+
+
+def verdict(*args, **kw):
+    return judge(*args, **kw).verdict
+
+
+def test_the_verdicts():
+    assert VERDICTS == ("reproduced", "partly reproduced", "not reproduced", "inconclusive", "not run here")
+
+
+def test_exact_claims_are_judged_on_one_run():
+    assert judge(3e-16, 1e-10, kind="exact") == judge(3e-16, 1e-10, kind="exact", direction="lower")
+    assert verdict(1e-10, 1e-10, kind="exact") == "reproduced"  # within means ≤
+    assert verdict(1.01e-10, 1e-10, kind="exact") == "not reproduced"
+    assert verdict([1e-12, 2e-10], 1e-10, kind="exact") == "not reproduced"  # every error must be within
+    assert judge([1e-12, 5e-11], 1e-10, kind="exact").evidence == "max error 5e-11 vs ≤ 1e-10"
+    assert verdict(math.inf, 1e-10, kind="exact") == "not reproduced"
+
+
+def test_effects_need_three_seeds():
+    assert MIN_SEEDS == 3
+    one = judge([0.50], 0.5, direction="lower")
+    assert one.verdict == "inconclusive" and one.evidence == "n=1: 0.5 vs ≤ 0.5; fewer than 3 seeds"
+    assert verdict([0.1, 0.1], 0.5, direction="lower") == "inconclusive"  # far past the target, still two seeds
+    assert verdict([0.1, 0.1, 0.1], 0.5, direction="lower") == "reproduced"
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_effect_rule_at_each_edge_in_both_directions(sign):
+    d = "higher" if sign > 0 else "lower"
+
+    def v(values, target, weaker=None):
+        return verdict([sign * x for x in values], sign * target, direction=d,
+                       weaker=None if weaker is None else sign * weaker)
+
+    assert v([2.0, 2.1, 2.2], 2.0) == "reproduced"  # every seed past (equality counts)
+    assert v([1.99, 2.6, 2.6], 2.0) == "reproduced"  # one seed short, the mean past by more than the std
+    assert v([1.5, 2.3, 2.4], 2.0) == "partly reproduced"  # mean past, not every seed, within the std
+    assert v([1.6, 1.7, 1.8], 2.0, weaker=1.5) == "partly reproduced"  # mean past the weaker bar only
+    assert v([1.6, 1.7, 1.8], 2.0, weaker=1.75) == "not reproduced"  # misses both by more than the std
+    assert v([1.0, 1.9, 2.4], 2.0) == "inconclusive"  # mean misses, mean ± std straddles the target
+    assert v([1.0, 1.1, 1.2], 2.0) == "not reproduced"
+
+
+def test_timing_claims_are_judged_on_one_run_of_ratios():
+    assert verdict(1.4, 1.0, kind="timing", direction="higher") == "reproduced"
+    assert verdict(0.9, 1.0, kind="timing", direction="higher", weaker=0.8) == "partly reproduced"
+    assert verdict(0.56, 1.0, kind="timing", direction="higher") == "not reproduced"
+    assert judge([1.1, 1.3], 1.0, kind="timing", direction="higher").evidence == "n=2: 1.2 ± 0.141 (1.1–1.3) vs ≥ 1"
+
+
+def test_a_sign_flip_is_not_a_reduction_in_magnitude():
+    """Judge |bias| where the claim is a smaller bias: +0.32 → -0.28 per seed is no 50 % reduction."""
+    before, after = [0.32, 0.31, 0.33], [-0.28, -0.29, -0.27]
+    assert verdict([a - b for a, b in zip(after, before)], 0.0, direction="lower") == "reproduced"  # the trap
+    ratios = [abs(a) / abs(b) for a, b in zip(after, before)]
+    assert verdict(ratios, 0.5, direction="lower") == "not reproduced"
+
+
+def test_infinite_values_are_shown_and_judged_by_their_meaning():
+    diverged = judge([0.4, 0.45, math.inf], 0.5, direction="lower")
+    assert "inf" in diverged.evidence and diverged.verdict == "inconclusive"
+    assert verdict([2.0, 2.5, math.inf], 1.0, direction="higher") == "reproduced"
+
+
+def test_custom_number_format():
+    assert judge([1.0, 2.0, 3.0], 1.5, direction="higher", fmt=lambda x: f"{x:.1f}x").evidence == \
+        "n=3: 2.0x ± 1.0x (1.0x–3.0x) vs ≥ 1.5x"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(values=[], target=1.0, direction="higher"), "values=.*expected at least one measurement"),
+    (dict(values=[1.0, float("nan"), 2.0], target=1.0, direction="higher"), "values=.*expected no NaN"),
+    (dict(values=["a"], target=1.0, direction="higher"), "values=.*expected numbers"),
+    (dict(values=[1.0], target=float("nan"), direction="higher"), "target=nan.*a finite number"),
+    (dict(values=[1.0], target=1.0), "direction"),
+    (dict(values=[1.0], target=1.0, direction="up"), "direction"),
+    (dict(values=[1.0], target=1.0, kind="exact", direction="higher"), "direction=.*for an exact claim"),
+    (dict(values=[1.0], target=-1.0, kind="exact"), "target=-1.0.*tolerance >= 0"),
+    (dict(values=[1.0], target=1.0, kind="exact", weaker=2.0), "weaker=2.0.*None for an exact claim"),
+    (dict(values=[1.0], target=2.0, direction="higher", weaker=2.5), "weaker=.*easy side of target"),
+    (dict(values=[1.0], target=0.5, direction="lower", weaker=0.4), "weaker=.*easy side of target"),
+    (dict(values=[1.0], target=1.0, direction="higher", weaker=math.inf), "weaker=inf.*a finite number"),
+    (dict(values=[1.0], target=1.0, kind="seeds", direction="higher"), "kind"),
+])
+def test_bad_input_names_the_argument(kwargs, message):
+    with pytest.raises(ParameterError, match=message):
+        judge(**kwargs)
+
+
+def test_not_run_says_why():
+    assert not_run("needs a GPU").verdict == "not run here" and not_run("needs a GPU").evidence == "needs a GPU"
+    with pytest.raises(ParameterError, match="why=''"):
+        not_run("")
