@@ -252,12 +252,15 @@ Inputs: ``curve`` - :func:`companion.@@SLUG@@.@@MODULE@@.error_curve` at the not
 ``gpu`` - the recorded GPU results (:func:`companion.@@SLUG@@.scale.recorded`) or None.
 
 TODO: one row per headline claim of the paper; every verdict threshold a module-level constant below,
-tested just inside and just outside in ``tests/unit/test_@@SLUG@@_claims.py``.
+tested just inside and just outside in ``tests/unit/test_@@SLUG@@_claims.py``. Every verdict comes from
+:func:`companion.core.judge` (or :func:`~companion.core.not_run`): ``kind="exact"`` for agreement with a
+closed form within a tolerance (one run), ``kind="effect"`` with one value per seed for "A beats B" (three
+seeds at least, else inconclusive), ``kind="timing"`` for speed ratios measured side by side.
 """
 
 from __future__ import annotations
 
-from companion.core import Claim
+from companion.core import Claim, judge, not_run
 from companion.@@SLUG@@.@@MODULE@@ import fitted_slope
 
 SLOPE_TOLERANCE = 0.15  # the fitted log-log slope counts as -1/2 when within ±0.15 of it
@@ -265,30 +268,26 @@ SLOPE_TOLERANCE = 0.15  # the fitted log-log slope counts as -1/2 when within ±
 
 def slope_row(curve) -> Claim:
     slope = fitted_slope(curve)
-    if abs(slope + 0.5) <= SLOPE_TOLERANCE:
-        verdict = "reproduced"
-    elif slope < 0:
-        verdict = "partly reproduced"
-    else:
-        verdict = "not reproduced"
     return Claim(
         claim="the Monte Carlo error falls as n^(-1/2) (stand-in claim: TODO the paper's)",
         paper="TODO: the paper's number and setting",
         measured=(f"log-log slope of the RMS error {slope:.3f} (needs -0.5 ± {SLOPE_TOLERANCE:g}); "
                   f"RMS error {curve['rms_error'][-1]:.2g} at n = {curve['n'][-1]} (theory {curve['theory'][-1]:.2g})"),
         scale=f"{len(curve['n'])} sample sizes {curve['n'][0]}-{curve['n'][-1]}, {curve['n_seeds']} seeds, CPU",
-        verdict=verdict,
+        judgement=judge(abs(slope + 0.5), SLOPE_TOLERANCE, kind="exact"),
     )
 
 
 def gpu_rows(gpu) -> list[Claim]:
     if gpu is None:
         return [Claim(claim="the result at the paper's scale", paper="TODO: the paper's large-scale number",
-                      measured="no GPU run recorded", scale="—", verdict="not run here")]
+                      measured="no GPU run recorded", scale="—",
+                      judgement=not_run("needs benchmarks/@@SLUG@@_gpu.py on one GPU"))]
     slope = fitted_slope(gpu["curve"])
     return [Claim(claim="the result at the paper's scale", paper="TODO: the paper's large-scale number",
                   measured=f"log-log slope {slope:.3f} up to n = {gpu['curve']['n'][-1]}",
-                  scale=f"{gpu['curve']['n_seeds']} seeds, {gpu['device']}, {gpu['date']}", verdict="recorded on GPU")]
+                  scale=f"{gpu['curve']['n_seeds']} seeds, {gpu['device']}, {gpu['date']}",
+                  judgement=judge(abs(slope + 0.5), SLOPE_TOLERANCE, kind="exact"))]
 
 
 def claim_rows(curve, gpu=None) -> list[Claim]:
@@ -352,16 +351,18 @@ def test_slope_tolerance():
     t = C.SLOPE_TOLERANCE
     assert C.slope_row(curve(-0.5 + t * 0.99)).verdict == "reproduced"
     assert C.slope_row(curve(-0.5 - t * 0.99)).verdict == "reproduced"
-    assert C.slope_row(curve(-0.5 + t * 1.01)).verdict == "partly reproduced"
-    assert C.slope_row(curve(-0.5 - t * 1.01)).verdict == "partly reproduced"
-    assert C.slope_row(curve(0.1)).verdict == "not reproduced"
+    assert C.slope_row(curve(-0.5 + t * 1.01)).verdict == "not reproduced"
+    assert C.slope_row(curve(-0.5 - t * 1.01)).verdict == "not reproduced"
+    assert C.slope_row(curve(-0.5)).evidence.startswith("error ")
 
 
 def test_gpu_rows():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
     gpu = {"device": "NVIDIA H200", "date": "2026-01-01 00:00 UTC", "curve": curve(-0.5, ns=(100, 10**6), n_seeds=64)}
     (row,) = C.gpu_rows(gpu)
-    assert row.verdict == "recorded on GPU" and "H200" in row.scale and "1000000" in row.measured
+    assert row.verdict == "reproduced" and "H200" in row.scale and "1000000" in row.measured
+    (row,) = C.gpu_rows({**gpu, "curve": curve(-0.2, ns=(100, 10**6), n_seeds=64)})
+    assert row.verdict == "not reproduced"
 
 
 @pytest.mark.parametrize("ns,n_seeds", [((10, 20), 2), ((100, 1000, 10000, 100000), 64)])

@@ -52,7 +52,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from companion.core.atomic import write_json_atomic, write_text_atomic
-from companion.core.claims import CLAIMS_DIR_ENV, VERDICTS
+from companion.core.claims import CLAIMS_DIR_ENV
+from companion.core.verdicts import VERDICTS
 from companion.core.paths import repo_path
 
 NOTEBOOK_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)\.ipynb$")
@@ -386,8 +387,8 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
 
 # ---------------------------------------------------------------------------------------------- tables
 
-HEADER = ["paper", "claim", "paper says", "measured here", "scale", "verdict"]
-WIDTHS = [14, 26, 26, 30, 20, 17]
+HEADER = ["paper", "claim", "paper says", "measured here", "scale", "verdict", "evidence"]
+WIDTHS = [14, 24, 24, 28, 18, 16, 22]
 
 
 def runtime_text(r: NotebookResult) -> str:
@@ -400,12 +401,13 @@ def table_rows(results: list[NotebookResult]) -> list[list[str]]:
     for r in results:
         if r.status != "passed":
             where = f"cell {r.failing_cell}: " if r.failing_cell else ""
-            rows.append([r.notebook, f"{r.status.upper()} after {runtime_text(r)}", "", f"{where}{r.error}", "", r.status.upper()])
+            rows.append([r.notebook, f"{r.status.upper()} after {runtime_text(r)}", "", f"{where}{r.error}", "", r.status.upper(), ""])
         for c in r.claims or ([] if r.status != "passed" else [None]):
             if c is None:
-                rows.append([r.notebook, "(no claims recorded)", "", "", "", ""])
+                rows.append([r.notebook, "(no claims recorded)", "", "", "", "", ""])
             else:
-                rows.append([r.notebook, c["claim"], c.get("paper", ""), c["measured"], c["scale"], c["verdict"]])
+                rows.append([r.notebook, c["claim"], c.get("paper", ""), c["measured"], c["scale"], c["verdict"],
+                             c.get("evidence", "")])
     return rows
 
 
@@ -478,7 +480,7 @@ def paper_title(stem: str) -> str:
 
 
 VERDICT_COLOURS = {"reproduced": ("#1a7f37", "#dafbe1"), "partly reproduced": ("#9a6700", "#fff8c5"),
-                   "not reproduced": ("#cf222e", "#ffebe9"), "recorded on GPU": ("#0969da", "#ddf4ff"),
+                   "not reproduced": ("#cf222e", "#ffebe9"), "inconclusive": ("#0969da", "#ddf4ff"),
                    "not run here": ("#57606a", "#eaeef2")}
 STATUS_COLOURS = {"passed": ("#1a7f37", "#dafbe1"), "failed": ("#cf222e", "#ffebe9"), "timed out": ("#cf222e", "#ffebe9"), "lost": ("#cf222e", "#ffebe9"),
                   "interrupted": ("#9a6700", "#fff8c5"), "not run": ("#57606a", "#eaeef2"), "running": ("#0969da", "#ddf4ff")}
@@ -496,7 +498,7 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px}.sub{color
 .thumb{height:170px;border:1px solid #eaeef2;border-radius:4px;overflow:hidden}.thumb.empty{display:flex;align-items:center;justify-content:center;color:#8c959f;font-size:12px}
 table.claims{border-collapse:collapse;width:100%;table-layout:fixed}
 table.claims th,table.claims td{border-bottom:1px solid #d0d7de;padding:6px 8px;text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;font-size:13px}
-table.claims th{background:#f6f8fa}table.claims td.paper{font-weight:600}
+table.claims th{background:#f6f8fa}table.claims td.paper{font-weight:600}table.claims td.evidence{font-size:12px;color:#57606a;font-variant-numeric:tabular-nums}
 .error{color:#cf222e;font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap}
 pre.cell{background:#f6f8fa;border-radius:4px;padding:6px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:220px;overflow:auto}
 """
@@ -593,13 +595,14 @@ def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, 
             where = f"cell {r.failing_cell}: " if r.failing_cell else ""
             text = where + r.error if r.status != "passed" else "(no claims recorded)"
             body_rows.append(f"<tr><td class='paper'>{link}<br><small>{title}</small></td><td colspan='4'>{html.escape(text)}</td>"
-                             f"<td>{_badge(r.status, STATUS_COLOURS)}</td></tr>")
+                             f"<td>{_badge(r.status, STATUS_COLOURS)}</td><td></td></tr>")
             continue
         for i, c in enumerate(claims):
             first = (f"<td class='paper' rowspan='{len(claims)}'>{link}<br><small>{title}</small></td>" if i == 0 else "")
             body_rows.append(f"<tr>{first}<td>{html.escape(c['claim'])}</td><td>{html.escape(c.get('paper', ''))}</td>"
                              f"<td>{html.escape(c['measured'])}</td><td>{html.escape(c['scale'])}</td>"
-                             f"<td>{_badge(c['verdict'], VERDICT_COLOURS)}</td></tr>")
+                             f"<td>{_badge(c['verdict'], VERDICT_COLOURS)}</td>"
+                             f"<td class='evidence'>{html.escape(c.get('evidence', ''))}</td></tr>")
     params = (f"<p class='sub'>parameters: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
     needs_plotly = any("companion-plot" in c for c in cards)
     plotly = ""
@@ -615,9 +618,10 @@ def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, 
         f"<div class='counts'>{count_html}</div>{banner}"
         f"<h2>Papers</h2><div class='cards'>{''.join(cards)}</div>"
         "<h2>Claims: what the paper says, what this run measured</h2>"
-        "<table class='claims'><colgroup><col style='width:13%'><col style='width:17%'><col style='width:22%'>"
-        "<col style='width:22%'><col style='width:15%'><col style='width:11%'></colgroup>"
-        "<tr><th>paper</th><th>claim</th><th>paper says</th><th>measured here</th><th>scale</th><th>verdict</th></tr>"
+        "<table class='claims'><colgroup><col style='width:12%'><col style='width:15%'><col style='width:18%'>"
+        "<col style='width:20%'><col style='width:12%'><col style='width:10%'><col style='width:13%'></colgroup>"
+        "<tr><th>paper</th><th>claim</th><th>paper says</th><th>measured here</th><th>scale</th><th>verdict</th>"
+        "<th>evidence</th></tr>"
         + "".join(body_rows) + "</table></body></html>"
     )
     write_text_atomic(out_dir / "index.html", page)

@@ -253,11 +253,12 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
             if c is None:
                 where = f"cell {row['failing_cell']}: " if row["failing_cell"] else ""
                 text = where + row["error"] if row["error"] else ("(no claims recorded)" if row["status"] == "passed" else "")
-                body.append(f"<tr class='point'>{first}<td colspan='4'>{html.escape(text)}</td><td></td></tr>")
+                body.append(f"<tr class='point'>{first}<td colspan='4'>{html.escape(text)}</td><td></td><td></td></tr>")
             else:
                 body.append(f"<tr class='point'>{first}<td>{html.escape(c['claim'])}</td><td>{html.escape(c.get('paper', ''))}</td>"
                             f"<td>{html.escape(c['measured'])}</td><td>{html.escape(c['scale'])}</td>"
-                            f"<td>{C._badge(c['verdict'], C.VERDICT_COLOURS)}</td></tr>")
+                            f"<td>{C._badge(c['verdict'], C.VERDICT_COLOURS)}</td>"
+                            f"<td class='evidence'>{html.escape(c.get('evidence', ''))}</td></tr>")
     axes = " × ".join(f"{k} ({len(v)})" for k, v in grid.items()) + (f" × SEED ({len(seeds)})" if seeds else "")
     extra = (f"<p class='sub'>fixed: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
     page = (
@@ -268,10 +269,10 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
         f"<div class='counts'>{count_html}</div>{banner}"
         f"<h2>{html.escape(value or 'recorded value')} against the grid</h2>{fig_html}"
         "<h2>Claims at each grid point</h2>"
-        "<table class='claims sweep'><colgroup><col style='width:14%'><col style='width:10%'><col style='width:17%'>"
-        "<col style='width:20%'><col style='width:20%'><col style='width:10%'><col style='width:9%'></colgroup>"
+        "<table class='claims sweep'><colgroup><col style='width:12%'><col style='width:9%'><col style='width:15%'>"
+        "<col style='width:17%'><col style='width:18%'><col style='width:9%'><col style='width:8%'><col style='width:12%'></colgroup>"
         f"<tr><th>point</th><th>status · {html.escape(value or 'value')}</th><th>claim</th><th>paper says</th>"
-        "<th>measured here</th><th>scale</th><th>verdict</th></tr>" + "".join(body) + "</table></body></html>")
+        "<th>measured here</th><th>scale</th><th>verdict</th><th>evidence</th></tr>" + "".join(body) + "</table></body></html>")
     write_text_atomic(out_dir / "index.html", page)
     write_json_atomic(out_dir / "summary.json", {
         "kind": "sweep", "notebook": notebook, "status": status, "interrupted_by": stopping, "started": started,

@@ -22,8 +22,8 @@ def test_pass_fail_and_a_timeout_retried_once(tmp_path, client):
     books, out = tmp_path / "nb", tmp_path / "out"
     books.mkdir()
     out.mkdir()
-    tiny_notebook(books / "01_ok.ipynb", "from companion.core import Claims, record\n"
-                  "Claims('01_ok').add(claim='c', paper='p', measured=PROFILE, scale='s', verdict='reproduced')\n"
+    tiny_notebook(books / "01_ok.ipynb", "from companion.core import Claim, Claims, judge, record\n"
+                  "Claims('01_ok').extend([Claim('c', 'p', PROFILE, 's', judge(0.0, 1e-9, kind='exact'))])\n"
                   "record('answer', 42)")
     tiny_notebook(books / "02_bad.ipynb", "x = 1\nraise ValueError('bad luck')")
     marker = tmp_path / "03.first"
@@ -133,8 +133,8 @@ def test_a_notebook_over_its_limit_at_both_attempts_is_reported_timed_out_with_i
     books.mkdir()
     out.mkdir()
     tiny_notebook(books / "01_quick.ipynb", "x = 1")
-    tiny_notebook(books / "02_stuck.ipynb", "from companion.core import Claims\n"
-                  "Claims('02_stuck').add(claim='c', paper='p', measured='m', scale='s', verdict='reproduced')\n"
+    tiny_notebook(books / "02_stuck.ipynb", "from companion.core import Claim, Claims, judge\n"
+                  "Claims('02_stuck').extend([Claim('c', 'p', 'm', 's', judge(0.0, 1e-9, kind='exact'))])\n"
                   "import time\ntime.sleep(600)")
     results = {r.notebook: r for r in runner.run(runner.discover(books), out, {"PROFILE": "cpu"}, 2, timeout=20,
                                                   client=client, driver=runner.Driver(2, bar=False))}

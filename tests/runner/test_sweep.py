@@ -87,6 +87,7 @@ def test_a_2x2_sweep_of_the_tour_gives_a_folder_per_point_and_the_report(tmp_pat
     page = (out / "index.html").read_text()
     assert '"heatmap"' in page and "Claims at each grid point" in page and page.count("<tr class='point'>") >= 4
     assert "N_MAX=2000__REPEATS=200/00_tour.html" in page
+    assert "<th>evidence</th>" in page and all(c["evidence"] in page for row in rows for c in row["claims"])
 
 
 def test_a_failing_point_fails_the_sweep_and_is_reported(tmp_path, client):

@@ -84,9 +84,34 @@ def test_shape_rules_hold(generated, monkeypatch):
     shape = _load("tests/unit/test_package_shape.py", "_shape_rules")
     monkeypatch.setattr(shape, "repo_path", lambda *parts: root.joinpath(*parts))
     for name in ("test_role_files", "test_identity", "test_explorer_module", "test_claims_module_and_tested_thresholds",
-                 "test_scale_module", "test_no_verdict_in_notebook_cells"):
+                 "test_scale_module", "test_no_verdict_in_notebook_cells", "test_claims_judged_by_the_one_rule"):
         getattr(shape, name)(made["notebook"])
     assert shape._constants(made["package"] / "claims.py") == ["SLOPE_TOLERANCE"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda src: src.replace("judgement=judge(abs(slope + 0.5), SLOPE_TOLERANCE, kind=\"exact\"),\n    )",
+                             "judgement=pick(\"reproduced\"),\n    )"), "spells verdicts \\['reproduced'\\]"),
+    (lambda src: src.replace("from companion.core import Claim, judge, not_run",
+                             "from companion.core import Claim, judge, not_run\nfrom companion.core.verdicts import Judgement")
+                    .replace("judgement=judge(abs(slope + 0.5), SLOPE_TOLERANCE, kind=\"exact\"),\n    )",
+                             "judgement=Judgement(VERDICT, \"trust me\"),\n    )"), "builds a Judgement itself"),
+])
+def test_shape_rule_catches_a_claims_file_that_writes_its_own_verdict(generated, tmp_path, monkeypatch, edit, message):
+    """A generated tree whose claims.py decides a verdict itself fails the shape test."""
+    import shutil
+
+    root, made = generated
+    copy = tmp_path / "repo"
+    shutil.copytree(root, copy)
+    claims = copy / "companion" / SLUG / "claims.py"
+    edited = edit(claims.read_text())
+    assert edited != claims.read_text()
+    claims.write_text(edited)
+    shape = _load("tests/unit/test_package_shape.py", "_shape_rules_edited")
+    monkeypatch.setattr(shape, "repo_path", lambda *parts: copy.joinpath(*parts))
+    with pytest.raises(AssertionError, match=message):
+        shape.test_claims_judged_by_the_one_rule(copy / "notebooks" / made["notebook"].name)
 
 
 def test_notebook_contract_holds(generated):

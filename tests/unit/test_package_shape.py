@@ -15,6 +15,7 @@ from companion.core import VERDICTS, Claim, Paper, repo_path
 NOTEBOOKS = sorted(p for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
 ROLE_FILES = ("__init__.py", "explorer.py", "claims.py", "scale.py")
 RETIRED_NAMES = ("explore.py", "scaleup.py")
+RETIRED_VERDICT = "recorded " + "on GPU"  # a label with no judgement, replaced by the one rule
 
 
 def _slug(path):
@@ -81,6 +82,29 @@ def test_claims_module_and_tested_thresholds(paper):
     assert not untested, f"thresholds in claims.py not exercised by {tests.name}: {untested}"
 
 
+def _check_one_rule(path):
+    """Every verdict comes from ``companion.core.judge`` or ``not_run``: a claims.py spells no verdict string and
+    builds no Judgement itself (a Claim refuses anything but a Judgement, so every row goes through the rule)."""
+    where = path.relative_to(repo_path()) if path.is_relative_to(repo_path()) else path
+    source = path.read_text()
+    tree = ast.parse(source)
+    spelled = sorted({node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                      and (node.value in VERDICTS or RETIRED_VERDICT in node.value)})
+    assert not spelled, f"{where} spells verdicts {spelled}: judge(...) or not_run(...) decides"
+    built = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Judgement"]
+    assert not built, f"{where} builds a Judgement itself (lines {built}): call judge or not_run"
+    assert re.search(r"\b(judge|not_run)\(", source), f"{where} never calls judge or not_run"
+
+
+def test_claims_judged_by_the_one_rule(paper):
+    _check_one_rule(repo_path("companion", _slug(paper), "claims.py"))
+
+
+def test_tour_claims_judged_by_the_one_rule():
+    _check_one_rule(repo_path("companion", "tour", "claims.py"))
+
+
 def test_scale_module(paper):
     module = importlib.import_module(f"companion.{_slug(paper)}.scale")
     assert isinstance(getattr(module, "GPU_PROFILE", None), dict), "scale.py must define GPU_PROFILE = {...}"
@@ -96,3 +120,12 @@ def test_no_verdict_in_notebook_cells(paper):
             continue
         assert not pattern.search(cell.source), f"{paper.name}: a code cell spells a verdict: {cell.source[:80]!r}"
         assert ".add(claim=" not in cell.source, f"{paper.name}: build rows in claims.py, then claims.extend(claim_rows(...))"
+
+
+def test_no_retired_verdict_anywhere():
+    """No row, text or test says the retired label: GPU rows are judged by the same rule as CPU rows."""
+    roots = ["companion", "notebooks", "benchmarks", "tests", "kernels", "README.md", "CONTRIBUTING.md"]
+    files = [f for r in roots for f in ([repo_path(r)] if repo_path(r).is_file() else repo_path(r).rglob("*"))
+             if f.is_file() and f.suffix in (".py", ".ipynb", ".md", ".json", ".yaml")]
+    found = [str(f.relative_to(repo_path())) for f in files if RETIRED_VERDICT in f.read_text(errors="replace")]
+    assert not found, f"the retired verdict label is still in {found}"

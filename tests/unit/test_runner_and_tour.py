@@ -43,7 +43,8 @@ def test_failing_cell_is_found_and_reported(tmp_path):
 def test_terminal_table_wraps_cells_and_never_cuts_them():
     long = "held-out KL 0.05 at the training length and 0.88 at four times it; the gate needs block positions"
     claims = [{"claim": "block RoPE generalises in length", "paper": "the gate trained at 8k works at 32k", "measured": long,
-               "scale": "MiniLM, 512 tokens, one seed", "verdict": "partly reproduced"}]
+               "scale": "MiniLM, 512 tokens, one seed", "verdict": "inconclusive",
+               "evidence": "n=1: 0.88 vs ≤ 0.1; fewer than 3 seeds"}]
     rows = runner.table_rows([runner.NotebookResult("01_seer_attention", "passed", 40.0, claims=claims)])
     for width in (None, 80, 200):
         table = runner.format_table(rows, width=width)
@@ -53,12 +54,17 @@ def test_terminal_table_wraps_cells_and_never_cuts_them():
         assert "…" not in table
         if width:
             assert max(len(line) for line in table.splitlines()) <= width
-    assert "paper says" in table and "the gate trained at 8k" in flat
+    assert "paper says" in table and "the gate trained at 8k" in flat and "evidence" in table
+    assert all(word in flat for word in "n=1: 0.88 vs ≤ 0.1; fewer than 3 seeds".split())
 
 
 def test_index_has_counts_cards_titles_and_the_full_table(tmp_path):
-    claims = [{"claim": "c1", "paper": "the paper says this", "measured": "x" * 300, "scale": "s", "verdict": "reproduced"},
-              {"claim": "c2", "paper": "p2", "measured": "m2", "scale": "s2", "verdict": "not reproduced"}]
+    claims = [{"claim": "c1", "paper": "the paper says this", "measured": "x" * 300, "scale": "s", "verdict": "reproduced",
+               "evidence": "error 3e-16 vs ≤ 1e-10"},
+              {"claim": "c2", "paper": "p2", "measured": "m2", "scale": "s2", "verdict": "not reproduced",
+               "evidence": "n=3: 0.667 ± 0.0551 (0.61–0.72) vs ≤ 0.5"},
+              {"claim": "c3", "paper": "p3", "measured": "m3", "scale": "H200, one seed", "verdict": "inconclusive",
+               "evidence": "n=1: 0.5 vs ≤ 0.5; fewer than 3 seeds"}]
     results = [runner.NotebookResult("18_rtcfr", "passed", 12.0, claims=claims),
                runner.NotebookResult("02_hyperet", "failed", 5.0, "AssertionError: nan", 7, failing_source="assert ok")]
     runner.write_index(tmp_path, results, {}, status="failed")
@@ -69,6 +75,8 @@ def test_index_has_counts_cards_titles_and_the_full_table(tmp_path):
     assert "notebooks passed" in page and "notebooks failed" in page and "not reproduced" in page
     assert runner.paper_title("18_rtcfr") in page and "cell 7: AssertionError: nan" in page and "assert ok" in page
     assert "#cf222e" in page and "#1a7f37" in page  # verdicts coloured
+    assert "<th>evidence</th>" in page and "n=3: 0.667 ± 0.0551 (0.61–0.72) vs ≤ 0.5" in page
+    assert "<b style='color:#0969da'>1</b><span>inconclusive</span>" in page  # the counts include inconclusive
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and [n["notebook"] for n in summary["notebooks"]] == ["18_rtcfr", "02_hyperet"]
     runner.write_index(tmp_path, results, {"PROFILE": "cpu"}, status="interrupted", planned=["18_rtcfr", "02_hyperet", "03_scalekv"],
@@ -96,9 +104,9 @@ def test_runner_end_to_end_on_a_tiny_notebook(tmp_path):
     params = nbformat.v4.new_code_cell('PROFILE = "auto"\nSEED = 0')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
-        "from companion.core import Claims, check_common\n"
+        "from companion.core import Claim, Claims, check_common, judge\n"
         "p = check_common(PROFILE, SEED)\n"
-        "Claims('01_tiny').add(claim='c', paper='p', measured=p, scale='s', verdict='reproduced')")]
+        "Claims('01_tiny').extend([Claim('c', 'p', p, 's', judge(0.0, 1e-9, kind='exact'))])")]
     src = tmp_path / "01_tiny.ipynb"
     nbformat.write(nb, src)
     out = tmp_path / "out"
@@ -251,8 +259,8 @@ def test_a_stopped_run_ends_every_child_and_marks_the_index_interrupted(tmp_path
 
     books, out = tmp_path / "nb", tmp_path / "out"
     books.mkdir()
-    _tiny_notebook(books / "01_quick.ipynb", "from companion.core.claims import Claims\n"
-                   "Claims('01_quick').add(claim='c', paper='p', measured='m', scale='s', verdict='reproduced')")
+    _tiny_notebook(books / "01_quick.ipynb", "from companion.core import Claim, Claims, judge\n"
+                   "Claims('01_quick').extend([Claim('c', 'p', 'm', 's', judge(0.0, 1e-9, kind='exact'))])")
     for name in ("02_slow", "03_slower"):
         _tiny_notebook(books / f"{name}.ipynb", f"import os, pathlib, time\npathlib.Path({str(tmp_path)!r}, '{name}.pid')"
                        ".write_text(str(os.getpid()))\ntime.sleep(600)")
