@@ -5,6 +5,9 @@ set, the sub-network sweep 2–10, label noise and label ratios, inference laten
     python benchmarks/graph_multiview_gpu.py --smoke      # tiny CPU run (writes to /tmp unless --out-dir)
     python benchmarks/graph_multiview_gpu.py --stages heads_sweep,latency_ms --resume benchmarks/results/graph_multiview_gpu.json
                                                           # complete a study over several calls (other stages kept)
+    python benchmarks/graph_multiview_gpu.py --stages heads_sweep --resume benchmarks/results/graph_multiview_gpu.json
+                                                          # redo one stage (here the sweep recorded before the fix of
+                                                          # the M > 2 label weights); every other stage is kept as is
 
 Results: ``benchmarks/results/graph_multiview_gpu.json`` through ``companion.core.save_results`` (written after
 every stage, so a deadline still leaves a valid file). The TU sets, OGB, REDDIT and COLLAB are not available

@@ -1,26 +1,41 @@
-"""Claim rows of paper 07's notebook (GMV), built from the run's results.
+"""Claim rows of paper 07's notebook (GMV), built from the run's results and judged by ``companion.core.judge``.
 
-Inputs: ``runs`` — ``{method: [RunResult per fold]}`` from :func:`~companion.graph_multiview.training.compare`;
-``invariants`` — :func:`~companion.graph_multiview.submix.mixing_invariants`; ``ppr_err`` — the largest
-difference between our PPR and networkx's ``pagerank``; ``scale`` — what the run was; ``gpu`` — the recorded
-GPU payload or None. Every verdict threshold is a named constant, tested just inside and just outside in
+Inputs: ``runs`` — ``{method: [RunResult per fold]}`` from :func:`~companion.graph_multiview.training.compare`
+(each fold is its own seed, so per-fold values are the per-seed values the rule needs); ``invariants`` —
+:func:`~companion.graph_multiview.submix.mixing_invariants`; ``ppr`` — :func:`~companion.graph_multiview.sampling.ppr_reference`
+(the sampler's PPR matrix against networkx's PageRank); ``scale`` — what the run was; ``gpu`` — the recorded
+GPU payload or None. Every threshold is a named constant, tested just inside and just outside in
 ``tests/unit/test_graph_multiview_claims.py``.
+
+GPU rows are judged from the recorded JSON by the same rule: on the per-fold accuracies (``acc``) where the
+JSON holds them. A JSON written before they were recorded holds means only; its rows are judged on the one
+value it has (the difference of the means), which the rule calls inconclusive. A ``heads_sweep`` recorded
+before the fix of the M > 2 label weights (no ``weight_rule`` for it) is stale: shown, judged on one value
+(inconclusive), and marked as such until it is rerun.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim
+from companion.core import Claim, judge, not_run
+from companion.graph_multiview.scale import heads_stale
 from companion.graph_multiview.training import LABELS
 
-EXACT_TOL = 1e-9  # |E_src + E_trg − I| and |w_src + w_trg − 1| allowed (they are exact by construction)
-PPR_TOL = 1e-6  # our PPR against networkx pagerank (alpha = 1 − β)
-ACC_MARGIN_PP = 3.0  # accuracy gain (pp) GMV must exceed over the comparison, and SPREAD_FACTOR std of the per-fold gains
-SPREAD_FACTOR = 1.0
-DIVERSITY_FACTOR = 1.5  # GMV's symmetric KL must exceed the comparison's by this factor to count as "more diverse"
+EXACT_TOL = 1e-9  # |E_src + E_trg − I|, |w_src + w_trg − 1| and the counted violations allowed (exact by construction)
+PPR_TOL = 1e-6  # the sampler's S_sym against √(d_v/d_u) · networkx pagerank(alpha = 1 − β)
+ACC_MARGIN_PP = 3.0  # per-seed accuracy gain (pp) of GMV over vanilla / the best ablation that counts as a gain
+DIVERSITY_FACTOR = 1.5  # per-seed ratio of GMV's symmetric KL to the comparison's that counts as "more diverse"
 OVERHEAD_LO, OVERHEAD_HI = 1.5, 3.0  # training-time ratio GMV / vanilla counted as the paper's +113–125 %
-SHORT_RUN = "short CPU runs can favour the baseline (the spec's 40-epoch PROTEINS run: GCN 70.6 vs GMV 61.9)"
+BEST_MARGIN_PP = 0.0  # GPU main rows: per-fold GMV − the best baseline (Table 1: GMV is the best method)
+HEADS_MIN_GAIN_PP = 0.0  # GPU sweep: per-fold mean over M > 2 of acc(M) − acc(2) (more heads do not lower accuracy)
+INFERENCE_RATIO_MAX = 1.5  # GMV / vanilla inference latency: one pass plus a head (an ensemble of 2 would be 2×)
+BASELINES = ("vanilla", "dropedge", "dropnode", "ensemble", "gmimo")  # Table 1's comparisons (not our ablations)
+SHORT_RUN = "short CPU runs on small synthetic graphs, not the paper's long 10-fold runs on TU sets"
+MEANS_ONLY = ("per-fold accuracies not recorded in this JSON (means only): judged on the one value it holds, the "
+              "difference of the means")
+RERUN = ("python benchmarks/graph_multiview_gpu.py --stages heads_sweep "
+         "--resume benchmarks/results/graph_multiview_gpu.json")
 
 
 def _ms(values) -> str:
@@ -30,32 +45,43 @@ def _ms(values) -> str:
 
 def _folds(runs) -> str:
     n = len(next(iter(runs.values())))
-    return "one fold" if n == 1 else f"{n} folds, mean ± std"
+    return "one fold (one seed)" if n == 1 else f"{n} folds (one seed each), mean ± std"
 
 
-def gain_verdict(gains) -> str:
-    """``gains``: per-fold accuracy gains (pp) of GMV. Counts only beyond ``ACC_MARGIN_PP`` and, with several
-    folds, beyond ``SPREAD_FACTOR`` standard deviations of the gains."""
-    g = np.asarray(gains, dtype=float)
-    spread = float(g.std(ddof=1)) if len(g) > 1 else 0.0
-    return "partly reproduced" if g.mean() > ACC_MARGIN_PP and g.mean() > SPREAD_FACTOR * spread else "not reproduced"
+def _pp(values) -> str:
+    return ", ".join(f"{v:+.1f}" for v in values)
 
 
-def mechanics_rows(invariants: dict, ppr_err: float, scale: str) -> list[Claim]:
+def kl_ratio(kl_gmv: float, kl_ref: float) -> float:
+    """GMV's symmetric KL over the comparison's for one seed (inf when only the comparison's is 0, 1 when both are)."""
+    if kl_ref > 0:
+        return kl_gmv / kl_ref
+    return float("inf") if kl_gmv > 0 else 1.0
+
+
+def overhead_margins(ratios) -> list[float]:
+    """How far each training-time ratio lies inside [OVERHEAD_LO, OVERHEAD_HI] (negative: outside), in ×."""
+    return [min(r - OVERHEAD_LO, OVERHEAD_HI - r) for r in ratios]
+
+
+def mechanics_rows(invariants: dict, ppr: dict, scale: str) -> list[Claim]:
     inv = invariants
-    exact = inv["identity_err"] <= EXACT_TOL and inv["weight_err"] <= EXACT_TOL
-    clean = exact and inv["size_errors"] == inv["feature_errors"] == inv["non_images"] == inv["removed_inside"] == 0
+    errors = [inv["identity_err"], inv["weight_err"], inv["size_errors"], inv["feature_errors"], inv["non_images"],
+              inv["removed_inside"]]
     return [
         Claim("ST-SubMix replaces the target's subgraph by the source's (Alg. 2)",
               "E_src + E_trg = I; w_src + w_trg = 1 (Eq. 2); V_mix = V_trg; E′_src = φ(source edges)",
               f"{inv['pairs']} mixes: max |E_src + E_trg − I| = {inv['identity_err']:.0e}, max |w_src + w_trg − 1| = "
               f"{inv['weight_err']:.0e}; |V_mix| ≠ |V_trg|: {inv['size_errors']}; feature mismatches: "
-              f"{inv['feature_errors']}; inserted edges not images under φ: {inv['non_images']}; mean w_src = "
-              f"{inv['mean_w_src']:.2f}", scale, "reproduced" if clean else "not reproduced"),
-        Claim("ST-PPR scores are personalised PageRank (β = 0.15)",
-              "S = β (I − (1 − β) T)⁻¹ (Klicpera et al. 2019)",
-              f"max |ours − networkx pagerank(alpha = 1 − β)| = {ppr_err:.1e} (tolerance {PPR_TOL:.0e})",
-              scale, "reproduced" if ppr_err <= PPR_TOL else "not reproduced"),
+              f"{inv['feature_errors']}; inserted edges not images under φ: {inv['non_images']}; target edges left "
+              f"inside φ(V′_src): {inv['removed_inside']}; mean w_src = {inv['mean_w_src']:.2f}", scale,
+              judge(errors, EXACT_TOL, kind="exact")),
+        Claim("ST-PPR scores are the paper's personalised PageRank (β = 0.15)",
+              "S = β (I − (1 − β) D^-½ A D^-½)⁻¹ (Klicpera et al. 2019)",
+              f"the sampler's S (symmetric normalisation) against networkx: S[u, v] = √(d_v/d_u) · pagerank(alpha = "
+              f"1 − β, personalization = v)[u], max |difference| = {ppr['err']:.1e} over {ppr['roots']} roots; this S "
+              f"is PageRank re-weighted by 1/√d_u: its top-40 % set differs from PageRank's at {ppr['top_differs']} of "
+              f"{ppr['roots']} roots", scale, judge(ppr["err"], PPR_TOL, kind="exact")),
     ]
 
 
@@ -65,96 +91,178 @@ def accuracy_row(runs: dict, scale: str) -> Claim:
     text = ", ".join(f"{LABELS.get(m, m)} {_ms(v)} %" for m, v in acc.items())
     return Claim("GMV improves accuracy over the vanilla GNN",
                  "GCN vanilla → GMV: IMDB-B 72.30 → 75.50, PROTEINS 72.15 → 74.67, NCI109 70.27 → 76.86 (Table 1)",
-                 f"planted-motif test accuracy: {text}; GMV − vanilla = {np.mean(gains):+.1f} pp (counts only beyond "
-                 f"{ACC_MARGIN_PP:g} pp); {SHORT_RUN}", f"{scale}, {_folds(runs)}", gain_verdict(gains))
+                 f"planted-motif test accuracy: {text}; GMV − vanilla per fold (pp): {_pp(gains)}; {SHORT_RUN}",
+                 f"{scale}, {_folds(runs)}", judge(gains, ACC_MARGIN_PP, direction="higher"))
 
 
 def ablation_row(runs: dict, scale: str) -> Claim:
     need = ("mixed_single", "decomposition", "gmv")
     if not all(m in runs for m in need):
         return Claim("Both parts are needed (ablation)", "IMDB-B: mixed views only 74.10, decomposition only 72.70, "
-                     "both 75.50", "ablations not run", scale, "not run here")
+                     "both 75.50", "ablations not run", scale, not_run("the ablation methods were not in this run"))
     acc = {m: [r.acc for r in runs[m]] for m in need}
     gains = [g - max(a, b) for g, a, b in zip(acc["gmv"], acc["mixed_single"], acc["decomposition"])]
     return Claim("Both parts are needed (ablation)",
                  "IMDB-B: mixed views only 74.10, decomposition only 72.70, both 75.50 (PROTEINS 74.40 / 73.41 / 74.67)",
                  f"mixed views only {_ms(acc['mixed_single'])}, decomposition only {_ms(acc['decomposition'])}, "
-                 f"both (GMV) {_ms(acc['gmv'])} %; GMV − best ablation per fold {np.mean(gains):+.1f} pp; {SHORT_RUN}",
-                 f"{scale}, {_folds(runs)}", gain_verdict(gains))
+                 f"both (GMV) {_ms(acc['gmv'])} %; GMV − best ablation per fold (pp): {_pp(gains)}; {SHORT_RUN}",
+                 f"{scale}, {_folds(runs)}", judge(gains, ACC_MARGIN_PP, direction="higher"))
 
 
 def diversity_row(runs: dict, scale: str) -> Claim:
     ref = next((m for m in ("ensemble", "gmimo", "two_head") if m in runs), None)
+    paper = "NCI109-GCN D_disagree / D_KL: ensemble 10.02 / 1.56, G-MIMO 12.14 / 1.63, GMV 13.40 / 5.41"
     if ref is None or "gmv" not in runs:
-        return Claim("GMV's heads are more diverse", "NCI109-GCN D_disagree / D_KL: ensemble 10.02 / 1.56, "
-                     "G-MIMO 12.14 / 1.63, GMV 13.40 / 5.41", "no multi-head comparison run", scale, "not run here")
+        return Claim("GMV's heads are more diverse", paper, "no multi-head comparison run", scale,
+                     not_run("no multi-head comparison (ensemble, G-MIMO or two-head vanilla) was in this run"))
     d = {m: ([r.disagree for r in rs], [r.sym_kl for r in rs]) for m, rs in runs.items()
          if m in ("ensemble", "gmimo", "two_head", "gmv")}
-    kl_g, kl_r = float(np.mean(d["gmv"][1])), float(np.mean(d[ref][1]))
+    ratios = [kl_ratio(g, r) for g, r in zip(d["gmv"][1], d[ref][1])]
     text = "; ".join(f"{LABELS[m]} D_disagree {np.mean(a):.1f} %, sym. KL {np.mean(b):.3f}" for m, (a, b) in d.items())
-    return Claim("GMV's heads are more diverse",
-                 "NCI109-GCN D_disagree / D_KL: ensemble 10.02 / 1.56, G-MIMO 12.14 / 1.63, GMV 13.40 / 5.41",
-                 f"{text} (GMV's KL must exceed {LABELS[ref]}'s by ×{DIVERSITY_FACTOR:g})", f"{scale}, {_folds(runs)}",
-                 "partly reproduced" if kl_g > DIVERSITY_FACTOR * kl_r else "not reproduced")
+    return Claim("GMV's heads are more diverse", paper,
+                 f"{text}; GMV's KL / {LABELS[ref]}'s per fold: {', '.join(f'{r:.2f}' for r in ratios)}",
+                 f"{scale}, {_folds(runs)}", judge(ratios, DIVERSITY_FACTOR, direction="higher"))
 
 
 def overhead_row(runs: dict, scale: str) -> Claim:
-    t_v = float(np.mean([r.train_seconds for r in runs["vanilla"]]))
-    t_g = float(np.mean([r.train_seconds for r in runs["gmv"]]))
+    t_v = [r.train_seconds for r in runs["vanilla"]]
+    t_g = [r.train_seconds for r in runs["gmv"]]
+    ratios = [g / v for g, v in zip(t_g, t_v)]
     cache = float(np.mean([r.cache_seconds for r in runs["gmv"]]))
-    ratio = t_g / t_v
     return Claim("Training overhead of GMV",
                  "+113 % (NCI1), +120 % (PROTEINS), +125 % (COLLAB) over GCN (Table 11 also says ≈ +9 %, which "
                  "disagrees with these); view caching ≈ 0.4 % of PROTEINS' training time",
-                 f"training time GMV / vanilla = {ratio:.2f}× ({t_g:.2f} s vs {t_v:.2f} s per run, same epochs); "
-                 f"view caching {cache:.2f} s per fold, {100 * cache / max(t_g, 1e-9):.0f} % of GMV's training time",
-                 f"{scale}, CPU times (noisy on a shared machine)",
-                 "reproduced" if OVERHEAD_LO <= ratio <= OVERHEAD_HI else "not reproduced")
+                 f"training time GMV / vanilla per fold = {', '.join(f'{r:.2f}×' for r in ratios)} ({np.mean(t_g):.2f} s "
+                 f"vs {np.mean(t_v):.2f} s per run, same epochs); judged on how far each ratio lies inside "
+                 f"[{OVERHEAD_LO:g}×, {OVERHEAD_HI:g}×] (min(r − {OVERHEAD_LO:g}, {OVERHEAD_HI:g} − r), ≥ 0 inside); view "
+                 f"caching {cache:.2f} s per fold, {100 * cache / max(float(np.mean(t_g)), 1e-9):.0f} % of GMV's "
+                 "training time", f"{scale}, CPU times side by side in one run (noisy on a shared machine)",
+                 judge(overhead_margins(ratios), 0.0, kind="timing", direction="higher"))
 
 
 def tu_row() -> Claim:
     return Claim("TU benchmarks (IMDB-B, PROTEINS, NCI1, NCI109, MUTAG, ...)", "Table 1 (10-fold CV)",
-                 "not reproduced: data not shipped (the DGCNN-format loader is tested on a small local file)",
-                 "—", "not run here")
+                 "—", "—", not_run("the TU sets are not shipped and cannot be downloaded here (the DGCNN-format "
+                                   "loader is tested on a small local file)"))
+
+
+def _accs(entry: dict):
+    return list(entry["acc"]) if "acc" in entry else None
+
+
+def _per_fold(a: dict, bs: list[dict]):
+    """Per-fold ``acc(a) − max acc(bs)`` where every entry holds its folds; else one value from the means, and
+    False (the JSON holds means only)."""
+    folds = [_accs(e) for e in (a, *bs)]
+    if all(f is not None for f in folds):
+        return [x - max(ys) for x, *ys in zip(*folds)], True
+    return [a["acc_mean"] - max(b["acc_mean"] for b in bs)], False
+
+
+def gpu_where(gpu: dict) -> str:
+    return str(gpu.get("device", "GPU")).replace("NVIDIA ", "")
+
+
+def _gpu_scale(gpu: dict, folds, what: str) -> str:
+    cfg = gpu.get("config", {})
+    return (f"{gpu_where(gpu)}, {folds} folds (one seed each), {cfg.get('epochs', '?')} epochs, {cfg.get('graphs', '?')} "
+            f"motif graphs{what}, {gpu.get('date', '?')}")
+
+
+def _main_rows(gpu: dict) -> list[Claim]:
+    rows = []
+    for conv, table in gpu["main"].items():
+        text = ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for m, v in table.items())
+        base = [m for m in BASELINES if m in table]
+        if "gmv" not in table or not base:
+            rows.append(Claim(f"{conv.upper()}: GMV beats the baselines on the noisy motif set",
+                              "GMV best in Table 1", text + " %", _gpu_scale(gpu, "?", ""),
+                              not_run(f"the {conv.upper()} table has no GMV or no baseline")))
+            continue
+        gains, per_fold = _per_fold(table["gmv"], [table[m] for m in base])
+        note = f"GMV − best baseline per fold (pp): {_pp(gains)}" if per_fold else \
+            f"GMV − best baseline (means): {_pp(gains)} pp; {MEANS_ONLY}"
+        rows.append(Claim(f"{conv.upper()}: GMV beats the baselines on the noisy motif set",
+                          "GMV best in Table 1 (vanilla, DropEdge, DropNode, ensembles, G-MIMO)",
+                          f"{text} %; {note}", _gpu_scale(gpu, table["gmv"]["folds"], ""),
+                          judge(gains, BEST_MARGIN_PP, direction="higher")))
+    return rows
+
+
+def _heads_row(gpu: dict, sub) -> Claim | None:
+    sweep = gpu.get("heads_sweep")
+    if not sweep:
+        return None
+    text = ", ".join(f"M = {k}: {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for k, v in sweep.items()) + " %"
+    more = [k for k in sweep if int(k) > 2]
+    claim, paper = "More sub-networks do not lower accuracy", "2 sub-networks by default; sweep 2–10 (gains saturate)"
+    if "2" not in sweep or not more:
+        return Claim(claim, paper, text, sub(sweep), not_run("the sweep holds no M = 2 or no M > 2"))
+    stale = heads_stale(gpu)
+    folds = [_accs(sweep[k]) for k in ["2", *more]]
+    if not stale and all(f is not None for f in folds):
+        values = [float(np.mean([x - f2 for x in xs])) for f2, *xs in zip(*folds)]
+        note = f"mean over M > 2 of acc(M) − acc(2) per fold (pp): {_pp(values)}"
+    else:
+        values = [float(np.mean([sweep[k]["acc_mean"] for k in more])) - sweep["2"]["acc_mean"]]
+        note = f"mean over M > 2 of acc(M) − acc(2) (means): {_pp(values)} pp; " + (
+            f"STALE: recorded before the fix of the M > 2 label weights (edges between two sources were credited to "
+            f"the target), so these numbers do not measure this code and count as one value until rerun ({RERUN})"
+            if stale else MEANS_ONLY)
+    return Claim(claim + (" (stale: recorded before the fix)" if stale else ""), paper, f"{text}; {note}",
+                 sub(sweep), judge(values, HEADS_MIN_GAIN_PP, direction="higher"))
+
+
+def _label_row(gpu: dict, setting: str, claim: str, paper: str, sub) -> Claim | None:
+    study = gpu.get(setting)
+    if not study:
+        return None
+    text = "; ".join(f"{k}: " + ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f}" for m, v in t.items())
+                     for k, t in study.items())
+    levels = [t for t in study.values() if "gmv" in t and "vanilla" in t]
+    if not levels:
+        return Claim(claim, paper, text, sub(study), not_run("no level holds both vanilla and GMV"))
+    per = [_per_fold(t["gmv"], [t["vanilla"]]) for t in levels]
+    if all(ok for _, ok in per):
+        values = [float(np.mean(v)) for v in zip(*(g for g, _ in per))]
+        note = f"GMV − vanilla per fold, mean over the levels (pp): {_pp(values)}"
+    else:
+        values = [float(np.mean([t["gmv"]["acc_mean"] - t["vanilla"]["acc_mean"] for t in levels]))]
+        note = f"GMV − vanilla, mean over the levels (means): {_pp(values)} pp; {MEANS_ONLY}"
+    return Claim(claim, paper, f"{text}; {note}", sub(study), judge(values, ACC_MARGIN_PP, direction="higher"))
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
     if not gpu or "main" not in gpu:
         return [Claim("GCN / GIN / GraphGPS × methods on larger motif sets (one H200)",
                       "GMV beats augmentation and ensembles for GNNs and Graph Transformers",
-                      "no GPU run recorded", "H200", "not run here")]
-    where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
-    rows = []
-    for conv, table in gpu["main"].items():
-        text = ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for m, v in table.items())
-        n = next(iter(table.values()))["folds"]
-        rows.append(Claim(f"{conv.upper()}: methods on the noisy motif set", "GMV best or near-best in Table 1",
-                          text + " %", f"{where}, {n} folds, {gpu['config']['graphs']} graphs", "recorded on GPU"))
-    sub = f"{where}, {gpu['config'].get('sweep_folds', '?')} folds each"
-    sweep = gpu.get("heads_sweep")
-    if sweep:
-        rows.append(Claim("Sub-network sweep", "2 sub-networks by default; sweep 2–10 (paper: gains saturate)",
-                          ", ".join(f"M = {k}: {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for k, v in sweep.items()) + " %",
-                          sub, "recorded on GPU"))
-    noise = gpu.get("label_noise")
-    if noise:
-        rows.append(Claim("Label noise", "GMV more robust to 10/20/40 % label noise",
-                          "; ".join(f"{k}: " + ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f}" for m, v in t.items())
-                                    for k, t in noise.items()), sub, "recorded on GPU"))
-    ratio = gpu.get("label_ratio")
-    if ratio:
-        rows.append(Claim("Fewer labels", "label ratios 75 / 50 / 25 / 10 %",
-                          "; ".join(f"{k}: " + ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f}" for m, v in t.items())
-                                    for k, t in ratio.items()), sub, "recorded on GPU"))
+                      "no GPU run recorded", "H200", not_run("no GPU run recorded (benchmarks/graph_multiview_gpu.py)"))]
+    rows = _main_rows(gpu)
+
+    def sub(stage: dict) -> str:
+        entries = [e for t in stage.values() for e in (t.values() if "acc_mean" not in t else [t])]
+        folds = sorted({e.get("folds", "?") for e in entries}, key=str)
+        return _gpu_scale(gpu, "/".join(map(str, folds)), " (GCN)")
+
+    for row in (_heads_row(gpu, sub),
+                _label_row(gpu, "label_noise", "GMV is more robust to label noise",
+                           "GMV more robust to 10/20/40 % label noise", sub),
+                _label_row(gpu, "label_ratio", "GMV is better with fewer labels",
+                           "label ratios 75 / 50 / 25 / 10 %: GMV above the vanilla GNN", sub)):
+        if row is not None:
+            rows.append(row)
     lat = gpu.get("latency_ms")
-    if lat:
-        rows.append(Claim("Inference cost", "one forward pass plus an extra head",
-                          ", ".join(f"{LABELS.get(m, m)} {v:.2f} ms" for m, v in lat.items()) + " per test batch",
-                          where, "recorded on GPU"))
+    if lat and "vanilla" in lat and "gmv" in lat:
+        ratio = lat["gmv"] / lat["vanilla"]
+        rows.append(Claim("Inference cost: one forward pass plus an extra head", "one forward pass plus an extra head",
+                          ", ".join(f"{LABELS.get(m, m)} {v:.2f} ms" for m, v in lat.items())
+                          + f" per test batch; GMV / vanilla = {ratio:.2f}× (two passes would be ≈ 2×)",
+                          f"{gpu_where(gpu)}, timed side by side in one run (time_ms), {gpu.get('date', '?')}",
+                          judge(ratio, INFERENCE_RATIO_MAX, kind="timing", direction="lower")))
     return rows
 
 
-def claim_rows(runs: dict, invariants: dict, ppr_err: float, *, scale: str, gpu: dict | None = None) -> list[Claim]:
+def claim_rows(runs: dict, invariants: dict, ppr: dict, *, scale: str, gpu: dict | None = None) -> list[Claim]:
     """All rows of the notebook's Reproduce table."""
-    return [*mechanics_rows(invariants, ppr_err, scale), accuracy_row(runs, scale), ablation_row(runs, scale),
+    return [*mechanics_rows(invariants, ppr, scale), accuracy_row(runs, scale), ablation_row(runs, scale),
             diversity_row(runs, scale), overhead_row(runs, scale), tu_row(), *gpu_rows(gpu)]

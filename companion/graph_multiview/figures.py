@@ -63,9 +63,11 @@ def scale_up_figure(gpu: dict) -> go.Figure:
     sweep, and vanilla against GMV under label noise and with fewer labels."""
     from plotly.subplots import make_subplots
 
+    from companion.graph_multiview.scale import heads_stale
+
+    sweep_title = "sub-networks M (GMV, GCN)" + ("<br>stale: recorded before the fix" if heads_stale(gpu) else "")
     fig = make_subplots(rows=1, cols=4, column_widths=[0.43, 0.19, 0.19, 0.19], horizontal_spacing=0.06,
-                        subplot_titles=("methods × encoder", "sub-networks M (GMV, GCN)", "label noise (GCN)",
-                                        "labelled share (GCN)"))
+                        subplot_titles=("methods × encoder", sweep_title, "label noise (GCN)", "labelled share (GCN)"))
     for conv, table in gpu.get("main", {}).items():
         fig.add_bar(x=[LABELS.get(m, m) for m in table], y=[v["acc_mean"] for v in table.values()],
                     error_y=dict(array=[v["acc_std"] for v in table.values()]), name=conv.upper(), row=1, col=1)

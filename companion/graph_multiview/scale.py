@@ -12,7 +12,10 @@ have passed (the JSON is written after every stage):
 5. ``latency_ms``: one inference batch (``time_ms``), vanilla (one head) against GMV (two heads).
 
 ``stages`` runs a subset; ``previous`` (an earlier payload of the same profile) keeps the stages it holds, so
-a study can be completed over several GPU calls: ``runs`` lists the seconds each call took.
+a study can be completed (or one stage redone) over several GPU calls: ``runs`` lists the seconds each call
+took. Every method's summary holds its per-fold accuracies (``acc``), which the claim rows judge, and
+``weight_rule`` records, per stage run, the :data:`~companion.graph_multiview.submix.WEIGHT_RULE` of the
+views it trained on (a ``heads_sweep`` recorded without it predates the fix of the M > 2 label weights).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from companion.core import ParameterError, check_choice, recorded_results, time_ms
 from companion.graph_multiview.data import MotifDataset
 from companion.graph_multiview.models import GraphBatch, MultiHeadGNN
+from companion.graph_multiview.submix import WEIGHT_RULE
 from companion.graph_multiview.training import METHODS, TrainConfig, compare, with_config
 
 RESULTS_NAME = "graph_multiview_gpu"
@@ -53,11 +57,17 @@ def recorded() -> dict | None:
     return recorded_results(RESULTS_NAME)
 
 
+def heads_stale(gpu: dict) -> bool:
+    """True when a payload's sub-network sweep predates the current M > 2 label-weight rule (no ``weight_rule``
+    for it, or an older one): its numbers do not measure this code until the stage is rerun."""
+    return "heads_sweep" in gpu and gpu.get("weight_rule", {}).get("heads_sweep", 1) < WEIGHT_RULE
+
+
 def summarise(runs) -> dict:
     out = {}
     for m, rs in runs.items():
         acc = np.array([r.acc for r in rs])
-        out[m] = {"acc_mean": round(float(acc.mean()), 2), "acc_std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 2),
+        out[m] = {"acc": [round(float(a), 2) for a in acc], "acc_mean": round(float(acc.mean()), 2), "acc_std": round(float(acc.std(ddof=1)) if len(acc) > 1 else 0.0, 2),
                   "folds": len(rs), "disagree": round(float(np.mean([r.disagree for r in rs])), 2),
                   "sym_kl": round(float(np.mean([r.sym_kl for r in rs])), 4),
                   "train_s": round(float(np.mean([r.train_seconds for r in rs])), 3),
@@ -91,6 +101,7 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
         payload["skipped"] = [s for s in previous.get("skipped", []) if s.split(":")[0] not in stages]
         payload["runs"] = list(previous.get("runs", [{"stages": [k for k in STAGES if k in previous],
                                                        "seconds": previous.get("seconds")}]))
+        payload["weight_rule"] = {k: v for k, v in previous.get("weight_rule", {}).items() if k not in stages}
     payload["seed"] = seed
     left = lambda: deadline - (time.perf_counter() - t0)  # noqa: E731
 
@@ -103,6 +114,7 @@ def run_scale_up(config=None, *, device="cuda", deadline: float = 120.0, seed: i
             return
         ts = time.perf_counter()
         payload[name] = fn()
+        payload.setdefault("weight_rule", {})[name] = WEIGHT_RULE
         log(f"[{name}] done in {time.perf_counter() - ts:.1f} s ({time.perf_counter() - t0:.1f} s total)")
         if save:
             save(payload)

@@ -14,17 +14,21 @@ For a source ``G_src`` and a target ``G_trg`` (a different graph):
 **More than two sub-networks** (the paper sweeps 2–10 but does not say how the views are formed; *inferred*):
 with M heads, M − 1 sources are inserted one after another into disjoint parts of the same target (the
 target's ST-PPR for source k excludes the nodes already replaced). Head k < M − 1 belongs to source k,
-head M − 1 to the target; ``w_k = |E′_k| / |E_mix|`` and ``w_trg = |E′_trg| / |E_mix|`` (they sum to 1),
-and the assignment matrices are the node masks of each owner. For M = 2 this is exactly Alg. 2.
+head M − 1 to the target, and the assignment matrices are the node masks of each owner. A target edge
+whose two ends were replaced by two *different* sources belongs to neither: it stays in ``E_mix`` (as
+Alg. 2 keeps the edges that cross the boundary of φ(V′_src)) but is credited to no head (``between``). The
+weights are the shares of the credited edges: ``w_k = |E′_k| / C`` and ``w_trg = |E′_trg| / C`` with
+``C = Σ_k |E′_k| + |E′_trg|`` (they sum to 1), where ``E′_trg`` keeps only target edges with at least one
+end still the target's. For M = 2 there are no such edges, ``C = |E_mix|`` and this is exactly Alg. 2.
 
-When ``E_mix`` is empty (graphs without edges), Eq. 2 is undefined; the weights fall back to the node
-shares ``|φ(V′_k)| / |V_mix|`` (stated deviation). ``mode="union"`` gives the *decomposition without
+When no edge is credited (graphs without edges, or every edge joins two sources), Eq. 2 is undefined; the
+weights fall back to the node shares ``|φ(V′_k)| / |V_mix|`` (stated deviation). ``mode="union"`` gives the *decomposition without
 mixing* ablation: the disjoint union of target and sources, owners per component, the same weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,13 +38,19 @@ from companion.core import ParameterError, check_choice
 from companion.graph_multiview.sampling import BETA, check_sampling, neighbours, ppr_matrix, st_ppr
 
 MODES = ("replace", "union")
+# Version of the label-weight rule for M > 2 heads, recorded with every GPU stage that mixes views. 1: a target
+# edge whose ends went to two different sources was kept and credited to the target (issue 37, item 1);
+# 2: such an edge is credited to no head. For M = 2 both give the same views.
+WEIGHT_RULE = 2
 
 
 @dataclass
 class MixedGraph:
     """A mixed view: ``x``, ``edge_index`` (both directions), ``owner`` (the head each node belongs to),
     ``phi`` (one ``(src_nodes, trg_nodes)`` pair per source), label weights ``weights`` (one per head),
-    ``kept`` / ``inserted`` undirected edge lists (target edges kept, images of source edges)."""
+    ``kept`` / ``inserted`` undirected edge lists (target edges kept and credited to the target, images of
+    source edges), ``between`` (target edges whose two ends went to two different sources: in ``E_mix``,
+    credited to no head; always empty for M = 2)."""
 
     x: torch.Tensor
     edge_index: torch.Tensor
@@ -50,6 +60,7 @@ class MixedGraph:
     kept: list
     inserted: list
     samples: list
+    between: list = field(default_factory=list)
 
     @property
     def num_nodes(self) -> int:
@@ -143,14 +154,18 @@ def st_submix(sources, target: Data, rng: np.random.Generator, *, p: float = 0.4
         taken |= inside
         phis.append((v_src, v_trg))
         samples.append((a, b))
-    kept = sorted(trg_pairs - removed)
+    own = owner.tolist()
+    survivors = trg_pairs - removed
+    # a surviving target edge with both ends replaced (necessarily by two different sources) is no one's
+    between = sorted(e for e in survivors if own[e[0]] != m - 1 and own[e[1]] != m - 1)
+    kept = sorted(survivors.difference(between))
     counts = np.array([len(e) for e in inserted] + [len(kept)], dtype=float)
     if counts.sum() > 0:
         weights = counts / counts.sum()
     else:
         weights = np.array([(owner == k).sum().item() for k in range(m)], dtype=float) / n_trg
-    all_pairs = set(kept).union(*map(set, inserted)) if inserted else set(kept)
-    return MixedGraph(x, _edge_index(all_pairs), owner, phis, weights, kept, inserted, samples)
+    all_pairs = set(kept).union(between, *map(set, inserted))
+    return MixedGraph(x, _edge_index(all_pairs), owner, phis, weights, kept, inserted, samples, between)
 
 
 def _union(sources, target) -> MixedGraph:
@@ -203,4 +218,30 @@ def mixing_invariants(graphs, n_pairs: int, rng: np.random.Generator, **kwargs) 
         out["removed_inside"] += sum(1 for u, v in mx.kept if u in inside and v in inside)
         out["mean_w_src"] += float(mx.weights[0]) / n_pairs
         out["pairs"] += 1
+    return out
+
+
+def credit_errors(graphs, n_mixes: int, heads: int, rng: np.random.Generator, **kwargs) -> dict:
+    """The M > 2 label-weight rule over ``n_mixes`` random mixes of ``heads − 1`` sources into a target:
+    ``miscredited`` (target-credited edges with no end left to the target, or inserted edges not inside their
+    source's nodes), ``weight_err`` (max |w − credited-edge shares|, or |Σw − 1| where none is credited) and
+    ``between`` (edges credited to no head: the case the rule decides)."""
+    graphs = list(graphs)
+    if len(graphs) < heads:
+        raise ParameterError("graphs", len(graphs), f"at least heads = {heads} graphs")
+    out = dict(mixes=0, miscredited=0, weight_err=0.0, between=0)
+    cache = {}
+    for _ in range(n_mixes):
+        picked = rng.choice(len(graphs), heads, replace=False)
+        trg, *srcs = [graphs[int(i)] for i in picked]
+        mx = st_submix(srcs, trg, rng, ppr_cache=cache, **kwargs)
+        own = mx.owner.tolist()
+        out["miscredited"] += sum(own[u] != heads - 1 and own[v] != heads - 1 for u, v in mx.kept)
+        out["miscredited"] += sum(own[u] != k or own[v] != k for k, ins in enumerate(mx.inserted) for u, v in ins)
+        counts = np.array([len(e) for e in mx.inserted] + [len(mx.kept)], dtype=float)
+        want = counts / counts.sum() if counts.sum() else None
+        err = float(np.abs(mx.weights - want).max()) if want is not None else abs(float(mx.weights.sum()) - 1.0)
+        out["weight_err"] = max(out["weight_err"], err)
+        out["between"] += len(mx.between)
+        out["mixes"] += 1
     return out

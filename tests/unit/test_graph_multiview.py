@@ -29,7 +29,7 @@ from companion.graph_multiview import (
 from companion.graph_multiview.data import undirected
 from companion.graph_multiview.explorer import ExplorerData, explorer_controls, explorer_view
 from companion.graph_multiview.models import GraphBatch
-from companion.graph_multiview.submix import mixing_invariants
+from companion.graph_multiview.submix import WEIGHT_RULE, mixing_invariants
 
 
 @pytest.fixture(scope="module")
@@ -333,3 +333,160 @@ def test_scale_up_figure_from_recorded_and_partial_results():
     assert len([t for t in fig.data if t.type == "bar"]) == len(gpu["main"])
     partial = {"main": {"gcn": {"vanilla": {"acc_mean": 50.0, "acc_std": 1.0}}}}
     assert len(scale_up_figure(partial).data) == 1
+
+
+def path3():
+    line = torch.tensor([[0, 1], [1, 2]])
+    return Data(x=torch.zeros(3, 2), edge_index=torch.cat([line, line.flip(0)], 1), num_nodes=3)
+
+
+def test_submix_ten_heads_into_a_path_credit_no_edge_to_the_target():
+    """Issue 37 item 1: with 10 heads in a 3-node path every node goes to a source; the two edges join two
+    different sources, so they are credited to no head (the old rule gave [0 x 9, 1.0] to the target)."""
+    srcs = [Data(x=torch.ones(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=4) for _ in range(9)]
+    m = st_submix(srcs, path3(), np.random.default_rng(0), p=0.4, q=1.0, w=2)
+    assert (m.owner < 9).all() and m.kept == [] and m.between == [(0, 1), (1, 2)]
+    assert m.weights[-1] == 0.0 and not np.allclose(m.weights, [0] * 9 + [1.0])
+    # no edge is credited: the weights fall back to node shares (one node to each of three sources)
+    assert sorted(m.weights.tolist()) == pytest.approx([0.0] * 7 + [1 / 3] * 3) and m.weights.sum() == pytest.approx(1)
+    assert m.edge_index.shape[1] == 4  # the two edges stay in E_mix
+    # p = 1: source 0 takes nodes {0, 2} (its inserted edge is the only credited one), source 1 node 1
+    m = st_submix(srcs, path3(), np.random.default_rng(0), p=1.0, q=1.0, w=2)
+    assert m.weights[0] == 1.0 and m.weights[-1] == 0.0
+
+
+def test_submix_credit_rule_on_random_graphs():
+    """M = 4 on random 8–30-node graphs: a target-credited edge keeps a target end, a 'between' edge joins two
+    different sources, and the weights are the credited-edge shares (the old rule broke the first in most mixes)."""
+    rng = np.random.default_rng(0)
+
+    def random_graph():
+        n = int(rng.integers(8, 31))
+        G = nx.gnp_random_graph(n, 0.25, seed=int(rng.integers(10**9)))
+        G.add_edges_from((i, i + 1) for i in range(n - 1))
+        e = torch.tensor(list(G.edges)).T
+        return Data(x=torch.randn(n, 3), edge_index=torch.cat([e, e.flip(0)], 1), num_nodes=n)
+
+    between = 0
+    for _ in range(100):
+        trg, *srcs = [random_graph() for _ in range(4)]
+        m = st_submix(srcs, trg, rng, p=0.4, q=0.6, w=10)
+        own = m.owner.tolist()
+        assert all(own[u] == 3 or own[v] == 3 for u, v in m.kept)
+        assert all(own[u] != own[v] and own[u] < 3 and own[v] < 3 for u, v in m.between)
+        for k, ins in enumerate(m.inserted):
+            assert all(own[u] == own[v] == k for u, v in ins)
+        counts = np.array([len(e) for e in m.inserted] + [len(m.kept)], dtype=float)
+        assert m.weights == pytest.approx(counts / counts.sum())
+        assert _undirected_pairs(m.edge_index) == set(m.kept) | set(m.between) | set().union(*map(set, m.inserted))
+        between += len(m.between)
+    assert between > 0  # the case arises
+
+
+def _undirected_pairs(edge_index):
+    return {(min(u, v), max(u, v)) for u, v in edge_index.T.tolist()}
+
+
+def test_submix_two_heads_have_no_between_edges(graphs):
+    rng = np.random.default_rng(2)
+    for i in range(10):
+        m = st_submix(graphs[i], graphs[i + 1], rng)
+        assert m.between == []
+
+
+def test_ppr_sym_matches_networkx_pagerank(graphs):
+    """Issue 37 item 7: the matrix the sampler ranks by (sym) against networkx, through S_sym = D^-½ S_rw D^½."""
+    from companion.graph_multiview.sampling import ppr_reference
+
+    ref = ppr_reference(graphs[:6], every=1)
+    assert ref["err"] < 1e-9 and ref["roots"] == sum(g.num_nodes for g in graphs[:6])
+    assert 0 < ref["top_differs"] < ref["roots"]  # sym re-weights PageRank by 1/sqrt(d_u): the top sets differ
+    g = graphs[0]
+    G = nx.Graph(g.edge_index.numpy().T.tolist())
+    deg = dict(G.degree)
+    for root in (0, 3):  # st_ppr's scores are that column
+        s = st_ppr(g.edge_index, g.num_nodes, np.random.default_rng(0), root=root)
+        pr = nx.pagerank(G, alpha=1 - 0.15, personalization={root: 1}, tol=1e-13, max_iter=10000)
+        want = np.array([np.sqrt(deg[root] / deg[u]) * pr[u] for u in range(g.num_nodes)])
+        assert np.abs(s.scores - want).max() < 1e-9
+    # the old row's formula (rw) is another matrix: it does not pass this check
+    rw = ppr_matrix(g.edge_index, g.num_nodes, 0.15, normalization="rw")
+    assert np.abs(rw - ppr_matrix(g.edge_index, g.num_nodes, 0.15)).max() > 1e-3
+
+
+def test_dfs_bfs_match_networkx_depth_limited_traversals():
+    """Issue 37 item 21: V_DFS / V_BFS of ST-PPR against networkx's depth-limited traversals (same order)."""
+    from companion.graph_multiview.sampling import bfs_nodes, dfs_nodes, neighbours
+
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        n = int(rng.integers(2, 25))
+        G = nx.gnp_random_graph(n, float(rng.uniform(0.05, 0.4)), seed=int(rng.integers(10**9)))
+        e = torch.tensor(list(G.edges), dtype=torch.long).reshape(-1, 2).T
+        nbrs = neighbours(torch.cat([e, e.flip(0)], 1), n)
+        for v in range(n):
+            for depth in (1, 2, 3, 10):
+                assert dfs_nodes(nbrs, v, depth) == list(nx.dfs_preorder_nodes(G, v, depth_limit=depth,
+                                                                               sort_neighbors=sorted))
+                assert bfs_nodes(nbrs, v, depth) == [v] + [b for _, b in nx.bfs_edges(G, v, depth_limit=depth,
+                                                                                      sort_neighbors=sorted)]
+
+
+def test_st_ppr_dfs_bfs_candidates_avoid_excluded_nodes():
+    """With ``exclude``, the DFS / BFS candidates come from networkx's traversals of the graph without those nodes
+    (depth-limited DFS reaches a set that depends on the neighbour order: sorted, as ours)."""
+    rng = np.random.default_rng(1)
+    G = nx.connected_watts_strogatz_graph(20, 4, 0.3, seed=3)
+    e = torch.tensor(list(G.edges)).T
+    ei = torch.cat([e, e.flip(0)], 1)
+    excluded = {2, 7, 11}
+    H = G.subgraph(set(G) - excluded)
+    for _ in range(10):
+        s = st_ppr(ei, 20, rng, p=1.0, q=0.2, w=2, exclude=excluded)
+        reach_d = set(nx.dfs_preorder_nodes(H, s.root, depth_limit=2, sort_neighbors=sorted))
+        reach_b = set(nx.bfs_tree(H, s.root, depth_limit=2))
+        assert set(s.dfs) <= reach_d and set(s.bfs) <= reach_b and not excluded & set(s.nodes.tolist())
+
+
+def test_scale_resume_reruns_only_the_named_stage():
+    """``--stages heads_sweep --resume old.json`` redoes the sweep (per-fold accuracies, the current weight rule)
+    and keeps every other stage of the old payload as it was."""
+    import json
+
+    from companion.graph_multiview.scale import SMOKE_PROFILE, run_scale_up
+
+    cfg = {**SMOKE_PROFILE, "graphs": 12, "heads_sweep": (2, 3)}
+    fake = {"acc_mean": -1.0, "acc_std": 0.0, "folds": 2}
+    old = {"config": json.loads(json.dumps(cfg)), "seed": 0, "skipped": [], "seconds": 9.0,
+           "main": {"gcn": {"gmv": fake}}, "heads_sweep": {"2": fake, "3": fake}, "label_noise": {"20%": {"gmv": fake}},
+           "label_ratio": {"50%": {"gmv": fake}}, "latency_ms": {"vanilla": 1.0, "gmv": 1.0}}
+    new = run_scale_up(cfg, device="cpu", deadline=600.0, log=lambda *_: None, stages=["heads_sweep"],
+                       previous=json.loads(json.dumps(old)))
+    for k in ("main", "label_noise", "label_ratio", "latency_ms"):
+        assert new[k] == old[k]
+    assert set(new["heads_sweep"]) == {"2", "3"} and all(len(v["acc"]) == 2 for v in new["heads_sweep"].values())
+    assert new["heads_sweep"]["2"]["acc_mean"] >= 0 and new["weight_rule"] == {"heads_sweep": WEIGHT_RULE}
+    assert [r["stages"] for r in new["runs"]][-1] == ["heads_sweep"]
+    from companion.graph_multiview.scale import heads_stale
+
+    assert heads_stale(old) and not heads_stale(new)
+
+
+def test_recorded_json_resumes_under_the_gpu_profile():
+    """The committed JSON is of GPU_PROFILE: the rerun command's --resume accepts it (deadline 0: nothing trains)."""
+    from companion.graph_multiview.scale import GPU_PROFILE, recorded, run_scale_up
+
+    gpu = recorded()
+    out = run_scale_up(GPU_PROFILE, device="cpu", deadline=0.0, log=lambda *_: None, stages=["heads_sweep"],
+                       previous=gpu)
+    assert "heads_sweep" not in out and out["skipped"][-1] == "heads_sweep"  # a stale sweep is not carried over
+    assert all(out[k] == gpu[k] for k in ("main", "label_noise", "label_ratio", "latency_ms"))
+
+
+def test_credit_errors_counts_the_m_gt_2_rule(graphs):
+    from companion.graph_multiview.submix import credit_errors
+
+    out = credit_errors(graphs, 20, 4, np.random.default_rng(0), p=0.5)
+    assert out["mixes"] == 20 and out["miscredited"] == 0 and out["weight_err"] < 1e-12
+    with pytest.raises(ParameterError):
+        credit_errors(graphs[:3], 1, 4, np.random.default_rng(0))
