@@ -7,15 +7,17 @@ smoothness): L = max over exact target samples of λ_max([∇²G]⁻¹ ∇²(−
 (L = λ_max of the target's Hessian, 100 on the κ = 100 Gaussian); ULA's step is δ = 2η (the mirror scheme
 with G = ½‖x‖²). This is this companion's choice (the paper compares at a fixed step 1e-2 on images).
 
-**Starts.** ULA and MALA start at x_0 ~ N(0, I); mirror chains at y_0 ~ N(0, I), x_0 = ∇G*(y_0) (Alg. 2), so
-the learned map, fitted to the target beforehand (as in CPMLAprt), starts the chain from the flow's samples.
+**Starts.** Every sampler starts from the same primal points x_0 ~ N(0, I) in each seed: mirror chains at
+y_0 = ∇G(x_0), so that x_0 = ∇G*(y_0). (Alg. 2 draws y_0 ~ N(0, I) instead, which starts a learned map fitted
+to the target beforehand from the flow's own samples: that would measure the pre-fitted flow, not the
+sampler.) The energy distance of the common start (T = 0) is recorded beside the chains'.
 """
 
 from __future__ import annotations
 
 import torch
 
-from companion.core import check_float, check_int
+from companion.core import check_choice, check_float, check_int
 from companion.cpmla.cpflow import fit_flow
 from companion.cpmla.metrics import energy_distance, sliced_w2
 from companion.cpmla.mirror_map import ConvexPotential, QuadraticPotential
@@ -53,39 +55,56 @@ def step_sizes(target, learned, eta_scale, seed=0):
     return {k: eta_scale / v for k, v in Ls.items()}, Ls
 
 
-def run_sampler(name, target, learned, n, T, etas, generator, snapshots=(), record=False, y0=None):
-    """One batch of ``n`` chains of ``name`` (one of :data:`SAMPLERS`) for T steps."""
-    x0 = torch.randn(n, target.dim, generator=generator, dtype=torch.float64) if y0 is None else y0
+def run_sampler(name, target, learned, n, T, etas, generator, snapshots=(), record=False, x0=None):
+    """One batch of ``n`` chains of ``name`` (one of :data:`SAMPLERS`) for T steps from the primal points ``x0``
+    (drawn from N(0, I) when None); a mirror chain starts at y_0 = ∇G(x_0)."""
+    if x0 is None:
+        x0 = torch.randn(n, target.dim, generator=generator, dtype=torch.float64)
     if name == "ULA":
         return ula(target, x0, T, 2 * etas["euclidean"], generator=generator, snapshots=snapshots, record=record)
     if name == "MALA":
         return mala(target, x0, T, 2 * etas["euclidean"], generator=generator, snapshots=snapshots, record=record)
     if name == "mirror: Newton map":
-        newton = QuadraticPotential(torch.linalg.inv(target.covariance))
-        return mirror_langevin(target, newton, x0, T, etas["newton"], generator=generator, snapshots=snapshots, record=record)
-    hessian = "diagonal" if name.endswith("diagonal Hessian") else "full"
-    return mirror_langevin(target, learned, x0, T, etas["learned"], hessian=hessian, generator=generator,
+        potential, eta, hessian = QuadraticPotential(torch.linalg.inv(target.covariance)), etas["newton"], "full"
+    else:
+        potential, eta = learned, etas["learned"]
+        hessian = "diagonal" if name.endswith("diagonal Hessian") else "full"
+    with torch.no_grad():
+        y0 = potential.grad(x0)
+    return mirror_langevin(target, potential, y0, T, eta, hessian=hessian, generator=generator,
                            snapshots=snapshots, record=record)
 
 
+STARTS = ("normal", "target")
+
+
 def compare_fixed_target(target, learned, Ts=(3, 10, 30), n_chains=500, seeds=(0, 1, 2), eta_scale=0.2,
-                         n_reference=1000, samplers=SAMPLERS):
+                         n_reference=1000, samplers=SAMPLERS, start="normal"):
     """Energy distance and sliced W2 to exact samples after each T in ``Ts`` for every sampler and seed.
 
-    Returns ``{"rows": [{sampler, T, seed, energy_distance, sliced_w2}], "etas", "L", "floor"}``; ``floor`` is
-    the energy distance between two independent exact sample sets of the same sizes (the metric's noise)."""
+    Every sampler of a seed starts from the same x_0: x_0 ~ N(0, I) (``start="normal"``, how fast a chain reaches
+    the target) or exact target samples (``start="target"``: a chain started at the target that drifts away shows
+    the sampler's own stationary bias). Returns
+    ``{"rows": [{sampler, T, seed, energy_distance, sliced_w2}], "start", "etas", "L", "floor"}``; ``start`` is
+    the energy distance of the common start x_0 (T = 0) per seed, ``floor`` the energy distance between two
+    independent exact sample sets of the same sizes (the metric's noise), per seed."""
     check_int("n_chains", n_chains, lo=10)
+    check_choice("start", start, STARTS)
     Ts = tuple(sorted({check_int("T", t, lo=1) for t in Ts}))
     etas, Ls = step_sizes(target, learned, eta_scale)
-    rows, floors = [], []
+    rows, floors, starts = [], [], []
     for seed in seeds:
         gen = torch.Generator().manual_seed(1000 + seed)
         ref = target.sample(n_reference, gen)
         floors.append(energy_distance(target.sample(n_chains, gen), ref))
+        x0 = (torch.randn(n_chains, target.dim, generator=gen, dtype=torch.float64) if start == "normal"
+              else target.sample(n_chains, gen))
+        starts.append(energy_distance(x0, ref))
         for name in samplers:
-            chain = run_sampler(name, target, learned, n_chains, max(Ts), etas, gen, snapshots=Ts)
+            chain = run_sampler(name, target, learned, n_chains, max(Ts), etas, gen, snapshots=Ts, x0=x0)
             for t in Ts:
                 x = chain.snapshots[t]
                 rows.append({"sampler": name, "T": t, "seed": seed, "energy_distance": energy_distance(x, ref),
                              "sliced_w2": sliced_w2(x, ref)})
-    return {"rows": rows, "etas": etas, "L": Ls, "floor": floors, "eta_scale": eta_scale}
+    return {"rows": rows, "start": starts, "start_law": start, "etas": etas, "L": Ls, "floor": floors,
+            "eta_scale": eta_scale}

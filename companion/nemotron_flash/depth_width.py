@@ -136,6 +136,7 @@ def fit_scaling_law(runs: list[dict], holdout: str = "largest_tokens") -> dict:
     return {"params": dict(zip(PARAM_NAMES, map(float, popt))), "holdout": holdout,
             "train_rel_error": float(rel[train].mean()), "test_rel_error": float(rel[test].mean()),
             "test_ppl_rel_error_max": float(ppl_rel[test].max()), "test_ppl_rel_error_mean": float(ppl_rel[test].mean()),
+            "test_ppl_rel_errors": ppl_rel[test].tolist(),
             "n_train": int(train.sum()), "n_test": int(test.sum()), "pred": pred.tolist(), "is_test": test.tolist()}
 
 

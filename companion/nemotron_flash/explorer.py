@@ -1,10 +1,11 @@
 """The latency-frontier explorer of paper 15 (Nemotron-Flash).
 
-Left: loss of every cached tiny run at the chosen parameter budget against its **measured** decode time per
-token at batch 1 whatever the batch control (with ``metric="throughput"``: tokens/s at the chosen batch), coloured by depth, with the
-Pareto front drawn and the chosen model (depth; width derived from the budget; one operator per stage) marked.
-Right: decode time per token against context length for each operator at the chosen width and batch —
-constant for DeltaNet, Mamba2 and the FFN (a fixed-size state), growing for attention (the KV cache).
+Left: loss of every cached tiny run at the chosen parameter budget against its decode time per token (the sum
+of its layers' measured decode steps) at batch 1 whatever the batch control (with ``metric="throughput"``:
+tokens/s at the chosen batch), coloured by depth, with the Pareto front drawn and the chosen model (depth; width derived from the budget; one operator per stage) marked.
+Right: decode time per token against context length for each operator at the chosen width and batch — for
+attention timed at every context (the KV cache grows); for DeltaNet, Mamba2 and the FFN timed once at the shortest
+context and drawn flat (a fixed-size state: flat by construction here, see the operator sweep for a measurement).
 
 ``device="cpu"`` uses the timings this run measured on this CPU; ``device="h200"`` the committed H200 timings
 of ``benchmarks/nemotron_flash_latency.py`` (the figure says "not recorded yet" when there are none).

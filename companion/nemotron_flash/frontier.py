@@ -9,11 +9,14 @@ parameter budget for the all-attention (LLaMA) model of that depth (:func:`explo
   committed (``python -m companion.nemotron_flash.frontier --out data/nemotron_flash/explorer_runs.csv``; rerunning it
   resumes a partial file, and the view marks a pattern without a cached run): a
   proxy, as the paper's search uses short-training perplexity as one.
-* **Latency**: measured, not estimated: the decode step of every operator at every width, context and batch
-  (:func:`measure_layer_table`, live on this CPU in the notebook; on the H200 by the benchmark), plus the
-  embedding/norm/LM-head step; a model's decode time per token is the sum over its layers
-  (:func:`composed_ms`). Summing measured layer times is how latency look-up tables in architecture search
-  work; the notebook compares it with whole-model measurements.
+* **Latency**: composed from measured layer steps (:func:`measure_layer_table`, live on this CPU in the notebook;
+  on the H200 by the benchmark): attention's decode step at every width, context and batch; DeltaNet's, Mamba2's
+  and the FFN's once per width and batch, at the shortest context, and reused for every context (their state has
+  a fixed size, so their step is taken to be independent of the context: assumed here, not re-measured); plus the
+  embedding/norm/LM-head step. A model's decode time per token is the sum over its layers (:func:`composed_ms`),
+  as latency look-up tables in architecture search work. The sum is not checked against whole-model timings
+  here: it leaves out what a whole model adds between layers (Python dispatch, cache bookkeeping), so it is a
+  look-up-table estimate, not a measured model latency.
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ bf16, random weights, results saved after every stage:
 
 Not run (do not fit the 150 s budget): the 50-100M hybrids trained as search proxies, Spearman of short vs
 long training, weight-normalisation and meta-token ablations.
+
+**Stages that produced nothing.** ``stages_skipped`` lists every stage without a result and ``skip_reasons`` says
+why: skipped for the deadline, or started and never finished. A stage is written into both as "started, did not
+finish" (and the results saved) before it runs, and taken out when it completes, so a run killed inside a stage
+leaves an honest record in the saved JSON.
 """
 
 from __future__ import annotations
@@ -140,7 +145,7 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
     reps = dict(cpu_reps=1, rep_ms=20)
     out = {"config": {**cfg, "n_tokens": n_tokens, "max_batch": max_batch, "smoke": smoke,
                       "dtype": "float32" if smoke else "bfloat16"},
-           "device_name": device_name(device), "stages_skipped": [], "notes": [
+           "device_name": device_name(device), "stages_skipped": [], "skip_reasons": {}, "notes": [
                "random weights; bf16 on CUDA",
                "Mamba2 is this project's PyTorch SSM (mamba-ssm is not installed on the GPU machine)",
                f"decode time of {n_tokens} tokens = mean step time over the decode (measured at "
@@ -150,18 +155,33 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
     def left():
         return deadline_s - (time.perf_counter() - t0)
 
-    def stage(name, need_s):
-        if left() < need_s:
-            out["stages_skipped"].append(name)
-            log(f"[skip] {name}: {left():.0f} s left, needs ~{need_s} s")
-            return False
-        log(f"[{time.perf_counter() - t0:5.1f} s] {name}")
-        return True
-
     def checkpoint():
         out["elapsed_s"] = time.perf_counter() - t0
         if save is not None:
             save(out)
+
+    def skip(name, reason):
+        if name not in out["stages_skipped"]:
+            out["stages_skipped"].append(name)
+        out["skip_reasons"][name] = reason
+
+    def stage(name, need_s):
+        """Start a stage when the deadline leaves ``need_s``; until :func:`done` it is recorded (and saved) as
+        started but unfinished, so a run killed inside it says so."""
+        now = time.perf_counter() - t0
+        if left() < need_s:
+            skip(name, f"deadline: {left():.0f} s of {deadline_s:g} s left at {now:.0f} s, needs ~{need_s} s")
+            log(f"[skip] {name}: {left():.0f} s left, needs ~{need_s} s")
+            return False
+        skip(name, f"started at {now:.0f} s of the {deadline_s:g} s deadline and never finished (the process was "
+                   "killed or the stage failed): no result")
+        checkpoint()
+        log(f"[{now:5.1f} s] {name}")
+        return True
+
+    def done(name):
+        out["stages_skipped"].remove(name)
+        out["skip_reasons"].pop(name)
 
     # 1-2: transformer first, then the hybrid
     hv = {"n_tokens": n_tokens}
@@ -183,6 +203,7 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
             hv[key].update(max_throughput=float("nan"), throughput_error=str(err))
         log(f"  {key}: {d['seconds']:.2f} s for {n_tokens} tokens ({d['mode']}), "
             f"{hv[key]['max_throughput']:,.0f} tok/s at batch {hv[key].get('max_throughput_batch')}")
+        done(key)
         del m
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -197,6 +218,7 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
                 del hm
             except Exception as err:  # noqa: BLE001 - record, do not fail the run
                 hv["hf_generate_error"] = f"{type(err).__name__}: {err}"
+            done("hf_generate")
         out["hybrid_vs_transformer"] = hv
         checkpoint()
 
@@ -218,12 +240,14 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
             del m
         out["depth_width"] = {"rows": rows, "context": 1024 if not smoke else 16, "batch": 64 if not smoke else 4,
                               "device": out["device_name"]}
+        done("depth_width")
         checkpoint()
 
     # 4: explorer timings on this device
     if stage("explorer_table", 15):
         widths = sorted({explorer_width(d, b) for d in EXPLORER_DEPTHS for b in EXPLORER_BUDGETS})
         out["explorer_layer_ms"] = measure_layer_table(widths, device=device, cpu_reps=1)
+        done("explorer_table")
         checkpoint()
     # 5: operators
     if stage("operators", 20):
@@ -245,11 +269,13 @@ def run_scale_up(*, smoke=False, deadline_s=None, log=print, save=None, n_tokens
                         ms = float("nan")
                     rows.append({"op": op, "width": w, "batch": b, "context": c_, "ms": ms})
         out["operators"] = {"rows": rows, "width": w, "dtype": "fp32 (CPU smoke)" if smoke else "bf16"}
+        done("operators")
         checkpoint()
 
     # 6: fla's Triton kernels (first call compiles) against our chunked PyTorch
     if stage("fla_vs_ours", 30):
         out["fla_vs_ours"] = _fla_vs_ours(device, smoke)
+        done("fla_vs_ours")
         checkpoint()
     out["elapsed_s"] = time.perf_counter() - t0
     return out

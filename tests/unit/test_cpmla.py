@@ -125,6 +125,33 @@ def test_mala_is_exact_on_a_gaussian():
     assert float(torch.linalg.norm(torch.cov(out.x.T) - target.cov) / torch.linalg.norm(target.cov)) < 0.08
 
 
+def _mala_variance_ratio(mala_fn, delta, n=10000, T=50, seed=0):
+    """Per-coordinate variance of MALA's chains over the target's, started at exact samples of N(0, diag(1, 1/4))."""
+    from companion.cpmla.targets import GaussianTarget
+
+    target = GaussianTarget([0.0, 0.0], [[1.0, 0.0], [0.0, 0.25]])
+    g = torch.Generator().manual_seed(seed)
+    out = mala_fn(target, target.sample(n, g), T, delta, generator=g)
+    return out.x.var(0) / torch.diag(target.cov), out.x.mean(0), out.acceptance
+
+
+def test_mala_keeps_the_gaussian_at_a_large_step():
+    """At δ = 1 (4x the smaller variance) the Metropolis-Hastings ratio carries the whole correction: ULA's
+    proposal alone inflates the variance by a third or more, and an acceptance ratio with a wrong term (no Hastings
+    correction, the reverse proposal's drift at the wrong point, a flipped sign, a wrong proposal variance) moves
+    the stationary variance by 15 % or more, while exact MALA started at the target stays there."""
+    from companion.cpmla.targets import GaussianTarget
+
+    target = GaussianTarget([0.0, 0.0], [[1.0, 0.0], [0.0, 0.25]])
+    g = torch.Generator().manual_seed(1)
+    ula_var = ula(target, target.sample(10000, g), 50, 1.0, generator=g).x.var(0) / torch.diag(target.cov)
+    assert bool((ula_var > 1.25).all()), ula_var  # the step is large enough for the bias to show
+    var, mean, acc = _mala_variance_ratio(mala, 1.0)
+    assert 0.2 < acc < 0.9, acc
+    assert float((var - 1).abs().max()) < 0.05, var
+    assert float(mean.abs().max()) < 0.05, mean
+
+
 def test_hutchinson_logdet_gradient_agrees_with_exact(G):
     x = torch.randn(32, 2, dtype=D64)
     params = list(G.parameters())
@@ -203,3 +230,24 @@ def test_non_finite_gradient_mid_chain_is_a_clear_error():
     target = ill_conditioned_gaussian(100.0)
     with pytest.raises(NonFiniteChain, match="step"):
         ula(target, torch.randn(8, 2, dtype=D64), 2000, 1.0)
+
+
+def test_every_sampler_starts_from_the_same_primal_points(G):
+    """Review item 10: the learned mirror chain used to start at y₀ ~ N(0, I), i.e. from the pre-fitted flow's own
+    samples, while ULA started at x₀ ~ N(0, I): the comparison measured the flow, not the sampler. Every sampler
+    of the fixed-target comparison now starts from the same x₀ (a mirror chain at y₀ = ∇G(x₀))."""
+    from companion.cpmla.experiments import SAMPLERS, compare_fixed_target, run_sampler, step_sizes
+
+    target = ill_conditioned_gaussian(10.0)
+    etas, _ = step_sizes(target, G, 0.2)
+    x0 = torch.randn(16, 2, generator=torch.Generator().manual_seed(0), dtype=D64)
+    for name in SAMPLERS:
+        chain = run_sampler(name, target, G, 16, 1, etas, torch.Generator().manual_seed(1), record=True, x0=x0)
+        assert torch.allclose(chain.xs[0], x0, atol=1e-6), name
+    out = compare_fixed_target(target, G, Ts=(1, 2), n_chains=20, seeds=(0, 1), samplers=SAMPLERS[:2])
+    assert len(out["start"]) == 2 and out["start_law"] == "normal"
+    at_target = compare_fixed_target(target, G, Ts=(1,), n_chains=200, seeds=(0,), samplers=SAMPLERS[:1],
+                                     start="target")
+    assert at_target["start"][0] < 0.1 < out["start"][0]  # exact target samples vs N(0, I) far from the mean
+    with pytest.raises(ParameterError):
+        compare_fixed_target(target, G, Ts=(1,), n_chains=20, seeds=(0,), start="flow")

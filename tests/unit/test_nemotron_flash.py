@@ -1,6 +1,7 @@
 """companion.nemotron_flash: operators against their recurrences and fla's references, the cached decoder,
 weight normalisation, the depth-width budget and law, the search's mutation, the harness and the explorer."""
 
+import copy
 import math
 import random
 
@@ -389,3 +390,47 @@ def test_ours_match_fla_triton_kernels_on_gpu(gated):  # pragma: no cover - GPU 
     o_ref, s_ref = delta_rule(q, k, v, beta, g if gated else None, initial_state=S0, impl="chunked")
     o, s = delta_rule(*(x.bfloat16() for x in (q, k, v, beta)), g if gated else None, initial_state=S0, impl="fla")
     assert (o.float() - o_ref).abs().max() / o_ref.abs().max() < 3e-2
+
+
+def test_scale_up_records_a_stage_killed_midway(monkeypatch):
+    """Review item 13: the recorded run was killed inside its last stage (fla vs ours) and its JSON still said
+    ``stages_skipped: []``. A stage is now saved as started-but-unfinished before it runs, so the JSON a killed run
+    leaves names the stage and why it has no result."""
+    import companion.nemotron_flash.latency as latency
+    from companion.nemotron_flash.scale import run_scale_up
+
+    saved = []
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt  # the process is killed inside the stage
+
+    monkeypatch.setattr(latency, "decode_seconds", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_scale_up(smoke=True, deadline_s=600, log=lambda *a: None, save=lambda out: saved.append(copy.deepcopy(out)))
+    assert saved, "nothing was saved before the stage ran"
+    last = saved[-1]
+    assert last["stages_skipped"] == ["transformer"] and "never finished" in last["skip_reasons"]["transformer"]
+    assert "hybrid_vs_transformer" not in last
+
+
+def test_scale_up_deadline_skips_are_recorded_with_reasons():
+    from companion.nemotron_flash.scale import run_scale_up
+
+    out = run_scale_up(smoke=True, deadline_s=0, log=lambda *a: None)
+    stages = ["transformer", "hybrid", "depth_width", "explorer_table", "operators", "fla_vs_ours"]
+    assert out["stages_skipped"] == stages
+    assert all(out["skip_reasons"][s].startswith("deadline") for s in stages)
+
+
+def test_recorded_json_names_the_stage_that_produced_nothing():
+    """The committed H200 run: every stage without a result is listed, with its reason."""
+    from companion.nemotron_flash.scale import recorded
+
+    gpu = recorded()
+    if gpu is None:
+        pytest.skip("no recorded GPU run")
+    stages = {"hybrid_vs_transformer": "hybrid", "depth_width": "depth_width", "explorer_layer_ms": "explorer_table",
+              "operators": "operators", "fla_vs_ours": "fla_vs_ours"}
+    missing = [name for key, name in stages.items() if key not in gpu]
+    assert set(missing) <= set(gpu["stages_skipped"])
+    assert all(gpu["skip_reasons"].get(name) for name in gpu["stages_skipped"])
