@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from companion.gaussian_video.bd import bd_psnr, bd_rate
+from companion.gaussian_video.bd import bd_psnr, bd_rate, rd_envelope
 from companion.gaussian_video.bitstream import encode_key
 from companion.gaussian_video.pipeline import Config, SequenceResult, _eval, encode_sequence, fit_keyframe, pretrain
 
@@ -55,15 +55,23 @@ def grouping_study(frames, cfg: Config, key_cache: dict | None = None, log=None)
             for name, gs in GROUP_VARIANTS.items()}
 
 
+def dropped_layers(curve: dict) -> list[int]:
+    """The layer counts l (1-based) whose points leave a curve's monotone envelope (more bytes, no more
+    PSNR than a point of fewer bytes; :func:`~companion.gaussian_video.bd.rd_envelope`)."""
+    return [i + 1 for i in rd_envelope(curve["bytes"], curve["psnr"])[2]]
+
+
 def bd_against(curves: dict, reference: str) -> dict:
-    """BD-PSNR (dB) and BD-rate (%) of every curve against ``reference`` (NaN where the ranges do not overlap)."""
+    """BD-PSNR (dB) and BD-rate (%) of every curve against ``reference`` (NaN where the ranges do not overlap),
+    on the monotone envelopes; ``dropped`` = the layers each side loses to the envelope (reference, curve)."""
     ref = curves[reference]
     out = {}
     for name, c in curves.items():
         if name == reference:
             continue
         out[name] = {"bd_psnr": bd_psnr(ref["bytes"], ref["psnr"], c["bytes"], c["psnr"]),
-                     "bd_rate": bd_rate(ref["bytes"], ref["psnr"], c["bytes"], c["psnr"])}
+                     "bd_rate": bd_rate(ref["bytes"], ref["psnr"], c["bytes"], c["psnr"]),
+                     "dropped": (dropped_layers(ref), dropped_layers(c))}
     return out
 
 

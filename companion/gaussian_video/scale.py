@@ -89,11 +89,40 @@ GPU_PROFILE = {
 NEAR_PLANE = 0.01  # gsplat's default: Gaussians nearer the camera than this are culled
 TILE = 16
 SMOKE_PROFILE = {**GPU_PROFILE, "n_gaussians": 400, "n_parts": 3, "n_frames": 2, "n_cameras": 2, "width": 48, "L": 3}
+TRITON_MIN_SPEED = 0.5        # issue target: the Triton rasteriser at least half gsplat's throughput
+GSPLAT_MAX_MEAN_ABS_DIFF = 1e-3  # issue target: the Triton rasteriser matches gsplat within this mean |Δ| per pixel
 
 
 def recorded() -> dict | None:
     """The committed results of ``benchmarks/gaussian_video_decode.py`` (None when not recorded yet)."""
     return recorded_results(RESULTS_NAME)
+
+
+def rasterizer_summary(sp: dict) -> dict | None:
+    """The rasteriser comparison of a run (its ``"rasterizer"`` entry), for the notebook's Checks: these test
+    this project's Triton kernel against gsplat (or the PyTorch splatter), not a claim of the paper.
+
+    Returns None when the run timed no rasteriser, else ``{"peer", "speed", "mean_abs_diff", "text"}``:
+    ``speed`` = peer ms / Triton ms on the same inputs (gsplat's projected inputs and tile lists when gsplat
+    ran), ``mean_abs_diff`` = the mean |Δ| per pixel against gsplat on those inputs (None without gsplat)."""
+    if sp.get("triton_on_gsplat_lists_ms"):
+        speed = sp["gsplat_rasterize_to_pixels_ms"] / sp["triton_on_gsplat_lists_ms"]
+        e2e = sp["gsplat_rasterization_ms"] / sp["triton_end_to_end_ms"]
+        text = (f"on gsplat's projected inputs and tile lists: Triton {sp['triton_on_gsplat_lists_ms']:.2f} ms vs "
+                f"{sp['gsplat']} rasterize_to_pixels {sp['gsplat_rasterize_to_pixels_ms']:.2f} ms: {speed:.2f}× "
+                f"(issue target ≥ {TRITON_MIN_SPEED}×: {'met' if speed >= TRITON_MIN_SPEED else 'not met'}); end to "
+                f"end {sp['triton_end_to_end_ms']:.2f} vs {sp['gsplat_rasterization_ms']:.2f} ms: {e2e:.2f}×; "
+                f"mean |Δ| {sp['kernel_mean_abs_diff']:.2g} (max {sp['kernel_max_abs_diff']:.2g}; target < "
+                f"{GSPLAT_MAX_MEAN_ABS_DIFF:g}), end to end mean {sp['end_to_end_mean_abs_diff']:.2g}")
+        return {"peer": sp["gsplat"], "speed": speed, "mean_abs_diff": sp["kernel_mean_abs_diff"], "text": text}
+    if not (sp.get("triton_ms") and sp.get("peer_ms")):
+        return None
+    peer, peer_ms = (("gsplat", sp["gsplat_ms"]) if sp.get("gsplat_ms") else (sp["peer"], sp["peer_ms"]))
+    speed = peer_ms / sp["triton_ms"]
+    text = (f"Triton {sp['triton_ms']:.2f} ms vs {peer} {peer_ms:.2f} ms: {speed:.2f}× (issue target ≥ "
+            f"{TRITON_MIN_SPEED}× gsplat); gsplat: {sp.get('gsplat', 'not installed')}; max |Δ| vs the PyTorch "
+            f"splatter {sp.get('max_abs_diff', float('nan')):.2g}")
+    return {"peer": peer, "speed": speed, "mean_abs_diff": None, "text": text}
 
 
 def make_scene(n: int, n_parts: int, n_frames: int, seed: int = 0) -> dict:

@@ -797,10 +797,10 @@ def summary(payload: dict) -> dict:
                 f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame; PSNR "
                 f"{'non-decreasing' if payload['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
                 f"{payload['groups']}; training {payload['train_min_per_frame']:.3f} min/frame")
-    scale = (f"synthetic scene, {sc['n_gt']} ground-truth / ~{round(last['n_gaussians'])} model Gaussians, "
-             f"{sc['n_cameras']} cameras at {sc['width']}² ({len(payload['test_cameras'])} held out), "
-             f"{payload['n_frames_done']} of {payload['n_frames_planned']} frames, {payload['backend']} renderer, "
-             f"{'smoke (CPU)' if payload['smoke'] else 'one GPU'}, one seed")
+    where = "smoke run (CPU)" if payload["smoke"] else payload.get("device", "one GPU")
+    scale = (f"{where}, one seed, synthetic scene, {sc['n_gt']} ground-truth / ~{round(last['n_gaussians'])} model "
+             f"Gaussians, {sc['n_cameras']} cameras at {sc['width']}² ({len(payload['test_cameras'])} held out), "
+             f"{payload['n_frames_done']} of {payload['n_frames_planned']} frames, {payload['backend']} renderer")
     return {"claim": "one model streams progressively: PSNR and size grow with the layers received",
             "paper": "High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame; 4.3 min/frame training",
             "measured": measured, "scale": scale}

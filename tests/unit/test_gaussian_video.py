@@ -11,13 +11,13 @@ import torch
 
 from companion.core import ParameterError
 from companion.gaussian_video import PAPER
-from companion.gaussian_video.bd import bd_psnr, bd_rate
+from companion.gaussian_video.bd import bd_psnr, bd_rate, rd_envelope
 from companion.gaussian_video import bitstream
 from companion.gaussian_video.bitstream import (
     H264Unavailable, attribute_frames, attribute_symbols, decode_h264, decode_inter, decode_key, encode_h264,
     encode_inter, encode_key, h264_encoder, plane_shape, rans_decode, rans_encode)
 from companion.gaussian_video.pipeline import Config, decode_sequence, encode_sequence, global_shift, motion_groups
-from companion.gaussian_video.rate import empirical_entropy, gaussian_bits, kde_bits, noisy, silverman_bandwidth
+from companion.gaussian_video.rate import MAX_BINS, empirical_entropy, gaussian_bits, kde_bits, kde_cdf, noisy, silverman_bandwidth
 from companion.gaussian_video.scene import check_frames, init_gaussians, make_frames
 from companion.gaussian_video.significance import (
     layer_counts, layer_masks, layer_weights, progressive_render, significance, split_layers)
@@ -118,6 +118,56 @@ def test_kde_rate_near_empirical_entropy_and_gaussian_rate():
         assert abs(kde - empirical_entropy(sym.numpy())) < 0.05
         assert abs(float(gaussian_bits(sym * q, q).mean()) - empirical_entropy(sym.numpy())) < 0.05
     assert silverman_bandwidth(x) == pytest.approx(0.9 * 20000 ** -0.2, rel=0.05)
+
+
+def _symmetric_sample(n=500, seed=0):
+    x = torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.cat([x, -x])
+
+
+def _kde_bits_exact(v, data, q):
+    """−log₂ P(v) under the Gaussian KDE itself (no grid, no FFT): P(v) = mean_i [Φ((v + q/2 − x_i)/h) −
+    Φ((v − q/2 − x_i)/h)], h Silverman's bandwidth of the data."""
+    from scipy.stats import norm
+
+    h = silverman_bandwidth(data)
+    d = data.numpy()[None, :]
+    v = np.asarray(v, dtype=float)[:, None]
+    return -np.log2((norm.cdf((v + q / 2 - d) / h) - norm.cdf((v - q / 2 - d) / h)).mean(1))
+
+
+def test_kde_bits_per_value_symmetric_data():
+    """Issue 37 item 22: per value, not only the mean. On data symmetric about 0, bits(v) = bits(−v)."""
+    xs, v = _symmetric_sample(), torch.linspace(-3, 3, 121, dtype=torch.float64)
+    # q small enough that the grid is coarsened to MAX_BINS bins over [lo, hi] = [−hi, hi]: a symmetric grid,
+    # so the binned histogram, the FFT smoothing and the interpolated CDF are exactly symmetric
+    q = 0.01
+    edges, cdf = kde_cdf(xs, q)
+    assert len(edges) == MAX_BINS + 2 and float(edges[0]) == pytest.approx(-float(edges[MAX_BINS]), abs=1e-12)
+    b, b_neg = kde_bits(v, q, reference=xs), kde_bits(-v, q, reference=xs)
+    assert float((b - b_neg).abs().max()) < 1e-9
+    # on the fine grid (step q/4, edges not symmetric about 0) a sample moves by at most one step of q/4:
+    # the two sides agree within 0.03 bits (a density shifted by one bin gives 0.18)
+    q = 0.1
+    b, b_neg = kde_bits(v, q, reference=xs), kde_bits(-v, q, reference=xs)
+    assert float((b - b_neg).abs().max()) < 0.03
+
+
+def test_kde_bits_per_value_against_the_closed_form_kde():
+    """Per value against the KDE's own closed form (a Gaussian mixture's CDF, no grid): within 0.02 bits at
+    the default oversampling on |v| ≤ 2 (a density shifted by one bin is off by about 0.1), and closer as the
+    grid refines."""
+    xs, q = _symmetric_sample(), 0.1
+    v = torch.linspace(-2, 2, 81, dtype=torch.float64)
+    exact = _kde_bits_exact(v.numpy(), xs, q)
+    err = {ov: float(np.abs(kde_bits(v, q, reference=xs, oversample=ov).numpy() - exact).max()) for ov in (1, 4, 16)}
+    assert err[4] < 0.02, err
+    assert err[16] < err[4] < err[1], err
+    # a single sample at 0: P(v) = Φ((v + q/2)/h) − Φ((v − q/2)/h) with h the bandwidth floor (1e-6), so the
+    # value 0 costs 0 bits and a value a step away costs the floor's 30 bits
+    one = torch.zeros(1, dtype=torch.float64)
+    assert float(kde_bits(one, q)[0]) == pytest.approx(0.0, abs=1e-9)
+    assert float(kde_bits(torch.tensor([q], dtype=torch.float64), q, reference=one)[0]) == pytest.approx(-math.log2(1e-9))
 
 
 def test_noise_is_uniform_within_half_a_step():
@@ -238,6 +288,32 @@ def test_bd_metrics():
     assert math.isnan(bd_psnr([1, 2], [1, 2], [10, 20], [1, 2]))
     with pytest.raises(ParameterError):
         bd_psnr([1], [1], [1, 2], [1, 2])
+
+
+def test_bd_on_non_monotone_curves_uses_the_monotone_envelope():
+    """Issue 37 item 6: a top layer that adds bytes and lowers PSNR must not turn into a large BD-rate.
+    The recorded keyframe curves (full vs no rate term): bytes within 0.5 %, the last point of each lowers
+    PSNR. Sorting by PSNR and fitting the zig-zag gave +49.75 %; on the monotone part it is about −0.5 %."""
+    full = ([618, 821, 1014, 1205], [22.8353, 26.5221, 26.6761, 26.5521])
+    free = ([617, 822, 1015, 1211], [22.8862, 26.5506, 26.6779, 26.5390])
+    r = bd_rate(*full, *free)
+    assert -1.0 < r < 0.0, r
+    assert r == pytest.approx(bd_rate(full[0][:3], full[1][:3], free[0][:3], free[1][:3]))  # the monotone part
+    # a dominated point changes nothing: curve 2 = curve 1 at 1.1x the bytes is +10 % with or without it
+    rate, psnr = [100, 200, 400, 800], [30.0, 32.0, 33.0, 33.5]
+    worse = ([1.1 * b for b in rate] + [1000.0], psnr + [33.2])
+    assert bd_rate(rate, psnr, *worse) == pytest.approx(10.0)
+    assert bd_psnr(rate, psnr, *worse) == pytest.approx(bd_psnr(rate, psnr, worse[0][:4], psnr))
+    assert rd_envelope(*worse)[2] == [4]
+    # unsorted input and an equal-rate duplicate: sorted by rate, the better of the two kept
+    r_env, p_env, dropped = rd_envelope([400, 100, 200, 200], [33.0, 30.0, 31.0, 32.0])
+    assert r_env.tolist() == [100, 200, 400] and p_env.tolist() == [30.0, 32.0, 33.0] and dropped == [2]
+    # refusing instead of fitting the envelope
+    with pytest.raises(ParameterError, match="curve 2.*PSNR rising"):
+        bd_rate(rate, psnr, *worse, non_monotone="raise")
+    with pytest.raises(ParameterError, match="non_monotone"):
+        bd_psnr(rate, psnr, rate, psnr, non_monotone="sort")
+    assert bd_rate(rate, psnr, rate, psnr, non_monotone="raise") == pytest.approx(0.0, abs=1e-12)
 
 
 def test_motion_groups():
