@@ -11,7 +11,7 @@ from companion.core.profiles import PROFILES, check_common, device_for, resolve_
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
-from companion.core.verdicts import MIN_SEEDS, VERDICTS, Judgement, judge, not_run
+from companion.core.verdicts import MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, not_run
 from companion.core.validation import (
     ParameterError,
     check_bool,
@@ -38,6 +38,7 @@ __all__ = [
     "check_int",
     "check_str",
     "device_for",
+    "inconclusive",
     "judge",
     "limit_threads",
     "not_run",

@@ -21,8 +21,10 @@ Three kinds of claim:
   ratios of that run (per size, or per repeat); one is enough, and the same rule as for effects
   decides.
 
-"Past" includes equality (a target reads "≥ 2.5", "≤ 0.5"). :func:`not_run` is the one verdict that
-rests on no measurement: the row's claim was not run here, and the evidence says why.
+"Past" includes equality (a target reads "≥ 2.5", "≤ 0.5"). Two verdicts rest on no judged measurement,
+and their evidence says why: :func:`not_run` (the claim was not run here) and :func:`inconclusive` (it was
+run, but what it measured cannot be judged: a stale record, every seed below a validity floor, a baseline that
+never moved).
 """
 
 from __future__ import annotations
@@ -139,3 +141,8 @@ def judge(values, target: float, *, kind: str = "effect", direction: str | None 
 def not_run(why: str) -> Judgement:
     """The verdict of a claim this run did not test; ``why`` says what it would need."""
     return Judgement("not run here", check_str("why", why))
+
+
+def inconclusive(why: str) -> Judgement:
+    """The verdict of a claim this run tested without a measurement the rule can judge; ``why`` says what is missing."""
+    return Judgement("inconclusive", check_str("why", why))

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from companion.core import MIN_SEEDS, VERDICTS, ParameterError, judge, not_run
+from companion.core import MIN_SEEDS, VERDICTS, ParameterError, inconclusive, judge, not_run
 
 
 def verdict(*args, **kw):
@@ -99,3 +99,10 @@ def test_not_run_says_why():
     assert not_run("needs a GPU").verdict == "not run here" and not_run("needs a GPU").evidence == "needs a GPU"
     with pytest.raises(ParameterError, match="why=''"):
         not_run("")
+
+
+def test_inconclusive_says_what_cannot_be_judged():
+    row = inconclusive("every seed's ESS is below the floor of 2")
+    assert row.verdict == "inconclusive" and row.evidence == "every seed's ESS is below the floor of 2"
+    with pytest.raises(ParameterError, match="why=''"):
+        inconclusive("")

@@ -94,7 +94,7 @@ def _check_one_rule(path):
     built = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
              and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Judgement"]
     assert not built, f"{where} builds a Judgement itself (lines {built}): call judge or not_run"
-    assert re.search(r"\b(judge|not_run)\(", source), f"{where} never calls judge or not_run"
+    assert re.search(r"\b(judge|not_run|inconclusive)\(", source), f"{where} never calls judge, not_run or inconclusive"
 
 
 def test_claims_judged_by_the_one_rule(paper):
