@@ -25,7 +25,7 @@ from companion.hyperet.data import load_prompt_embeddings, shapes_task
 
 STRUCTURES = {"diagonal": 1, "block": 4, "banded": 5}  # kind -> K (block side 4; bandwidth 2 -> 5 diagonals)
 
-__all__ = ["GPU_PROFILE", "RESULTS_NAME", "kernel_benchmark", "recorded", "scaled_alignment", "structured_closed_form"]
+__all__ = ["GPU_PROFILE", "RESULTS_NAME", "kernel_benchmark", "kernel_speedups", "recorded", "scaled_alignment", "structured_closed_form"]
 
 #: What the GPU profile runs (``benchmarks/hyperet_gpu.py`` with its defaults).
 GPU_PROFILE = {
@@ -40,6 +40,13 @@ RESULTS_NAME = "hyperet_gpu"
 def recorded() -> dict | None:
     """The committed GPU results (``benchmarks/results/hyperet_gpu.json``), or None."""
     return recorded_results(RESULTS_NAME)
+
+
+def kernel_speedups(kernel: dict) -> dict[str, float]:
+    """``{structure: eager fwd+bwd ms / fused fwd+bwd ms}`` from :func:`kernel_benchmark`'s result (both timed in one run)."""
+    eager = {r["structure"]: r["fwd_bwd_ms"] for r in kernel["rows"] if r["impl"].startswith("eager")}
+    return {r["structure"]: eager[r["structure"]] / r["fwd_bwd_ms"] for r in kernel["rows"]
+            if r["impl"] == "triton fused" and r["structure"] in eager}
 
 
 def _coef(g: int, k: int, n: int, kind: str, device, seed: int = 0) -> torch.Tensor:

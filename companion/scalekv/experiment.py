@@ -175,7 +175,7 @@ def seed_sweeps(models, labels, fractions, methods=("scalekv", "uniform"), *, ow
     calibrated on ``cal_images`` images (noise seed ``seed + 100``) and swept over ``fractions`` with
     sampling noise ``seed``, exactly as the notebook does for its own ``SEED``. ``own``: ``(seed, table)``
     of a sweep already run (its rows at ``methods`` and ``fractions`` are reused). One table with a
-    ``seed`` column (what :func:`companion.scalekv.claims.seed_spread_row` reads)."""
+    ``seed`` column (what :func:`companion.scalekv.claims.seed_gains` reads)."""
     import pandas as pd
 
     check_int("cal_images", cal_images, lo=1)

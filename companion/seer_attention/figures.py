@@ -71,5 +71,5 @@ def gpu_figure(rows: list) -> go.Figure:
                                  name=f"{label}", text=[f"density {r['density']:.2f}" for r in rs]))
     fig.update_xaxes(type="log", title_text="sequence length (tokens)")
     fig.update_yaxes(title_text="speed-up over the fastest dense SDPA")
-    fig.update_layout(title="Block-sparse kernel with the gate's masks vs dense attention (recorded on GPU)", height=380)
+    fig.update_layout(title="Block-sparse kernel with the gate's masks vs dense attention (GPU run)", height=380)
     return fig
