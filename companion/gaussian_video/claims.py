@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, inconclusive, judge, not_run
 from companion.gaussian_video.experiments import bd_against
 
 PSNR_MONOTONE_TOL_DB = 0.05   # PSNR counts as non-decreasing in l when no step drops by more than this
@@ -89,7 +89,7 @@ def _bd_row(values: list, target: float, weaker, *, claim, paper, measured, scal
     """A BD-rate row: judged on the BD-rates (%, one per seed), or not run where the curves share no PSNR range."""
     if not all(math.isfinite(v) for v in values):
         return Claim(claim=claim, paper=paper, measured=measured, scale=scale,
-                     judgement=not_run("BD-rate undefined here: the two curves share no PSNR range"))
+                     judgement=inconclusive("BD-rate undefined here: the two curves share no PSNR range"))
     return Claim(claim=claim, paper=paper, measured=measured, scale=scale,
                  judgement=judge(values, target, direction="higher", weaker=weaker, fmt=_pct))
 
@@ -273,7 +273,7 @@ def train3d_row(payload) -> Claim:
                      judgement=not_run("needs benchmarks/gaussian_video_train3d.py on one GPU"))
     row = summary(payload)
     if payload.get("smoke"):
-        return Claim(**row, judgement=not_run("the recorded run is a smoke run (CPU, a few steps)"))
+        return Claim(**row, judgement=inconclusive("the recorded run is a smoke run (CPU, a few steps)"))
     worst = float(np.diff([p["psnr_test"] for p in payload["per_layer"]]).min())
     row["measured"] += f"; worst step in l {worst:+.3f} dB"
     return Claim(**row, judgement=judge([worst], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db))

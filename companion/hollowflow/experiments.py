@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from companion.core import ParameterError, limit_threads
+from companion.core import ParameterError, check_int, limit_threads
 from companion.hollowflow.divergence import divergence_hollow, gaussian_log_prob, jacobian, rk4_likelihood
 from companion.hollowflow.lj import SYSTEMS, bootstrap_interval, ess_rem, kish_ess, lj_samples, log_weights, train_cfm
 from companion.hollowflow.nobgnn import EGNN, NoBGNN
@@ -57,20 +57,24 @@ def self_dependence(model: NoBGNN, x: torch.Tensor, t: float = 0.5, delta: float
     return worst
 
 
-def construction_check(*, n: int = 9, k: int = 3, steps: int = 3, hidden: int = 16, seed: int = 0, t: float = 0.5) -> dict:
+def construction_check(*, n: int = 9, k: int = 3, steps: int = 3, hidden: int = 16, seed: int = 0, t: float = 0.5,
+                       ablation_seeds: int = 1) -> dict:
     """The paper-style check on one configuration, pruned and unpruned (float64). The coordinates are always
-    ``paper_config(n, 3, 0)`` (n = 9, k = 3, 3 steps: 100 → 40 → 26); ``seed`` sets the weights."""
+    ``paper_config(n, 3, 0)`` (n = 9, k = 3, 3 steps: 100 → 40 → 26); ``seed`` sets the weights.
+    ``ablation_seeds``: the unpruned ablation is repeated with the weights of seeds ``seed``, ``seed + 1``, ...
+    (``out["unpruned_seeds"]``, the first being ``out["unpruned"]``), one value per seed for its claim row."""
+    check_int("ablation_seeds", ablation_seeds, lo=1)
     x = paper_config(n, 3, 0)
     out = {"n": n, "k": k, "steps": steps}
     mask = block_mask(n, 3)
-    for prune in (True, False):
-        m = _model(n, 3, k, steps, hidden, prune, seed)
+
+    def one(prune, s):
+        m = _model(n, 3, k, steps, hidden, prune, s)
         g = m.graph(x, keep_B=True)
         J = jacobian(m, x, t, graph=g)
         Jd = jacobian(m, x, t, graph=g, detach_h=True)
         _, dh = divergence_hollow(m, x, t, graph=g)
-        tag = "pruned" if prune else "unpruned"
-        out[tag] = {
+        return {
             "counts": g.counts(), "removed": [int(r.shape[0]) for r in g.removed], "leaks": g.leaks(),
             "line_nodes": int(g.src.numel()),
             "trace": float(torch.trace(J)), "hollow": float(dh[0]),
@@ -79,6 +83,10 @@ def construction_check(*, n: int = 9, k: int = 3, steps: int = 3, hidden: int = 
             "offblock_detached": float(Jd[~mask].abs().max()),
             "self_dependence": self_dependence(m, x, t),
         }
+
+    out["pruned"] = one(True, seed)
+    out["unpruned_seeds"] = [one(False, seed + i) for i in range(ablation_seeds)]
+    out["unpruned"] = out["unpruned_seeds"][0]
     return out
 
 

@@ -208,16 +208,33 @@ def _adam_step(params, grads, state, step, lr, b1=0.9, b2=0.999, eps=1e-8):
 
 
 def kish_ess(log_w) -> float:
-    """Kish's effective sample size as a fraction of N: (Σw)² / (N Σw²), from log-weights."""
-    lw = np.asarray(log_w, dtype=float)
-    lw = lw[np.isfinite(lw)] if np.isfinite(lw).any() else lw
-    w = np.exp(lw - lw.max())
-    return float(w.sum() ** 2 / (len(w) * (w**2).sum()))
+    """Kish's effective sample size as a fraction of N: (Σw)² / (N Σw²), from log-weights.
+
+    Non-finite log-weights count by their meaning, over all N samples: −inf is a zero weight (the sample stays in
+    N); +inf is a weight that outweighs every finite one, so the m samples at +inf share all the weight (as equals)
+    and the ESS is m / N. All weights zero gives 0. A NaN log-weight has no meaning and raises ``ParameterError``."""
+    lw = np.asarray(log_w, dtype=float).ravel()
+    if lw.size == 0:
+        raise ParameterError("log_w", log_w, "at least one log-weight")
+    if np.isnan(lw).any():
+        raise ParameterError("log_w", f"{int(np.isnan(lw).sum())} NaN of {lw.size}", "log-weights without NaN "
+                             "(+inf and -inf are allowed: an overwhelming and a zero weight)")
+    top = np.isposinf(lw)
+    if top.any():
+        w = top.astype(float)  # the +inf samples carry all the weight, equally
+    elif np.isneginf(lw).all():
+        return 0.0
+    else:
+        w = np.exp(lw - lw.max())  # exp(-inf) = 0: a zero weight
+    return float(w.sum() ** 2 / (lw.size * (w**2).sum()))
 
 
 def ess_rem(log_w, fraction: float = 0.01) -> float:
     """ESS after removing ``fraction`` of the log-weights at each end (the paper's ESS_rem; biased)."""
-    lw = np.sort(np.asarray(log_w, dtype=float))
+    lw = np.asarray(log_w, dtype=float).ravel()
+    if np.isnan(lw).any():  # sorted to an end, a NaN would be trimmed away unseen
+        raise ParameterError("log_w", f"{int(np.isnan(lw).sum())} NaN of {lw.size}", "log-weights without NaN")
+    lw = np.sort(lw)
     m = int(math.floor(fraction * len(lw)))
     return kish_ess(lw[m:len(lw) - m] if m else lw)
 

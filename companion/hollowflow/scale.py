@@ -21,8 +21,8 @@
    ``index_add_`` first (the peer), then ``companion_kernels.segment_sum`` (the Triton CSR kernel, its plan
    built once per graph and timed on its own), forward and forward + backward, and one RK4 likelihood step
    of NoBGNN with each aggregation (plans rebuilt at every evaluation, since the kNN graph follows x);
-   ms, the kernel's speed-up over ``index_add_`` (below 1 when it is slower, said so in ``verdict``) and the
-   max |difference|.
+   ms, the kernel's speed-up over ``index_add_`` (``speedup_*``: index_add_ time / kernel time, below 1 when
+   the kernel is slower; :mod:`~companion.hollowflow.claims` judges them) and the max |difference|.
 3. **Briefly trained models** (MALA data on the device), :data:`TOY_SYSTEMS`: LJ13 (hollow k = 6) and LJ55
    (hollow k = 7, as the paper) against the fully connected baseline, flow matching with OT pairing for
    ``train_seconds`` each; samples with RK4 (20 steps) likelihoods; ESS, ESS_rem with 68 % bootstrap
@@ -476,7 +476,6 @@ def segment_sum_timing(sizes, *, batch, k, hidden, device, log=print, left=lambd
                  "rk4": ("rk4_index_add_ms", "rk4_segment_sum_ms")}
         ratios = {key: row[a] / row[b] for key, (a, b) in pairs.items() if row[a] and row[b]}
         row.update({f"speedup_{key}": float(f"{r:.4g}") for key, r in ratios.items()})
-        row["verdict"] = _kernel_verdict(ratios)
         rows.append(row)
         log(f"[segment_sum] {row}")
     return rows
@@ -484,17 +483,6 @@ def segment_sum_timing(sizes, *, batch, k, hidden, device, log=print, left=lambd
 
 def _round(v, nd=3):
     return None if v is None else round(v, nd)
-
-
-def _kernel_verdict(ratios: dict) -> str:
-    """Plain words from index_add_ time / kernel time: is the kernel faster or slower (forward, forward +
-    backward, RK4 step)?"""
-    parts = []
-    for key, what in (("fwd", "forward"), ("fwd_bwd", "forward + backward"), ("rk4", "RK4 step")):
-        if key in ratios:
-            r = ratios[key]
-            parts.append(f"{what}: kernel {r:.2f}× faster" if r >= 1 else f"{what}: kernel SLOWER ({1 / r:.2f}× the time)")
-    return "; ".join(parts)
 
 
 SMOKE_PROFILE = {"sizes": (6, 9), "batch": 4, "hidden": 8, "vjp_sample": 6,

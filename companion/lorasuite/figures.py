@@ -179,7 +179,9 @@ def gpu_figure(gpu: dict) -> go.Figure:
         lft = [r for r in gpu.get("lft", []) if r["n_samples"] == 100] or gpu.get("lft", [])
         if lft:
             best = min(lft, key=lambda r: r["val"])
-            names = [f"LFT({best['n_samples']})", "LoRA(full)"]
+            full, planned = gpu["full_lora"], (gpu.get("profile") or {}).get("lora_steps")
+            cut = full.get("steps") is not None and planned and full["steps"] < planned
+            names = [f"LFT({best['n_samples']})", f"LoRA(full), {full['steps']} of {planned} steps" if cut else "LoRA(full)"]
             fig.add_bar(x=names, y=[best["seconds"], gpu["full_lora"]["seconds"]], name="seconds", marker_color=_c(0),
                         row=1, col=2)
             fig.add_bar(x=names, y=[best["peak_gb"], gpu["full_lora"]["peak_gb"]], name="peak GB", marker_color=_c(1),

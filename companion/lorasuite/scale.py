@@ -19,7 +19,9 @@ word-level vocabularies of :mod:`~companion.lorasuite.vocab` (old counted on the
 pre-training text, new on all of it plus the docstrings; ≈7,400 shared tokens), and
 :func:`check_shared_tokens` refuses a pair with fewer than d_old shared tokens before any training.
 Time: each training stage stops at ``stage_limits`` seconds (the steps done are recorded), so the
-planned 300 / 200 / 150 steps are an upper bound on a slower device.
+planned 300 / 200 / 150 steps are an upper bound on a slower device. A LoRA(full) stopped by its cap has the loss and
+time of a shortened run: the claims rows say so, and compare the time saving with the planned steps at its measured
+step time; :func:`recorded_summary` says in words what the recorded run showed.
 """
 
 from __future__ import annotations
@@ -61,6 +63,38 @@ SMOKE_PROFILE = {
 def recorded():
     """The committed GPU results (``benchmarks/results/lorasuite_gpu.json``) or None."""
     return recorded_results(RESULTS_NAME)
+
+
+def recorded_summary(gpu: dict) -> str:
+    """What the recorded GPU run showed, in one paragraph built from its JSON (the notebook's Scale-up text):
+    how often LoRA(n) from scratch ended below LoRASuite + LFT, where the transferred adapter alone left the loss,
+    and whether LoRA(full) ran its planned steps (the time comparison is against the run as recorded)."""
+    pairs = [(a, b) for a in gpu.get("lft", []) for b in gpu.get("scratch", [])
+             if (a["n_samples"], a["lr"], a.get("seed", 0)) == (b["n_samples"], b["lr"], b.get("seed", 0))]
+    parts = []
+    if pairs:
+        wins = sum(b["val"] < a["val"] for a, b in pairs)
+        parts.append(f"LoRA(n) from scratch ended with a lower validation loss than LoRASuite + LFT in {wins} of "
+                     f"{len(pairs)} settings (n, lr)")
+    t, base = gpu.get("transferred"), gpu.get("new_base")
+    if t is not None and base is not None:
+        parts.append(f"the transferred adapter alone left the loss at {t:.4f} against the new model's {base:.4f}"
+                     + (" (exactly the same)" if t == base else f" ({t - base:+.4f})"))
+    full = gpu.get("full_lora") or {}
+    planned = (gpu.get("profile") or {}).get("lora_steps")
+    if full.get("steps") is not None and planned:
+        cap = ((gpu.get("profile") or {}).get("stage_limits") or {}).get("lora")
+        if full["steps"] < planned:
+            parts.append(f"LoRA(full) was stopped by its {cap} s time cap after {full['steps']} of {planned} steps "
+                         f"({full['seconds']:.1f} s, loss {full['val']:.4f}), so its recorded time and loss are those of "
+                         "a shortened run")
+        else:
+            parts.append(f"LoRA(full) ran all {planned} steps ({full['seconds']:.1f} s, loss {full['val']:.4f})")
+    if not parts:
+        return "The recorded run holds no LFT results."
+    seeds = len({e.get("seed", 0) for e in gpu.get("lft", [])}) or 1
+    return (f"In the recorded run ({gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, "
+            f"{'one seed' if seeds == 1 else f'{seeds} seeds'}): " + "; ".join(parts) + ".")
 
 
 def local_source(exclude=(), max_bytes: int = 30_000_000) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, inconclusive, judge, not_run
 
 DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (the target)
 DEPTH_LATENCY_WEAKER = 1.0    # ... partly reproduced when the deepest point is slower at all
@@ -173,7 +173,7 @@ def search_row(search) -> Claim:
     paper = "the search found [DeltaNet-FFN-Mamba2-FFN] / [Attention-FFN-Mamba2-FFN] blocks on the accuracy-latency front"
     if best is None:
         return Claim(claim=claim, paper=paper, measured="no child met the latency limit", scale=scale,
-                     judgement=not_run("no architecture met the latency limit, so the search compared nothing"))
+                     judgement=inconclusive("no architecture met the latency limit, so the search compared nothing"))
     gain = search["initial_best"] - best["fitness"]
     return Claim(
         claim=claim, paper=paper,

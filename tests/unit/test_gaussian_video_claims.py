@@ -154,11 +154,11 @@ def test_spread_that_straddles_the_target_is_inconclusive():
     assert C.psi_row(partly).verdict == "partly reproduced"
 
 
-def test_bd_row_without_a_common_psnr_range_is_not_run():
+def test_bd_row_without_a_common_psnr_range_is_inconclusive():
     k = key_study()
     k.curves["no rate term"] = {"bytes": [100.0, 200.0, 300.0, 400.0], "psnr": [40.0, 41.0, 42.0, 43.0]}
     row = C.rate_row([k] * SEEDS)
-    assert row.verdict == "not run here" and "share no PSNR range" in row.evidence
+    assert row.verdict == "inconclusive" and "share no PSNR range" in row.evidence
 
 
 def _gpu(high_ms, low_ms):
@@ -234,7 +234,7 @@ def test_train3d_row_one_seed_smoke_and_none():
     assert row.verdict == "inconclusive" and row.evidence.startswith("n=1:")
     assert f"{payload['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.measured
     assert row.scale.startswith(f"{payload['device']}, one seed")
-    assert C.train3d_row({**payload, "smoke": True}).verdict == "not run here"
+    assert C.train3d_row({**payload, "smoke": True}).verdict == "inconclusive"
     flat = {**payload, "psnr_monotone_in_l": False}
     assert "NOT monotone" in C.train3d_row(flat).measured
 

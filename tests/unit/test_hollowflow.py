@@ -249,6 +249,46 @@ def test_rk4_round_trip_and_paths_agree():
     assert torch.allclose(lq, lqb, atol=1e-10)
 
 
+class _LinearField(torch.nn.Module):
+    """b(x, t) = cos(2t) · A x on the n·d coordinates: x(1) = expm(α A) x(0) and ∫₀¹ ∇·b = α tr A, α = sin(2)/2."""
+
+    d = 3
+
+    def __init__(self, A):
+        super().__init__()
+        self.A = A
+
+    def forward(self, x, t, graph=None):
+        return math.cos(2 * t) * (x.flatten(1) @ self.A.T).reshape(x.shape)
+
+
+@pytest.mark.parametrize("scheme, direction", [("classic", "sample"), ("3/8", "density")])  # sampling; the peer check
+def test_rk4_fourth_order_against_matrix_exp(scheme, direction):
+    """The review's item 18: an independent truth for the integrator. On a linear field the exact flow is a matrix
+    exponential, so both x and log q have closed forms; each halving of the step must divide the error by ≈ 16
+    (a second-order scheme gives 4, a wrong RK weight or stage time 2 or nothing)."""
+    n, d = 2, 3
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(n * d, n * d, generator=g, dtype=torch.float64)
+    A = 1.5 * A / torch.linalg.matrix_norm(A, ord=2)
+    field = _LinearField(A)
+    x = torch.randn(4, n, d, generator=g, dtype=torch.float64)
+    alpha = math.sin(2.0) / 2
+    sign = 1.0 if direction == "sample" else -1.0
+    x_end = (x.flatten(1) @ torch.linalg.matrix_exp(sign * alpha * A).T).reshape(x.shape)
+    x0 = x if direction == "sample" else x_end
+    log_p0 = -0.5 * (x0.flatten(1) ** 2).sum(-1) - 0.5 * n * d * math.log(2 * math.pi)  # N(0, I) prior
+    log_q = log_p0 - alpha * torch.trace(A)
+    errs = []
+    for steps in (16, 32, 64, 128):
+        y, lq = rk4_likelihood(field, x, direction=direction, steps=steps, scheme=scheme, method="bruteforce")
+        errs.append((float((y - x_end).abs().max()), float((lq - log_q).abs().max())))
+    for part in (0, 1):  # x, then log q: the observed order log2(error / error at half the step) per halving
+        orders = [math.log2(a[part] / b[part]) for a, b in zip(errs, errs[1:])]
+        assert all(3.6 < o < 4.4 for o in orders) and abs(orders[-1] - 4) < 0.2, (part, orders, errs)
+    assert errs[-1][0] < 1e-7 and errs[-1][1] < 1e-7
+
+
 @pytest.mark.parametrize("bad", [dict(steps=0), dict(method="exact"), dict(scheme="rk5"), dict(direction="up")])
 def test_rk4_bad_input(bad):
     with pytest.raises(ParameterError):
@@ -328,6 +368,25 @@ def test_ess_metrics():
     assert 0 < lo < hi <= 1
     with pytest.raises(ParameterError):
         bootstrap_interval(lw, resamples=0)
+
+
+def test_ess_non_finite_log_weights_by_their_meaning():
+    """The review's item 2: +inf is a sample that carries all the weight, −inf a zero weight; neither is dropped,
+    and a NaN raises (the old code dropped all three and returned 1.0 for the first two)."""
+    assert kish_ess([0.0, 0.0, 0.0, np.inf]) == pytest.approx(1 / 4)  # one sample carries everything: 1/N
+    assert kish_ess([0.0, np.inf, 5.0, np.inf]) == pytest.approx(2 / 4)  # two equal overwhelming weights
+    assert kish_ess([0.0, 0.0, 0.0, -np.inf]) == pytest.approx(3 / 4)  # (1+1+1)² / (4 · 3): N counts the zero
+    assert kish_ess([-np.inf] * 3) == 0.0  # no sample has weight
+    lw = np.zeros(200)
+    lw[0] = np.inf  # an overflowing weight drives the ESS down to 1/N, never up
+    assert kish_ess(lw) == pytest.approx(1 / 200) and ess_rem(lw) == pytest.approx(1.0)  # ESS_rem trims it
+    for bad in ([0.0, 0.0, np.nan], [np.nan]):
+        with pytest.raises(ParameterError, match="NaN"):
+            kish_ess(bad)
+    with pytest.raises(ParameterError, match="NaN"):
+        ess_rem(np.r_[np.zeros(300), np.nan])  # trimmed by the sort, it would go unseen
+    with pytest.raises(ParameterError):
+        kish_ess([])
 
 
 def test_training_lowers_the_loss_and_toy_runs():

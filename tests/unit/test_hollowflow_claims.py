@@ -1,4 +1,5 @@
-"""Paper 13's claim rows: every threshold just inside and just outside, on constructed results."""
+"""Paper 13's claim rows under the one rule (companion.core.judge): every threshold just inside and just outside,
+one seed, a straddling spread, the ESS floor and the GPU rows, on constructed results."""
 
 import copy
 
@@ -9,14 +10,16 @@ from companion.hollowflow import claims as C
 from companion.hollowflow.claims import (
     DIV_TOL,
     EFFSU_MARGIN,
+    EFFSU_TARGET_LJ13,
+    EFFSU_TARGET_LJ55,
     ESS_FLOOR,
     GPU_SPEEDUP_TARGET,
     GPU_TOY_PAPER,
+    KERNEL_SPEEDUP_MIN,
     LEAK_MIN,
     PATH_TOL,
     PEER_TOL,
     SLOPE_GAP_MIN,
-    SPEEDUP_MIN,
     claim_rows,
 )
 
@@ -61,21 +64,52 @@ def test_div_tol():
     bad = _check()
     bad["pruned"]["leaks"] = 1
     assert C.theorem_row(bad, "s").verdict == "not reproduced"
+    bad = _check()
+    bad["pruned"]["offblock_detached"] = 1.1 * DIV_TOL  # J_τ must vanish off the diagonal blocks
+    assert C.theorem_row(bad, "s").verdict == "not reproduced"
+    assert "error" in C.theorem_row(_check(), "s").evidence  # an exact claim: one run, error vs tolerance
 
 
-def test_leak_min():
-    assert C.pruning_row(_check(unpruned_err=1.1 * LEAK_MIN), "s").verdict == "reproduced"
-    assert C.pruning_row(_check(unpruned_err=0.9 * LEAK_MIN), "s").verdict == "not reproduced"
-    assert C.pruning_row(_check(unpruned_leaks=0), "s").verdict == "not reproduced"
+def _seeds(*errors, leaks=34):
+    c = _check()
+    c["unpruned_seeds"] = [_part(e, leaks, 0.01, 0.01) for e in errors]
+    c["unpruned"] = c["unpruned_seeds"][0]
+    return c
 
 
-def test_speedup_min_and_slope_gap():
-    assert C.cost_row(_cost(speedups=(2, 1.1 * SPEEDUP_MIN)), "s").verdict == "reproduced"
-    assert C.cost_row(_cost(speedups=(2, 0.9 * SPEEDUP_MIN)), "s").verdict == "partly reproduced"
-    g = SLOPE_GAP_MIN
-    assert C.cost_row(_cost(2.0, 2.0 - 1.1 * g), "s").verdict == "reproduced"
-    assert C.cost_row(_cost(2.0, 2.0 - 0.9 * g), "s").verdict == "partly reproduced"
-    assert C.cost_row(_cost(2.0, 2.0 - 0.9 * g, (2, 0.9 * SPEEDUP_MIN)), "s").verdict == "not reproduced"
+def test_leak_min_three_seeds():
+    assert C.pruning_row(_seeds(*[1.1 * LEAK_MIN] * 3), "s").verdict == "reproduced"
+    assert C.pruning_row(_seeds(*[0.5 * LEAK_MIN] * 3), "s").verdict == "not reproduced"
+    assert C.pruning_row(_seeds(0.1, 0.1, 0.1, leaks=0), "s").verdict == "not reproduced"  # nothing leaks: no effect
+    row = C.pruning_row(_seeds(1.1 * LEAK_MIN, 1.1 * LEAK_MIN, 0.9 * LEAK_MIN), "s")
+    assert row.verdict == "partly reproduced" and "3 seeds" in row.scale  # the mean is past, one seed is not
+
+
+def test_pruning_one_seed_is_inconclusive():
+    row = C.pruning_row(_check(unpruned_err=0.1), "s")  # no "unpruned_seeds": the one seed of "unpruned"
+    assert row.verdict == "inconclusive" and "n=1" in row.evidence and "1 seed" in row.scale
+
+
+def test_pruning_spread_straddles_leak_min():
+    row = C.pruning_row(_seeds(0.1 * LEAK_MIN, 0.2 * LEAK_MIN, 2.2 * LEAK_MIN), "s")  # mean 0.83, std 1.18
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_slope_gap_min_per_size_exponents():
+    g = SLOPE_GAP_MIN  # the speed-up's exponent in n between consecutive sizes (a timing: one run is enough)
+    n = [4, 8, 16, 32]
+    grow = lambda e: [2.0 * (m / 4) ** e for m in n]  # noqa: E731 - a speed-up growing as n^e
+    assert C.cost_row(_cost(speedups=grow(1.1 * g)) | {"n": n}, "s").verdict == "reproduced"
+    assert C.cost_row(_cost(speedups=grow(0.9 * g)) | {"n": n}, "s").verdict == "not reproduced"
+    one = C.cost_row(_cost(speedups=(2.0, 2.0 * 16 ** (1.1 * g))), "s")  # n 4 → 64: a single exponent is judged
+    assert one.verdict == "reproduced" and "n=1" in one.evidence
+    # exponents 0.5, 1.0, 1.8: mean 1.1 past the bar, the first size short of it -> partly
+    sp = [2.0, 2.0 * 2 ** 0.5, 2.0 * 2 ** 1.5, 2.0 * 2 ** 3.3]
+    assert C.cost_row(_cost(speedups=sp) | {"n": n}, "s").verdict == "partly reproduced"
+    # exponents 0.2, 0.4, 2.1: mean 0.9 short of the bar, within one std -> inconclusive
+    sp = [2.0, 2.0 * 2 ** 0.2, 2.0 * 2 ** 0.6, 2.0 * 2 ** 2.7]
+    row = C.cost_row(_cost(speedups=sp) | {"n": n}, "s")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
 
 
 def test_path_tol():
@@ -90,51 +124,128 @@ def test_peer_tol():
     assert C.peer_row(None, "s").verdict == "not run here"
 
 
-def test_effsu_margin_and_ess_floor():
-    assert C.ess_row(_toy(h_sps=0.01, b_sps=0.01 * 1.1 * EFFSU_MARGIN), "s").verdict == "partly reproduced"
-    assert C.ess_row(_toy(h_sps=0.01, b_sps=0.01 * 0.9 * EFFSU_MARGIN), "s").verdict == "not reproduced"
-    n = 100
-    fast = dict(h_sps=0.001, b_sps=1.0)
-    assert C.ess_row(_toy(h_ess=1.1 * ESS_FLOOR / n, b_ess=0.5, **fast), "s").verdict == "partly reproduced"
-    row = C.ess_row(_toy(h_ess=0.9 * ESS_FLOOR / n, b_ess=0.5, **fast), "s")
-    assert row.verdict == "not reproduced" and "floor" in row.measured
+def _effsu_seeds(effsus, h_ess=0.2, b_ess=0.2, nh=100, nb=100):
+    """One (hollow, baseline, samples, samples) per seed with the given EffSU (equal ESS, baseline slower)."""
+    return [(_res(h_ess, 0.01), _res(b_ess, 0.01 * e * b_ess / h_ess), nh, nb) for e in effsus]
+
+
+def test_effsu_targets_margin_and_one_seed():
+    t = EFFSU_TARGET_LJ13
+    judged = lambda effs, target=t: C.effsu_judgement(_effsu_seeds(effs), target)[0].verdict  # noqa: E731
+    assert judged([1.01 * t] * 3) == "reproduced"
+    assert judged([0.99 * t] * 3) == "partly reproduced"  # past the margin, short of the paper's 31.9
+    assert judged([1.01 * EFFSU_MARGIN] * 3) == "partly reproduced"
+    assert judged([0.99 * EFFSU_MARGIN] * 3) == "not reproduced"
+    assert judged([1.01 * EFFSU_TARGET_LJ55] * 3, EFFSU_TARGET_LJ55) == "reproduced"
+    assert judged([0.99 * EFFSU_TARGET_LJ55] * 3, EFFSU_TARGET_LJ55) == "partly reproduced"
+    assert judged([100.0]) == "inconclusive"  # one seed, however large
+    # the notebook's CPU row: one seed of LJ13 -> inconclusive with its numbers
+    row = C.ess_row(_toy(h_sps=0.01, b_sps=0.01 * 1.1 * EFFSU_MARGIN), "s")
+    assert row.verdict == "inconclusive" and "n=1: 2.2×" in row.evidence
     assert C.ess_row(_toy(baseline=False), "s").verdict == "not run here"
 
 
-def _gpu_toy(system, k, h_samples=1000, b_samples=1000):
-    r = dict(_res(0.1), iterations=100, samples=h_samples)
-    return {"system": system, "k": k, "hollow": r, "baseline": dict(r, samples=b_samples), "effsu": 3.0, "effsu_rem": 2.0}
+def test_ess_floor_leaves_a_seed_out():
+    """The review's item 17: a model below ESS_FLOOR effective samples gives no EffSU, so no verdict rests on it."""
+    n = 100
+    fast = dict(h_sps=0.001, b_sps=1.0)  # EffSU 1,000 when both ESS are equal: a floor seed must not count
+    row = C.ess_row(_toy(h_ess=0.99 * ESS_FLOOR / n, b_ess=0.5, **fast), "s")
+    assert row.verdict == "inconclusive" and "floor" in row.measured and "floor" in row.evidence
+    row = C.ess_row(_toy(h_ess=1.01 * ESS_FLOOR / n, b_ess=0.5, **fast), "s")
+    assert row.verdict == "inconclusive" and "floor" not in row.measured  # measured, one seed
+    # three seeds, all past the paper, one of them at the floor: judged on the other two -> inconclusive
+    seeds = _effsu_seeds([1000.0] * 3)
+    seeds[2] = (_res(0.99 * ESS_FLOOR / n, 0.001), _res(0.5, 1.0), n, n)
+    judgement, note = C.effsu_judgement(seeds, EFFSU_TARGET_LJ13)
+    assert judgement.verdict == "inconclusive" and "n=2" in judgement.evidence and "hollow 1.98 of 100" in note
+    seeds[1] = (_res(0.5, 0.001), _res(0.99 * ESS_FLOOR / n, 1.0), n, n)  # the baseline at the floor counts too
+    assert C.effsu_judgement(seeds, EFFSU_TARGET_LJ13)[0].verdict == "inconclusive"
+    assert C.effsu_judgement(seeds[1:], EFFSU_TARGET_LJ13)[0].verdict == "inconclusive"
+
+
+def _gpu_toy(system, k, h_samples=1000, b_samples=1000, h_ess=0.1, b_ess=0.1):
+    h = dict(_res(h_ess), iterations=100, samples=h_samples)
+    b = dict(_res(b_ess, 0.05), iterations=100, samples=b_samples)
+    return {"system": system, "k": k, "hollow": h, "baseline": b, "effsu": (h_ess / 0.01) / (b_ess / 0.05),
+            "effsu_rem": 2.0}
 
 
 def _kernel_entry(n, speed):
     return {"n": n, "k": 7, "batch": 1000, "impl": "triton", "features": 67, "line_edges": [100, 40],
             "index_add_ms": 1.0, "segment_sum_ms": 1.0 / speed, "index_add_fwd_bwd_ms": 2.0,
             "segment_sum_fwd_bwd_ms": 2.0 / speed, "rk4_index_add_ms": 10.0, "rk4_segment_sum_ms": 10.0 / speed,
-            "max_abs_diff": 1e-6, "divergence_max_abs_diff": 1e-7, "verdict": f"forward: kernel {speed:.2f}× faster"}
+            "max_abs_diff": 1e-6, "divergence_max_abs_diff": 1e-7, "speedup_fwd": speed, "speedup_fwd_bwd": speed,
+            "speedup_rk4": speed}
 
 
-def test_gpu_rows():
+def _step(n, k, speedup):
+    return {"n": n, "k": k, "k_label": f"k = {k}", "speedup": speedup, "baseline_ms": 100.0, "hollow_ms": 100 / speedup}
+
+
+def test_gpu_rows_from_a_constructed_json():
     assert C.gpu_rows(None)[0].verdict == "not run here"
-    gpu = {"device": "H200", "date": "d", "batch": 1000, "likelihood_step": [
-        {"n": 55, "k": 7, "k_label": "k = 7", "speedup": 1.1 * GPU_SPEEDUP_TARGET, "baseline_ms": 100.0, "hollow_ms": 4.0}]}
+    s = GPU_SPEEDUP_TARGET
+    gpu = {"device": "H200", "date": "d", "batch": 1000,
+           "likelihood_step": [_step(13, 7, 5.0), _step(55, 7, 1.1 * s), _step(55, 8, 1.2 * s)]}
     # the older JSON: no kernel stage, the toy skipped as a whole -> the kernel and both toy rows say so
     rows = C.gpu_rows(dict(gpu, toy="skipped: time budget"))
-    assert rows[0].verdict == "recorded on GPU" and "n = 55" in rows[0].measured and len(rows) == 4
+    assert rows[0].verdict == "reproduced" and "n = 55" in rows[0].measured and len(rows) == 4
+    assert "n=2" in rows[0].evidence and "one run" in rows[0].scale  # a timing: both k at n = 55 show the spread
     assert [r.verdict for r in rows[1:]] == ["not run here"] * 3
     assert "older run" in rows[1].measured and "time budget" in rows[2].measured and "LJ55" in rows[3].claim
-    # the new JSON: kernel rows (one slower, one faster) and both systems
-    gpu["segment_sum"] = [_kernel_entry(13, 0.5), _kernel_entry(200, 2.0)]
-    gpu["toy"] = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8)}
+    slow = dict(gpu, likelihood_step=[_step(13, 7, 5.0), _step(55, 7, 0.9 * s), _step(55, 8, 0.95 * s)])
+    assert C.gpu_rows(slow)[0].verdict == "not reproduced"
+    assert C.gpu_rows(dict(gpu, likelihood_step=[_step(13, 7, 5.0)]))[0].verdict == "not run here"  # n = 55 not timed
+    # the kernel judged on the RK4 step, size by size
+    gpu["segment_sum"] = [_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)]
+    gpu["toy"] = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
     rows = C.gpu_rows(gpu)
-    assert len(rows) == 4 and all(r.verdict == "recorded on GPU" for r in rows)
+    assert len(rows) == 4 and all(r.verdict in ("not reproduced", "inconclusive") for r in rows[1:])
+    assert rows[1].verdict == "not reproduced" and "kernel slower" in rows[1].measured and "n=2" in rows[1].evidence
     assert "n = 13" in rows[1].measured and "n = 200" in rows[1].measured and "impl triton" in rows[1].scale
-    assert "EffSU 3.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
+    gpu["segment_sum"] = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
+    assert C.gpu_rows(gpu)[1].verdict == "reproduced"
+    gpu["segment_sum"] = [_kernel_entry(13, 0.99 * KERNEL_SPEEDUP_MIN)]
+    assert C.gpu_rows(gpu)[1].verdict == "not reproduced"
+    # the toy rows: one seed -> inconclusive, with the EffSU in the evidence
+    assert "EffSU 5.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
+    assert rows[2].verdict == rows[3].verdict == "inconclusive" and "one seed" in rows[2].scale
     assert "at least 1/8" in rows[3].measured and "at least" not in rows[2].measured
     gpu["toy"]["LJ55"] = "skipped: time budget"
     gpu["segment_sum"] = []
     rows = C.gpu_rows(gpu)
     assert rows[3].verdict == "not run here" and "time budget" in rows[3].measured
     assert rows[1].verdict == "not run here" and "time budget" in rows[1].measured
+
+
+def test_gpu_toy_rows_at_the_floor_say_so():
+    """The recorded run: LJ13's hollow ESS is 1.76 effective samples of 1,000, LJ55's exactly 1 (and its baseline 1
+    of 8): below ESS_FLOOR, so the rows say so and give no verdict on the paper, however large the EffSU."""
+    gpu = {"device": "H200", "date": "d", "batch": 1000, "likelihood_step": [_step(55, 7, 100.0)],
+           "toy": {"LJ13": _gpu_toy("LJ13", 6, h_ess=0.00176, b_ess=0.012),
+                   "LJ55": _gpu_toy("LJ55", 7, b_samples=8, h_ess=0.001, b_ess=0.125)}}
+    gpu["toy"]["LJ13"]["effsu"] = gpu["toy"]["LJ55"]["effsu"] = 500.0
+    lj13, lj55 = C.gpu_rows(gpu)[2:]
+    assert lj13.verdict == lj55.verdict == "inconclusive"
+    assert "hollow 1.76 of 1000" in lj13.measured and "hollow 1.76 of 1000" in lj13.evidence
+    assert "hollow 1.00 of 1000, baseline 1.00 of 8" in lj55.measured and "floor of 2" in lj55.evidence
+    three = copy.deepcopy(gpu)
+    three["toy"]["LJ13"]["seeds"] = [copy.deepcopy(gpu["toy"]["LJ13"])] * 3
+    assert C.gpu_rows(three)[2].verdict == "inconclusive" and "3 seeds" in C.gpu_rows(three)[2].scale
+
+
+def test_recorded_json_rows():
+    from companion.hollowflow import scale
+
+    gpu = scale.recorded()
+    if gpu is None:
+        pytest.skip("no recorded GPU run")
+    rows = C.gpu_rows(gpu)
+    assert all(r.evidence for r in rows)
+    if isinstance(gpu.get("toy"), dict) and isinstance(gpu["toy"].get("LJ55"), dict):
+        h = gpu["toy"]["LJ55"]["hollow"]
+        if h["ess"] * h["samples"] < ESS_FLOOR:
+            assert rows[3].verdict == "inconclusive" and "floor" in rows[3].measured
 
 
 def test_scale_recorded_absent_or_present():
@@ -156,7 +267,7 @@ def test_rows_from_real_small_runs(iterations):
     """The smallest notebook sizes give rows; the mechanism rows reproduce."""
     from companion.hollowflow.experiments import construction_check, cost_scaling, toy_flow
 
-    check = construction_check(hidden=8)
+    check = construction_check(hidden=8, ablation_seeds=3)
     cost = cost_scaling((4, 8), k=2, hidden=4, reps=1, vjp_sample=4)
     toy = toy_flow(iterations=iterations, n_samples=16, ode_steps=2, check_samples=2, check_steps=1, train_size=64,
                    batch=8, resamples=10, baseline=False, burn_in=20)
@@ -164,3 +275,15 @@ def test_rows_from_real_small_runs(iterations):
                       toy_scale="c")
     assert rows[0].verdict == "reproduced" and rows[1].verdict == "reproduced"
     assert rows[4].verdict == "reproduced"
+
+
+def test_run_summary_follows_the_rows():
+    check = _seeds(0.05, 0.02, 0.001)
+    toy = dict(_toy(h_ess=0.01, baseline=False), iterations=20)
+    rows = claim_rows(check=check, cost=_cost(), toy=toy, peer=None, check_scale="a", cost_scale="b", toy_scale="c")
+    text = C.run_summary(check, _cost(), toy, rows)
+    assert "differ by 1.0e-03–5.0e-02 (3 seeds of the weights)" in text and "34 of 34 line states" in text
+    assert "2.0× faster than the brute force at n = 4 and 50× at n = 64" in text
+    assert "1.00 effective" in text and "below the floor of 2" in text
+    assert all(f"{r.claim}: {r.verdict}" in text for r in rows)
+    assert "below the floor" not in C.run_summary(check, _cost(), dict(toy, hollow=_res(0.5)), rows)
