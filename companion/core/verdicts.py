@@ -133,7 +133,10 @@ def judge(values, target: float, *, kind: str = "effect", direction: str | None 
         return Judgement("reproduced", evidence)
     if margin >= 0 or (weaker is not None and sign * (mean - weaker) >= 0):
         return Judgement("partly reproduced", evidence)
-    if -margin <= spread:
+    if math.isnan(mean):
+        return Judgement("inconclusive", f"{evidence}; values diverge to both +inf and -inf")
+    straddles = -margin <= spread if math.isfinite(margin) else bool(past.any())  # an infinite miss: any seed past?
+    if straddles:
         return Judgement("inconclusive", f"{evidence}; the spread straddles the target")
     return Judgement("not reproduced", evidence)
 

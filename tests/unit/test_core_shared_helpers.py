@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from companion.core import Claim, Claims, Paper, limit_threads, time_ms
+from companion.core import Claim, Claims, Paper, judge, limit_threads, not_run, time_ms
 from companion.core.validation import ParameterError
 from companion.models import apply_rope, rope_cos_sin, rotate_half
 
@@ -40,11 +40,13 @@ def test_paper_identity_is_validated():
 
 
 def test_claim_rows_are_validated_and_extended():
-    row = Claim("c", "paper", "measured", "scale", "reproduced")
+    row = Claim("c", "paper", "measured", "scale", judge([0.0], 0.1, kind="exact"))
     claims = Claims("00_tour").extend([row, row])
     assert claims.items == [row, row]
+    with pytest.raises(TypeError, match="companion.core.judge"):
+        Claim("c", "p", "m", "s", "reproduced")  # a verdict is never written by hand
     with pytest.raises(ParameterError):
-        Claim("c", "p", "m", "s", "sort of")
+        Claim("", "p", "m", "s", not_run("needs a GPU"))
     with pytest.raises(TypeError):
         claims.extend([{"claim": "c"}])
 

@@ -68,6 +68,9 @@ def test_infinite_values_are_shown_and_judged_by_their_meaning():
     diverged = judge([0.4, 0.45, math.inf], 0.5, direction="lower")
     assert "inf" in diverged.evidence and diverged.verdict == "inconclusive"
     assert verdict([2.0, 2.5, math.inf], 1.0, direction="higher") == "reproduced"
+    assert verdict([math.inf] * 3, 0.5, direction="lower") == "not reproduced"  # every seed diverged
+    assert verdict([-math.inf, 0.2, 0.1], 1.0, direction="higher") == "not reproduced"
+    assert verdict([math.inf, -math.inf, 0.0], 1.0, direction="higher") == "inconclusive"
 
 
 def test_custom_number_format():
