@@ -94,8 +94,16 @@ def layer_study(x: torch.Tensor, w: torch.Tensor | None = None, *, steps: int = 
             "steps": steps, "lr": lr, "batch": batch, "n": n, "tokens": x.shape[0]}
 
 
+@torch.no_grad()
+def full_whip(x: torch.Tensor, r: torch.Tensor) -> float:
+    """The Whip loss of all of ``x`` rotated by ``r`` (not of one batch)."""
+    return float(LOSSES["whip"](x.float() @ r.float()))
+
+
 def seed_comparison(make_x, seeds, *, steps: int, lr: float, batch: int, bits: int = 4) -> list[dict]:
-    """Per seed: the Hadamard and the Whip + QR-Orth quant MSE on ``make_x(seed)`` (fresh data and init)."""
+    """Per seed: the identity, Hadamard and Whip + QR-Orth quant MSE on ``make_x(seed)`` (fresh data, or the
+    same data with a fresh random-Hadamard start and batches), and the full-data Whip loss at the start
+    (``whip_start``, the random Hadamard) and at the end (``whip_end``) of the calibration."""
     rows = []
     for s in seeds:
         x = make_x(s)
@@ -104,9 +112,22 @@ def seed_comparison(make_x, seeds, *, steps: int, lr: float, batch: int, bits: i
         rows.append({"seed": s, "identity": layer_metrics(x, torch.eye(x.shape[1]), bits)["quant_mse"],
                      "hadamard": layer_metrics(x, h, bits)["quant_mse"],
                      "whip": layer_metrics(x, c.rotation, bits)["quant_mse"],
+                     "whip_start": full_whip(x, h), "whip_end": full_whip(x, c.rotation),
                      "loss_first": c.losses[0], "loss_last": float(np.mean(c.losses[-max(1, steps // 10):])),
                      "orth_err": orthogonality_error(c.rotation)})
     return rows
+
+
+def study_seed_row(study: dict, seed: int) -> dict:
+    """The :func:`seed_comparison` row of a :func:`layer_study` (its Whip + QR-Orth run), so that the study's
+    own seed counts as the first seed without being calibrated twice."""
+    m = study["metrics"]
+    run = study["runs"][run_key("qr_orth", "whip")]
+    return {"seed": seed, "identity": m["identity"]["quant_mse"], "hadamard": m["hadamard"]["quant_mse"],
+            "whip": m[run_key("qr_orth", "whip")]["quant_mse"],
+            "whip_start": full_whip(study["x"], run.snapshots[0]), "whip_end": full_whip(study["x"], run.rotation),
+            "loss_first": run.losses[0], "loss_last": float(np.mean(run.losses[-max(1, study["steps"] // 10):])),
+            "orth_err": m[run_key("qr_orth", "whip")]["orth_err"]}
 
 
 def laplace_cloud(n_points: int = 2000, outlier: float = 6.0, seed: int = 0) -> torch.Tensor:

@@ -9,7 +9,9 @@
   (α on a grid of 100 down to 0.2, error Σ|q − w|^2.4, as QuaRot's ``find_params(mse=True)``).
 * **Weights, GPTQ** (Frantar et al.): columns quantized left to right with the error spread onto the
   remaining columns through the Cholesky factor of (H + λI)⁻¹, H = 2XᵀX/N, λ = 0.1·mean(diag H)
-  (``percdamp 0.1``), blocks of 128, group scales found when a group starts.
+  (``percdamp 0.1``), lazy-batch blocks of 128, group scales found when a group starts, on the group's
+  columns as column-by-column GPTQ has updated them (so the result does not depend on the block size; the
+  reference code finds them on the columns before the current block's updates).
 
 Each returns the de-quantized tensor (fake quantization) in the input's dtype.
 """
@@ -133,7 +135,12 @@ def gptq_quantize(w: torch.Tensor, x: torch.Tensor, bits: int = 4, group: int | 
         for i in range(i2 - i1):
             c = i1 + i
             if group is not None and c % group == 0:
-                cur = torch.cat([W1[:, i:], W[:, i2:]], dim=1)[:, :group]
+                # the group's columns as column-by-column GPTQ sees them: those beyond this block have not yet
+                # received this block's errors (the lazy batch applies them at its end), so add them here
+                ahead = min(c + group, cols) - i2
+                cur = W1[:, i:i + group]
+                if ahead > 0:
+                    cur = torch.cat([cur, W[:, i2:i2 + ahead] - Err1[:, :i] @ Hinv[i1:c, i2:i2 + ahead]], dim=1)
                 scale = weight_scales(cur, bits, mse)
             wcol = W1[:, i]
             q = _sym_quant(wcol[:, None], scale, bits)[:, 0]

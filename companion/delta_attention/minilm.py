@@ -85,13 +85,16 @@ def dense_rows_probs(q_last: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
-    """Per-layer diagnostics of `trace` against the dense run: one row per layer."""
+    """Per-layer diagnostics of `trace` against the dense run: one row per layer (batch means, and the two
+    cosines per text window in ``cos_attn_windows`` / ``final_cos_windows``)."""
     rows = []
     n = dense.k[0].shape[2]
     frac = compute_fraction(n, trace.method)
-    final = float(mean_pool_cosine(trace.hidden[-1], dense.hidden[-1]).mean())
+    finals = mean_pool_cosine(trace.hidden[-1], dense.hidden[-1])   # [B]
+    final = float(finals.mean())
     for layer, (ao, ad) in enumerate(zip(trace.attn_out, dense.attn_out)):
-        cos_attn = float(cosine_rows(ao, ad).mean())
+        cos_rows = cosine_rows(ao, ad)   # [B, N]
+        cos_attn = float(cos_rows.mean())
         cos_hidden = float(cosine_rows(trace.hidden[layer], dense.hidden[layer]).mean())
         rho = spearman_rows(dense_rows_probs(trace.q_last[layer], trace.k[layer]),
                             dense_rows_probs(dense.q_last[layer], dense.k[layer]))
@@ -100,6 +103,9 @@ def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
             "window": trace.method.window, "gamma": trace.method.gamma if trace.method.mode in ("recompute", "delta") else np.nan,
             "layer": layer + 1, "cos_attn": cos_attn, "cos_hidden": cos_hidden,
             "spearman": float(rho.mean()), "final_cos": final, "compute_fraction": frac,
+            # per text window (the repeats a claim is judged on): the same two cosines, one value per window
+            "cos_attn_windows": tuple(float(c) for c in cos_rows.mean(dim=1)),
+            "final_cos_windows": tuple(float(c) for c in finals),
         })
     return pd.DataFrame(rows)
 

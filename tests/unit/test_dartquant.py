@@ -183,6 +183,58 @@ def test_gptq_equals_rtn_with_isotropic_inputs_and_beats_it_otherwise():
     assert len((rtn[0, :128] / rtn[0, :128].abs().max()).unique()) <= 16
 
 
+def _plain_gptq(w, x, bits, group, percdamp):
+    """Column-by-column GPTQ written out as the OBS update it is: quantize column c, then spread its error
+    over the columns not yet quantized through the inverse of their own Hessian block (no Cholesky factor,
+    no lazy batch); min-max symmetric scales found when a group starts, as GPTQ's ``find_params``."""
+    W = w.double().clone()
+    cols = W.shape[1]
+    H = 2.0 * x.double().T @ x.double() / x.shape[0]
+    H += percdamp * torch.diagonal(H).mean() * torch.eye(cols, dtype=H.dtype)
+    maxq = 2 ** (bits - 1) - 1
+    Q = torch.zeros_like(W)
+    for c in range(cols):
+        if c == 0 or (group is not None and c % group == 0):
+            part = W if group is None else W[:, c:c + group]
+            scale = part.abs().amax(dim=1).clamp(min=1e-8) / maxq
+        Q[:, c] = torch.clamp(torch.round(W[:, c] / scale), -(maxq + 1), maxq) * scale
+        hinv = torch.linalg.inv(H[c:, c:])
+        W[:, c:] -= ((W[:, c] - Q[:, c]) / hinv[0, 0])[:, None] * hinv[0][None, :]
+    return Q
+
+
+def _correlated(tokens, cols, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(tokens, cols, generator=g, dtype=torch.float64) @ torch.randn(cols, cols, generator=g, dtype=torch.float64)
+            / cols ** 0.5 * torch.linspace(0.2, 3.0, cols, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("group", [None, 16, 24])
+def test_gptq_matches_a_plain_column_by_column_gptq(group):
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(8, 48, generator=g, dtype=torch.float64)
+    x = _correlated(256, 48)
+    plain = _plain_gptq(w, x, 4, group, 0.1)
+    for blocksize in (1, 16, 20, 48):
+        q = QU.gptq_quantize(w, x, 4, group, percdamp=0.1, blocksize=blocksize, mse=False)
+        assert torch.allclose(q, plain, rtol=0, atol=1e-9), (blocksize, float((q - plain).abs().max()))
+    assert not torch.allclose(plain, QU.quantize_weight_rtn(w, 4, group, mse=False), atol=1e-6)  # GPTQ did move the weights
+
+
+def test_gptq_does_not_depend_on_the_lazy_batch_block_size():
+    """Groups of 48 start inside the blocks of 128 and run across their ends (96..143, 240..287): the scales
+    must see the columns as the column-by-column algorithm has updated them, whatever the block size."""
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(16, 384, generator=g, dtype=torch.float64)
+    x = _correlated(768, 384, seed=3)
+    full = QU.gptq_quantize(w, x, 4, 48, blocksize=384)
+    for blocksize in (128, 64, 1):
+        q = QU.gptq_quantize(w, x, 4, 48, blocksize=blocksize)
+        assert torch.allclose(q, full, rtol=0, atol=1e-9), (blocksize, float((q - full).abs().max()))
+    assert torch.allclose(QU.gptq_quantize(w, x, 4, 128, blocksize=128), QU.gptq_quantize(w, x, 4, 128, blocksize=384),
+                          rtol=0, atol=1e-9)
+
+
 # ---------------------------------------------------------------------------------------------- model
 
 def test_invariance_of_the_rotated_tiny_llama():
@@ -279,3 +331,42 @@ def test_explorer_view_is_pure_and_controls_match(explorer_data):
                 dict(angle=200.0), dict(loss="l1")):
         with pytest.raises(ParameterError):
             explorer_view(explorer_data, **bad)
+
+
+# ------------------------------------------------------------------------------------------- notebook
+
+def _literal_assignments(source: str) -> dict:
+    import ast
+
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+
+
+def _default_guards(source: str) -> list[dict]:
+    """Every ``if (NAME, ...) == (literal, ...):`` of a cell, as ``{NAME: literal}``."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.ops[0], ast.Eq):
+            left, right = node.test.left, node.test.comparators[0]
+            if isinstance(left, ast.Tuple) and isinstance(right, ast.Tuple):
+                out.append(dict(zip([n.id for n in left.elts], ast.literal_eval(right))))
+    return out
+
+
+def test_notebook_outcome_checks_run_at_the_defaults():
+    """The Checks cell's outcome checks ("Whip must decrease", "Whip <= NONINFERIOR x Hadamard") are guarded by
+    the parameters they were written for: the guard must name every parameter but PROFILE, with the
+    parameters cell's value, or the default run skips them (the guard once said STEPS == 80 against 50)."""
+    import nbformat
+
+    from companion.core import repo_path
+
+    cells = [c for c in nbformat.read(repo_path("notebooks", "08_dartquant.ipynb"), as_version=4).cells if c.cell_type == "code"]
+    params = _literal_assignments(cells[0].source)
+    checks = [c.source for c in cells if "Whip must decrease" in c.source]
+    assert len(checks) == 1 and "NONINFERIOR * r[\"hadamard\"]" in checks[0]
+    guards = _default_guards(checks[0])
+    assert len(guards) == 1, guards
+    assert guards[0] == {k: v for k, v in params.items() if k != "PROFILE"}, (guards[0], params)

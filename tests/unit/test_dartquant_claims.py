@@ -1,4 +1,6 @@
-"""companion.dartquant.claims: every verdict threshold, just inside and just outside."""
+"""companion.dartquant.claims: every verdict threshold, just inside and just outside, on the one rule."""
+
+import json
 
 import pytest
 
@@ -25,37 +27,74 @@ def _m(identity=0.06, hadamard=0.0073, whip=0.007, layer=False):
     return {"identity": row(identity), "hadamard": row(hadamard), "qr_orth/whip": row(whip)}
 
 
+def _seeds(*ratios, identity=0.06, hadamard=0.01, drop=0.05):
+    """Seed rows with the given Whip/Hadamard ratios (and identity/Hadamard = identity/hadamard, Whip drop)."""
+    return [{"seed": i, "identity": identity, "hadamard": hadamard, "whip": hadamard * r,
+             "whip_start": 100.0, "whip_end": 100.0 * (1 - drop)} for i, r in enumerate(ratios)]
+
+
 def test_orth_tol():
     assert C.orthogonality_row({"a": C.ORTH_TOL * 0.99}).verdict == "reproduced"
-    assert C.orthogonality_row({"a": 1e-7, "b": C.ORTH_TOL * 1.01}).verdict == "not reproduced"
+    row = C.orthogonality_row({"a": 1e-7, "b": C.ORTH_TOL * 1.01})
+    assert row.verdict == "not reproduced" and "max error" in row.evidence
+
+
+def _drops(*drops):
+    return [{"whip_start": 100.0, "whip_end": 100.0 * (1 - d)} for d in drops]
 
 
 def test_whip_drop_min():
-    inside = 1 - C.WHIP_DROP_MIN * 1.01
-    outside = 1 - C.WHIP_DROP_MIN * 0.99
-    assert C.whip_decrease_row({"a": (100.0, 100.0 * inside)}, SCALE).verdict == "reproduced"
-    assert C.whip_decrease_row({"a": (100.0, 100.0 * inside), "b": (100.0, 100.0 * outside)}, SCALE).verdict == "not reproduced"
-    assert C.whip_decrease_row({"a": (100.0, 101.0)}, SCALE).verdict == "not reproduced"
+    inside, outside = C.WHIP_DROP_MIN * 1.01, C.WHIP_DROP_MIN * 0.99
+    assert C.whip_decrease_row({"a": _drops(inside, inside, inside)}, SCALE).verdict == "reproduced"
+    assert C.whip_decrease_row({"a": _drops(outside, outside, outside)}, SCALE).verdict == "not reproduced"
+    # the claim must hold on every layer: a seed counts with its smallest drop over the sources
+    two = {"a": _drops(0.05, 0.05, 0.05), "b": _drops(0.0015, outside, 0.0012)}
+    assert C.whip_drops(two)[1] == pytest.approx(outside)
+    assert C.whip_decrease_row(two, SCALE).verdict == "partly reproduced"  # mean past by less than the spread, one seed not
+    assert C.whip_decrease_row({"a": _drops(-0.01, -0.01, -0.01)}, SCALE).verdict == "not reproduced"  # Whip rose
+    with pytest.raises(ValueError):
+        C.whip_drops({"a": _drops(0.1), "b": _drops(0.1, 0.1)})
+
+
+def test_whip_drop_one_seed_is_inconclusive():
+    row = C.whip_decrease_row({"a": _drops(0.5), "b": _drops(0.5)}, SCALE)
+    assert row.verdict == "inconclusive" and row.evidence.startswith("n=1") and "one seed" in row.scale
 
 
 def test_identity_factor():
     h = 0.01
-    assert C.outlier_row(_m(identity=C.IDENTITY_FACTOR * h * 1.01, hadamard=h), SCALE).verdict == "reproduced"
-    assert C.outlier_row(_m(identity=C.IDENTITY_FACTOR * h * 0.99, hadamard=h), SCALE).verdict == "not reproduced"
+    inside, outside = C.IDENTITY_FACTOR * h * 1.01, C.IDENTITY_FACTOR * h * 0.99
+    assert C.outlier_row(_m(), _seeds(1, 1, 1, identity=inside, hadamard=h), SCALE).verdict == "reproduced"
+    assert C.outlier_row(_m(), _seeds(1, 1, 1, identity=outside, hadamard=h), SCALE).verdict == "not reproduced"
+    one = C.outlier_row(_m(), _seeds(1, identity=10 * h, hadamard=h), SCALE)
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
 
 
 def test_better_margin_and_noninferior():
-    def seeds(*ratios):
-        return [{"hadamard": 0.01, "whip": 0.01 * r} for r in ratios]
-    assert C.synthetic_gain_row(seeds((1 - C.BETTER_MARGIN) * 0.999), SCALE).verdict == "reproduced"
-    assert C.synthetic_gain_row(seeds(0.5, (1 - C.BETTER_MARGIN) * 1.001), SCALE).verdict == "partly reproduced"
-    assert C.synthetic_gain_row(seeds(C.NONINFERIOR * 0.999), SCALE).verdict == "partly reproduced"
-    assert C.synthetic_gain_row(seeds(C.NONINFERIOR * 1.001), SCALE).verdict == "not reproduced"
-    assert "one seed" in C.synthetic_gain_row(seeds(0.9), SCALE).scale
-    assert "3 seeds" in C.synthetic_gain_row(seeds(0.9, 0.9, 0.9), SCALE).scale
-    real = C.real_gain_row(_m(hadamard=0.01, whip=0.01 * (1 - C.BETTER_MARGIN) * 0.999, layer=True), 2, SCALE)
-    assert real.verdict == "reproduced" and "layer 2" in real.measured and "one seed" in real.scale
-    assert C.real_gain_row(_m(hadamard=0.01, whip=0.01 * C.NONINFERIOR * 1.001), 2, SCALE).verdict == "not reproduced"
+    inside, outside = (1 - C.BETTER_MARGIN) * 0.999, (1 - C.BETTER_MARGIN) * 1.001
+    assert C.synthetic_gain_row(_seeds(inside, inside, inside), SCALE).verdict == "reproduced"
+    assert C.synthetic_gain_row(_seeds(outside, outside, outside), SCALE).verdict == "partly reproduced"  # no worse
+    assert C.synthetic_gain_row(_seeds(C.NONINFERIOR * 0.999, C.NONINFERIOR * 0.999, C.NONINFERIOR * 0.999),
+                                SCALE).verdict == "partly reproduced"
+    assert C.synthetic_gain_row(_seeds(C.NONINFERIOR * 1.001, C.NONINFERIOR * 1.001, C.NONINFERIOR * 1.001),
+                                SCALE).verdict == "not reproduced"
+    # the mean past the target by less than the spread, one seed not past it: partly
+    assert C.synthetic_gain_row(_seeds(0.97, 0.97, 0.99), SCALE).verdict == "partly reproduced"
+    assert "3 seeds" in C.synthetic_gain_row(_seeds(0.9, 0.9, 0.9), SCALE).scale
+    real = C.real_gain_row(_m(layer=True), _seeds(inside, inside, inside), 2, SCALE)
+    assert real.verdict == "reproduced" and "layer 2" in real.measured and "3 seeds" in real.scale
+    assert C.real_gain_row(_m(), _seeds(*[C.NONINFERIOR * 1.001] * 3), 2, SCALE).verdict == "not reproduced"
+
+
+def test_gain_one_seed_is_inconclusive():
+    for row in (C.synthetic_gain_row(_seeds(0.5), SCALE), C.real_gain_row(_m(), _seeds(0.5), 2, SCALE)):
+        assert row.verdict == "inconclusive" and "one seed" in row.scale and "fewer than 3 seeds" in row.evidence
+
+
+def test_gain_spread_straddling_the_target_is_inconclusive():
+    # the mean misses both bars, but by less than the spread: inconclusive
+    row = C.synthetic_gain_row(_seeds(0.68, 1.23, 1.23), SCALE)
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
 
 
 def _ablation(moved, flat):
@@ -63,9 +102,10 @@ def _ablation(moved, flat):
 
 
 def test_var_move_tol_and_flat_tol():
-    assert C.ablation_row(_ablation(C.VAR_MOVE_TOL * 0.99, C.FLAT_TOL * 0.99), SCALE).verdict == "reproduced"
-    assert C.ablation_row(_ablation(C.VAR_MOVE_TOL * 1.01, C.FLAT_TOL * 0.99), SCALE).verdict == "not reproduced"
-    assert C.ablation_row(_ablation(C.VAR_MOVE_TOL * 0.99, C.FLAT_TOL * 1.01), SCALE).verdict == "not reproduced"
+    assert C.variance_signal_row(_ablation(C.VAR_MOVE_TOL * 0.99, 1.0), SCALE).verdict == "reproduced"
+    assert C.variance_signal_row(_ablation(C.VAR_MOVE_TOL * 1.01, 0.0), SCALE).verdict == "not reproduced"
+    assert C.variance_flat_row(_ablation(1.0, C.FLAT_TOL * 0.99), SCALE).verdict == "reproduced"
+    assert C.variance_flat_row(_ablation(0.0, C.FLAT_TOL * 1.01), SCALE).verdict == "not reproduced"
 
 
 def test_invariance_tol():
@@ -74,22 +114,74 @@ def test_invariance_tol():
     assert C.invariance_row({**inv, "max_abs_diff": C.INVARIANCE_TOL * 1.01}).verdict == "not reproduced"
 
 
-def test_qr_speedup_min():
+def test_qr_speedup_min_and_step_reps():
     assert C.step_cost_row(10.0, 10.0 * C.QR_SPEEDUP_MIN * 1.01, 256, SCALE).verdict == "reproduced"
     assert C.step_cost_row(10.0, 10.0 * C.QR_SPEEDUP_MIN * 0.99, 256, SCALE).verdict == "not reproduced"
-    gpu = {"device": "NVIDIA H200", "date": "2026-12-02", "step_cost": {"rows": [{"n": 4096, "qr_ms": 10.0, "cayley_ms": 14.0}]}}
-    row = C.step_cost_row(10.0, 10.0, 256, SCALE, gpu)
-    assert row.verdict == "recorded on GPU" and "n=4096" in row.measured and "1.40×" in row.measured
+    assert C.step_cost_row(10.0, 14.0, 256, SCALE).evidence == f"n=1: 1.40× vs ≥ {C.QR_SPEEDUP_MIN:.2f}×"
+    assert C.STEP_REPS >= 3
 
 
-def test_gpu_rows():
-    assert [r.verdict for r in C.gpu_rows(None)] == ["not run here", "not run here"]
-    gpu = {"device": "NVIDIA H200", "date": "2026-12-02", "models": [
-        {"name": "small", "train_seconds": 20, "ppl": {"none": {"source": 9.0, "docs": 12.0}},
-         "cost": {"dartquant_s": 2.0, "dartquant_mib": 100.0, "e2e_s": 40.0, "e2e_mib": 900.0}}]}
+def _gpu(step=((4096, 10.0, 14.0), (8192, 10.0, 15.0)), ppl=None, cost=None):
+    ppl = ppl or {"fp32": {"source": 4.5, "docs": 5.6}, "none": {"source": 4.7, "docs": 5.9},
+                  "quarot": {"source": 4.6, "docs": 5.7}, "dartquant": {"source": 4.5, "docs": 5.6},
+                  "end-to-end": {"source": 4.55, "docs": 5.65}}
+    cost = cost or {"dartquant_s": 2.0, "dartquant_mib": 100.0, "e2e_s": 40.0, "e2e_mib": 900.0}
+    payload = {"device": "NVIDIA H200", "date": "2026-12-02",
+               "step_cost": {"rows": [{"n": n, "tokens": 2048, "qr_ms": q, "cayley_ms": c} for n, q, c in step]},
+               "models": [{"name": "small", "train_seconds": 20, "ppl": ppl, "cost": cost}]}
+    return json.loads(json.dumps(payload))  # as scale.recorded() reads it back
+
+
+def test_gpu_rows_without_a_run():
+    rows = C.gpu_rows(None)
+    assert [r.verdict for r in rows] == ["not run here"] * 3 and all(r.evidence for r in rows)
+
+
+def test_gpu_step_cost_row_judged_on_the_recorded_ratios():
+    row = C.gpu_step_cost_row(_gpu())
+    assert row.verdict == "reproduced" and "n=4096" in row.measured and "n=2: 1.45×" in row.evidence
+    assert "one run" in row.scale and "H200" in row.scale
+    t = C.QR_SPEEDUP_MIN
+    assert C.gpu_step_cost_row(_gpu(step=((4096, 10.0, 10 * t * 1.01),))).verdict == "reproduced"
+    assert C.gpu_step_cost_row(_gpu(step=((4096, 10.0, 10 * t * 0.99),))).verdict == "not reproduced"
+    # the recorded H200 run: Cayley 35.4 vs QR-Orth 40.0 ms at n=4096, 173.4 vs 164.3 at 8192
+    assert C.gpu_step_cost_row(_gpu(step=((4096, 40.012, 35.4), (8192, 164.284, 173.388)))).verdict == "not reproduced"
+
+
+def test_gpu_ppl_rows_one_seed_are_inconclusive_and_ppl_ratio_max():
+    rows = C.gpu_rows(_gpu())
+    ppl = [r for r in rows if "perplexity" in r.claim]
+    assert len(ppl) == 2 and all(r.verdict == "inconclusive" and "one seed" in r.scale for r in ppl)
+    assert "fewer than 3 seeds" in ppl[0].evidence and f"≤ {C.PPL_RATIO_MAX:.4f}" in ppl[0].evidence
+    assert C.mean_ppl({"a": {"x": 2.0, "y": 4.0}}, "a") == 3.0
+    # the ratio behind the row: DartQuant's average PPL over the peer's, against PPL_RATIO_MAX
+    m = {"name": "m", "ppl": {"quarot": {"s": 10.0}, "dartquant": {"s": 10.0 * C.PPL_RATIO_MAX * 1.001}}}
+    assert "1.0010" in C.ppl_row(m, "quarot", "H200").evidence
+
+
+def test_gpu_cost_rows_cost_time_paper_memory_paper_and_cheaper():
+    time_row, mem_row = [r for r in C.gpu_rows(_gpu()) if r.claim.startswith("Calibration")]
+    assert "20.00×" in time_row.evidence and "9.00×" in mem_row.evidence
+    assert time_row.verdict == "partly reproduced" and mem_row.verdict == "partly reproduced"  # cheaper, not 47× / 10×
+    just = {"dartquant_s": 1.0, "dartquant_mib": 1.0}
+    at = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.COST_TIME_PAPER * 1.01, "e2e_mib": C.COST_MEMORY_PAPER * 1.01}}], "H200")
+    assert [r.verdict for r in at] == ["reproduced", "reproduced"]
+    below = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.COST_TIME_PAPER * 0.99, "e2e_mib": C.COST_MEMORY_PAPER * 0.99}}], "H200")
+    assert [r.verdict for r in below] == ["partly reproduced", "partly reproduced"]
+    dearer = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.CHEAPER * 0.9, "e2e_mib": C.CHEAPER * 0.9}}], "H200")
+    assert [r.verdict for r in dearer] == ["not reproduced", "not reproduced"]
+
+
+def test_gpu_rows_from_the_recorded_json():
+    from companion.dartquant.scale import recorded
+
+    gpu = recorded()
+    if gpu is None:
+        pytest.skip("no recorded GPU run")
     rows = C.gpu_rows(gpu)
-    assert [r.verdict for r in rows] == ["recorded on GPU", "recorded on GPU"]
-    assert "20.0× time" in rows[1].measured and "9.0× memory" in rows[1].measured
+    assert all(r.verdict in VERDICTS and r.evidence for r in rows)
+    assert all("one seed" in r.scale for r in rows if "perplexity" in r.claim)
+    assert all(r.verdict == "inconclusive" for r in rows if "perplexity" in r.claim)
 
 
 def test_claim_rows_from_a_tiny_real_run():
@@ -101,23 +193,27 @@ def test_claim_rows_from_a_tiny_real_run():
     x = synthetic_activations(256, 16, massive=1, seed=0)
     syn = DE.layer_study(x, torch.randn(32, 16), steps=10, lr=0.02, batch=32, n_snapshots=2)
     real = DE.layer_study(x, None, steps=10, lr=0.02, batch=32, learned=[("qr_orth", "whip")], n_snapshots=2)
-    seeds = [{"hadamard": syn["metrics"]["hadamard"]["quant_mse"], "whip": syn["metrics"]["qr_orth/whip"]["quant_mse"]}]
-    rows = C.claim_rows(synthetic=syn, real=real, real_layer=0, seeds=seeds,
-                        invariance={"max_abs_diff": 1e-7, "max_abs_logit": 1.0, "model": "m"},
-                        angle=DE.angle_study(DE.laplace_cloud(200), angles=[0, 45, 90]))
-    assert len(rows) == 10 and all(r.verdict in VERDICTS for r in rows)
-    assert "mean step of the calibration runs" in rows[7].scale
+    seeds = [DE.study_seed_row(syn, 0)] + DE.seed_comparison(lambda s: synthetic_activations(256, 16, massive=1, seed=s),
+                                                             [1, 2], steps=10, lr=0.02, batch=32)
+    real_seeds = [DE.study_seed_row(real, 0)] + DE.seed_comparison(lambda s: x, [1, 2], steps=10, lr=0.02, batch=32)
+    assert seeds[0]["hadamard"] == syn["metrics"]["hadamard"]["quant_mse"] and seeds[0]["whip_start"] > 0
+    kw = dict(synthetic=syn, real=real, real_layer=0, seeds=seeds, real_seeds=real_seeds,
+              invariance={"max_abs_diff": 1e-7, "max_abs_logit": 1.0, "model": "m"},
+              angle=DE.angle_study(DE.laplace_cloud(200), angles=[0, 45, 90]))
+    rows = C.claim_rows(**kw)
+    assert len(rows) == 12 and all(r.verdict in VERDICTS and r.evidence for r in rows)
+    assert "mean step of the calibration runs" in rows[8].scale and "3 seeds" in rows[3].scale
     for factor, verdict in ((1.01, "reproduced"), (0.99, "not reproduced")):
-        timed = C.claim_rows(synthetic=syn, real=real, real_layer=0, seeds=seeds,
-                             invariance={"max_abs_diff": 1e-7, "max_abs_logit": 1.0, "model": "m"},
-                             angle=DE.angle_study(DE.laplace_cloud(200), angles=[0, 45, 90]),
-                             step_cost={"n": 16, "tokens": 32, "qr_ms": 1.0, "cayley_ms": C.QR_SPEEDUP_MIN * factor})
-        assert timed[7].verdict == verdict and f"median of {C.STEP_REPS} timed steps of 32 tokens" in timed[7].scale
+        timed = C.claim_rows(**kw, step_cost={"n": 16, "tokens": 32, "qr_ms": 1.0, "cayley_ms": C.QR_SPEEDUP_MIN * factor})
+        assert timed[8].verdict == verdict and f"median of {C.STEP_REPS} timed steps of 32 tokens" in timed[8].scale
     assert "256 tokens × d=16, 10 steps of 32 tokens" in rows[2].scale
-    assert rows[0].verdict == "reproduced" and rows[6].verdict == "reproduced"
+    assert rows[0].verdict == "reproduced" and rows[7].verdict == "reproduced"
+    one = C.claim_rows(**{**kw, "seeds": seeds[:1], "real_seeds": real_seeds[:1]})
+    assert all(one[i].verdict == "inconclusive" for i in (1, 2, 3, 4))  # the effect rows with one seed
 
 
 @pytest.mark.parametrize("name", ["ORTH_TOL", "WHIP_DROP_MIN", "IDENTITY_FACTOR", "BETTER_MARGIN", "NONINFERIOR",
-                                  "VAR_MOVE_TOL", "FLAT_TOL", "INVARIANCE_TOL", "QR_SPEEDUP_MIN", "STEP_REPS"])
+                                  "VAR_MOVE_TOL", "FLAT_TOL", "INVARIANCE_TOL", "QR_SPEEDUP_MIN", "STEP_REPS",
+                                  "PPL_RATIO_MAX", "COST_TIME_PAPER", "COST_MEMORY_PAPER", "CHEAPER"])
 def test_constants_are_positive_numbers(name):
     assert getattr(C, name) > 0
