@@ -60,6 +60,9 @@ FFN_TERMS = ("gate", "up", "ffn_out")
 READERS = ("q", "k", "v", "gate", "up")
 WRITERS = ("o", "down")
 FAMILIES = ("llama", "bert")
+# max |student - teacher| output (and every clone term) with d_S = d_T, identity projections and the teacher's
+# norms: an implementation check (the notebook's Checks section), not a claim of the paper
+IDENTITY_TOL = 1e-5
 
 
 @dataclass(frozen=True)
@@ -572,7 +575,7 @@ def lemma1_gap(d_t: int = 24, d_s: int = 8, d_ff: int = 40, n: int = 16, seed: i
 
 
 __all__ = [
-    "ATTN_TERMS", "FAMILIES", "FFN_TERMS", "TERMS", "LRCConfig", "LowRankClone", "ProjectFromTeacher", "cosine_matrix",
+    "ATTN_TERMS", "FAMILIES", "FFN_TERMS", "IDENTITY_TOL", "TERMS", "LRCConfig", "LowRankClone", "ProjectFromTeacher", "cosine_matrix",
     "family_of", "kd_kl", "layer_modules", "lemma1_gap", "lm_loss", "lrc_loss", "masked_mse", "mean_pool", "merge",
     "selection_projection", "sentence_loss", "set_projections", "student_like",
 ]

@@ -29,6 +29,7 @@ from companion.ortho_residual.models import LlamaConfig, LlamaDecoder, TinyViT, 
 from companion.ortho_residual.residual import EPS, MODES, orthogonal_component
 
 PRECISIONS = ("fp64", "fp32", "bf16")
+BF16_FACTOR = 10.0  # the official bf16 coefficient's |cos(x, f_perp)| exceeds the fp32 one by at least this factor
 STAT_KEYS = ("x_norm", "rho_par", "rho_ortho", "abs_cos_x_out", "cos_x_update", "growth_min", "shrink_share")
 
 
@@ -199,6 +200,17 @@ def perp_cosine(x: torch.Tensor, f: torch.Tensor, *, precision: str = "fp32", mo
 def precision_table(x: torch.Tensor, f: torch.Tensor, *, mode: str = "feature") -> list[dict]:
     """One row per precision: mean and max |cos(x, f_perp)| on the same ``(x, f)``."""
     return [{"precision": p, **perp_cosine(x, f, precision=p, mode=mode)} for p in PRECISIONS + ("bf16_fp32coef",)]
+
+
+def precision_check(precision: list[dict]) -> dict:
+    """The audit of the official code's bf16 coefficient on one :func:`precision_table`: the ratio of its
+    mean |cos(x, f_perp)| to the fp32 projection's, and whether it exceeds ``BF16_FACTOR`` (the notebook's
+    Checks section asserts ``ok``; this is not a paper claim, so it has no row in the claims table)."""
+    by = {r["precision"]: r["mean"] for r in precision}
+    ratio = by["bf16"] / max(by["fp32"], 1e-300)
+    return {"ratio": ratio, "ok": ratio > BF16_FACTOR, "text": (
+        f"mean |cos(x, f_perp)|: " + ", ".join(f"{p} {v:.1e}" for p, v in by.items())
+        + f"; the official bf16 coefficient is {ratio:.0f}x the fp32 projection's (asserted > {BF16_FACTOR:.0f}x)")}
 
 
 def stream_summary(result: dict) -> dict:

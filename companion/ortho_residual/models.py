@@ -243,26 +243,43 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, c: LlamaConfig, mode: str, eps: float, coef_dtype: str):
+    def __init__(self, c: LlamaConfig, mode: str, eps: float, coef_dtype: str, stream_dtype: torch.dtype | None = None):
         super().__init__()
         self.norm1, self.norm2 = RMSNorm(c.d, c.rms_eps), RMSNorm(c.d, c.rms_eps)
         self.attn, self.mlp = LlamaAttention(c), LlamaMLP(c)
         self.add_attn = OrthogonalResidual(mode, dim=-1, eps=eps, coef_dtype=coef_dtype)
         self.add_mlp = OrthogonalResidual(mode, dim=-1, eps=eps, coef_dtype=coef_dtype)
+        self.stream_dtype = stream_dtype
+
+    def _branch(self, f):
+        return f if self.stream_dtype is None else f.to(self.stream_dtype)
 
     def forward(self, x, cos, sin):
-        x = self.add_attn(x, self.attn(self.norm1(x), cos, sin))
-        return self.add_mlp(x, self.mlp(self.norm2(x)))
+        x = self.add_attn(x, self._branch(self.attn(self.norm1(x), cos, sin)))
+        return self.add_mlp(x, self._branch(self.mlp(self.norm2(x))))
+
+
+STREAM_DTYPES = ("float32", "bfloat16")
 
 
 class LlamaDecoder(nn.Module):
-    """Causal LM; ``forward(ids) -> logits``; ``loss(ids)`` is next-token cross-entropy."""
+    """Causal LM; ``forward(ids) -> logits``; ``loss(ids)`` is next-token cross-entropy.
 
-    def __init__(self, config: LlamaConfig, methods="feature", *, eps: float = EPS, coef_dtype: str = "float32"):
+    ``stream_dtype``: the dtype of the residual stream. ``"float32"`` (default): the embedding's fp32 output
+    is the stream, and under bf16 autocast it stays fp32 (an fp32 stream plus a bf16 branch output promotes
+    to fp32), so ``coef_dtype="input"`` computes an fp32 coefficient there. ``"bfloat16"``: the embedding
+    output and every branch output are cast to bf16 before the adds, as in a model held in bf16, so the
+    stream is bf16 and ``coef_dtype="input"`` is the official bf16 coefficient."""
+
+    def __init__(self, config: LlamaConfig, methods="feature", *, eps: float = EPS, coef_dtype: str = "float32",
+                 stream_dtype: str = "float32"):
         super().__init__()
+        check_choice("stream_dtype", stream_dtype, STREAM_DTYPES)
         self.config, self.methods = config, _methods(methods, config.n_layers)
+        self.stream_dtype = stream_dtype
+        sd = None if stream_dtype == "float32" else getattr(torch, stream_dtype)
         self.embed = nn.Embedding(config.vocab, config.d)
-        self.blocks = nn.ModuleList(LlamaBlock(config, m, eps, coef_dtype) for m in self.methods)
+        self.blocks = nn.ModuleList(LlamaBlock(config, m, eps, coef_dtype, sd) for m in self.methods)
         self.norm = RMSNorm(config.d, config.rms_eps)
         self.lm_head = nn.Linear(config.d, config.vocab, bias=False)
         if config.tie_embeddings:
@@ -282,7 +299,9 @@ class LlamaDecoder(nn.Module):
         if T > self.config.max_len:
             raise ParameterError("sequence length", T, f"at most max_len={self.config.max_len}")
         x = self.embed(ids)
-        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)  # RoPE tables in the embedding's dtype
+        if self.stream_dtype != "float32":
+            x = x.to(getattr(torch, self.stream_dtype))
         for block in self.blocks:
             x = block(x, cos, sin)
         return self.lm_head(self.norm(x))
@@ -345,6 +364,7 @@ def init_like(src: nn.Module, dst: nn.Module) -> nn.Module:
 
 __all__ = [
     "SMOLLM_135M",
+    "STREAM_DTYPES",
     "Attention",
     "LlamaConfig",
     "LlamaDecoder",

@@ -11,9 +11,15 @@
 2. **Step-time overhead** of the projection: one training step (forward, backward, AdamW) of each model,
    eager and under ``torch.compile``, timed with :func:`companion.core.time_ms` (``do_bench`` median).
 3. **bf16 study**: on the trained orthogonal model, |cos(x, f_perp)| per layer when the projection runs
-   in fp64, fp32, bf16 (the official coefficient cast) and bf16 with an fp32 coefficient; and a short
-   training run with the official bf16 coefficient (``coef_dtype="input"``) against the fp32 one from the
-   same start: loss curves and loss spikes (a step's loss above 1.5x the median of the previous 50).
+   in fp64, fp32, bf16 (the official coefficient cast) and bf16 with an fp32 coefficient; and
+   (:func:`bf16_coef_study`) short training runs with the official bf16 coefficient
+   (``coef_dtype="input"``) against the fp32 one, from the same start and batches, for
+   ``bf16_coef_seeds`` seeds: loss curves and loss spikes (a step's loss above 1.5x the median of the
+   previous 50). The decoder's residual stream is **bf16** there (``stream_dtype="bfloat16"``): under
+   autocast alone the stream stays fp32 and ``coef_dtype="input"`` is an fp32 coefficient too, so the two
+   arms would compute the same thing (the study recorded before this fix did exactly that).
+   ``run_bf16_study`` reruns this stage alone into an existing payload
+   (``benchmarks/ortho_residual_gpu.py --only bf16``).
 
 The paper trains ViTs and ResNets on images; the LLaMA variant is the repository's OrthoLlama preset, for
 which no result is published. "About 8 minutes each" in the issue is cut to what one lease allows.
@@ -41,6 +47,8 @@ GPU_PROFILE = {
     "lr": 1e-3,
     "train_seconds_each": 60,
     "bf16_coef_seconds": 20,
+    "bf16_coef_seeds": 3,
+    "bf16_stream": "bfloat16",
     "precision": "bf16 autocast, fp32 master weights",
     "text": "Python standard-library source files (local)",
 }
@@ -176,27 +184,102 @@ def _thin(xs, n=400):
     return idx.tolist(), _round([xs[i] for i in idx])
 
 
-def run_scale_up(*, smoke=False, train_seconds=None, bf16_seconds=None, compile_timing=True, seed=0, device=None,
-                 deadline_s=None, log=print, save=None) -> dict:
-    """The three stages; ``smoke`` is a tiny CPU version (seconds). ``save(payload)`` is called after each
-    stage so that a run cut short keeps what it measured."""
-    t_start = time.perf_counter()
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() and not smoke else "cpu"))
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+def _arm_cosine(model, probe, device, coef: str) -> float:
+    """The largest (over adds) mean |cos(x, f_perp)| of the model's recorded bf16 (x, f), with f_perp computed
+    as this arm computes it: the bf16 coefficient (``"input"``) or an fp32 one (``"float32"``)."""
+    key = "cos_bf16" if coef == "input" else "cos_bf16_fp32coef"
+    return float(max(r[key]["mean"] for r in layer_stats(model, probe, device, precisions=True)))
+
+
+def bf16_coef_study(cfg, train, val, *, seconds, seeds, batch, seq_len, lr, device, log=print,
+                    left=lambda: math.inf, max_steps: int | None = None) -> dict:
+    """Orthogonal-F decoders with a bf16 residual stream, the coefficient in fp32 (``"float32"``) or in the
+    stream's dtype (``"input"``, the official code), per seed from the same initial weights and batches.
+    The fp32 arm trains for ``seconds``; the bf16 arm for the same number of steps. Seeds that no longer
+    fit in ``left()`` are left out (the payload lists the seeds run). ``max_steps`` caps the fp32 arm too."""
+    probe = _batch(val, 8, seq_len, torch.Generator().manual_seed(5), device)[:, :-1]
+    runs = {"float32": [], "input": []}
+    done = []
+    for seed in seeds:
+        if done and left() < 2 * seconds + 30:
+            log(f"[bf16] seed {seed} skipped: time budget")
+            break
+        torch.manual_seed(seed)
+        init = LlamaDecoder(cfg, methods="feature").state_dict()
+        steps_cap = max_steps
+        for coef in ("float32", "input"):
+            model = LlamaDecoder(cfg, methods="feature", coef_dtype=coef, stream_dtype=GPU_PROFILE["bf16_stream"])
+            model.load_state_dict(init)
+            model.to(device)
+            h = train_timed(model, train, seconds=seconds if coef == "float32" else math.inf, batch=batch,
+                            seq_len=seq_len, lr=lr, seed=seed + 1, device=device, max_steps=steps_cap or 10**9, log=log,
+                            tag=f"coef {coef}, seed {seed}")
+            steps_cap = h["steps"]  # the bf16 arm runs exactly the fp32 arm's steps
+            s_, l_ = _thin(h["loss"])
+            runs[coef].append({"seed": seed, "steps": h["steps"], "curve_steps": s_, "curve_loss": l_,
+                               "spikes": _spikes(h["loss"]), "final_train_loss": round(float(np.mean(h["loss"][-20:])), 4),
+                               "val_loss": round(evaluate(model, val, batch=batch, seq_len=seq_len, device=device), 4),
+                               "cos_perp_max": _arm_cosine(model, probe, device, coef)})
+            log(f"[bf16] seed {seed}, coefficient {coef}: val loss {runs[coef][-1]['val_loss']}")
+            del model
+        done.append(seed)
+    return {"stream_dtype": GPU_PROFILE["bf16_stream"], "seeds": done, "seconds_each": seconds, "runs": runs}
+
+
+def _setup(smoke, train_seconds=None, bf16_seconds=None, bf16_seeds=None):
     P = dict(GPU_PROFILE)
     if smoke:
         cfg = LlamaConfig(vocab=256, d=48, n_layers=2, n_heads=3, n_kv_heads=1, ffn=96, max_len=65)
-        P.update(seq_len=64, batch=4, train_seconds_each=2, bf16_coef_seconds=1, model="smoke: 2 layers, d=48")
+        P.update(seq_len=64, batch=4, train_seconds_each=2, bf16_coef_seconds=1, bf16_coef_seeds=2, model="smoke: 2 layers, d=48")
         train, val = local_text(max_bytes=400_000)
     else:
         cfg = byte_config(SMOLLM_135M, max_len=GPU_PROFILE["seq_len"] + 1)
         train, val = local_text()
-    if train_seconds is not None:
-        P["train_seconds_each"] = train_seconds
-    if bf16_seconds is not None:
-        P["bf16_coef_seconds"] = bf16_seconds
+    for key, value in (("train_seconds_each", train_seconds), ("bf16_coef_seconds", bf16_seconds),
+                       ("bf16_coef_seeds", bf16_seeds)):
+        if value is not None:
+            P[key] = value
+    return P, cfg, train, val
+
+
+def _device(device, smoke):
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() and not smoke else "cpu"))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return device
+
+
+def run_bf16_study(payload: dict, *, smoke=False, bf16_seconds=None, bf16_seeds=None, seed=0, device=None,
+                   deadline_s=None, command="", log=print, save=None) -> dict:
+    """Rerun the bf16-coefficient study alone into ``payload`` (a recorded run's results, whose other
+    stages are kept as they are); the study carries its own device, date and command."""
+    from companion.core.results import _environment
+
+    t_start = time.perf_counter()
+    device = _device(device, smoke)
+    P, cfg, train, val = _setup(smoke, bf16_seconds=bf16_seconds, bf16_seeds=bf16_seeds)
+    left = (lambda: deadline_s - (time.perf_counter() - t_start)) if deadline_s else (lambda: math.inf)
+    payload = {k: v for k, v in payload.items() if k != "name"}
+    payload.setdefault("profile", {}).update(bf16_coef_seconds=P["bf16_coef_seconds"], bf16_coef_seeds=P["bf16_coef_seeds"],
+                                             bf16_stream=P["bf16_stream"])
+    study = bf16_coef_study(cfg, train, val, seconds=P["bf16_coef_seconds"], seeds=[seed + k for k in range(P["bf16_coef_seeds"])],
+                            batch=P["batch"], seq_len=P["seq_len"], lr=P["lr"], device=device, log=log, left=left)
+    env = _environment()
+    study.update(device=env["device"], date=env["date"], torch=env["torch"], command=command,
+                 seconds=round(time.perf_counter() - t_start, 1))
+    payload["bf16_coef_training"] = study
+    (save or (lambda p: None))(payload)
+    return payload
+
+
+def run_scale_up(*, smoke=False, train_seconds=None, bf16_seconds=None, bf16_seeds=None, compile_timing=True, seed=0,
+                 device=None, deadline_s=None, log=print, save=None) -> dict:
+    """The three stages; ``smoke`` is a tiny CPU version (seconds). ``save(payload)`` is called after each
+    stage so that a run cut short keeps what it measured."""
+    t_start = time.perf_counter()
+    device = _device(device, smoke)
+    P, cfg, train, val = _setup(smoke, train_seconds, bf16_seconds, bf16_seeds)
     B, L, lr = P["batch"], P["seq_len"], P["lr"]
     left = (lambda: deadline_s - (time.perf_counter() - t_start)) if deadline_s else (lambda: math.inf)
     payload = {"smoke": smoke, "profile": P, "config": cfg.as_dict(), "text_bytes": {"train": len(train), "val": len(val)}}
@@ -249,25 +332,12 @@ def run_scale_up(*, smoke=False, train_seconds=None, bf16_seconds=None, compile_
 
     time_steps(compiled=False)
 
-    # 3. bf16 coefficient training --------------------------------------------------------------------
-    if left() > P["bf16_coef_seconds"] + 15:
-        study = {}
-        steps_cap = None
-        for coef in ("float32", "input"):
-            model = LlamaDecoder(cfg, methods="feature", coef_dtype=coef)
-            model.load_state_dict(init)
-            model.to(device)
-            h = train_timed(model, train, seconds=P["bf16_coef_seconds"] if steps_cap is None else 1e9, batch=B,
-                            seq_len=L, lr=lr, seed=seed + 1, device=device, max_steps=steps_cap or 10**9, log=log,
-                            tag=f"coef {coef}")
-            steps_cap = steps_cap or h["steps"]
-            s_, l_ = _thin(h["loss"])
-            study[coef] = {"steps": h["steps"], "curve_steps": s_, "curve_loss": l_, "spikes": _spikes(h["loss"]),
-                           "final_train_loss": round(float(np.mean(h["loss"][-20:])), 4),
-                           "val_loss": round(evaluate(model, val, batch=B, seq_len=L, device=device), 4),
-                           "cos_update_max": max(r["cos_x_update"] for r in layer_stats(model, probe, device))}
-            del model
-        payload["bf16_coef_training"] = study
+    # 3. bf16 coefficient training (bf16 residual stream) ---------------------------------------------
+    if left() > 2 * P["bf16_coef_seconds"] + 30:
+        payload["bf16_coef_training"] = bf16_coef_study(
+            cfg, train, val, seconds=P["bf16_coef_seconds"], seeds=[seed + k for k in range(P["bf16_coef_seeds"])],
+            batch=B, seq_len=L, lr=lr, device=device, log=log, left=left)
+        save(payload)
     else:
         payload["bf16_coef_training"] = "skipped: time budget"
     # 4. step time under torch.compile (last: compiling 30 layers twice is the slowest stage) --------

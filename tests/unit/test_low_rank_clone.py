@@ -151,6 +151,27 @@ def test_kl_matches_f_kl_div(t2):
     assert float(C.kd_kl(t, t, T)) == pytest.approx(0.0, abs=1e-7)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lm_loss_matches_hugging_face_labels_loss(seed):
+    """lm_loss on a model's logits is Hugging Face's own ``labels=`` loss on the same model and ids (shift by one,
+    mean over every predicted token); an unshifted or sum-reduced loss would differ."""
+    model = llama(seed=seed).eval()
+    ids = torch.randint(0, 64, (3, 17), generator=torch.Generator().manual_seed(10 + seed))
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=ids)
+        ours = C.lm_loss(out.logits, ids)
+        unshifted = F.cross_entropy(out.logits.reshape(-1, 64), ids.reshape(-1))
+    assert torch.allclose(ours, out.loss, rtol=1e-6, atol=1e-6)
+    assert not torch.allclose(unshifted, out.loss, rtol=1e-3, atol=1e-3)
+    # the committed byte-level teacher (a LlamaForCausalLM) too, on bytes
+    if seed == 0:
+        teacher = E.load_causal_teacher()
+        byte_ids = torch.tensor([list(b"def lm_loss(logits, input_ids):\n    return cross_entropy")])
+        with torch.no_grad():
+            out = teacher(input_ids=byte_ids, labels=byte_ids)
+            assert torch.allclose(C.lm_loss(out.logits, byte_ids), out.loss, rtol=1e-6, atol=1e-6)
+
+
 def test_masked_mse_ignores_padding():
     a, b = torch.zeros(2, 3, 4), torch.ones(2, 3, 4)
     b[:, 2] = 100.0

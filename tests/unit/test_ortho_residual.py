@@ -245,3 +245,77 @@ def test_bad_input(call, name):
     x, f = _pair((2, 3, 4), 0)
     with pytest.raises(ParameterError, match=rf"parameter {name}"):
         call(x, f)
+
+
+# ------------------------------------------------------------------ the bf16-coefficient study (issue 37, item 3)
+def _study_models(stream_dtype):
+    """Both arms of the bf16 study from the same initial weights, built as the GPU study builds them."""
+    cfg = LlamaConfig(vocab=256, d=48, n_layers=2, n_heads=3, n_kv_heads=1, ffn=96, max_len=33)
+    torch.manual_seed(0)
+    init = LlamaDecoder(cfg, methods="feature").state_dict()
+    arms = {}
+    for coef in ("float32", "input"):
+        arms[coef] = LlamaDecoder(cfg, methods="feature", coef_dtype=coef, stream_dtype=stream_dtype)
+        arms[coef].load_state_dict(init)
+    return arms
+
+
+@pytest.mark.parametrize("autocast", [True, False])
+def test_coef_dtype_modes_differ_with_a_bf16_stream(autocast):
+    """With a bf16 residual stream the official bf16 coefficient and the fp32 one give different models
+    (under bf16 autocast, as on the GPU, and without it); with the default fp32 stream under autocast the two
+    arms compute the same thing, which is what made the first recorded study void."""
+    from companion.ortho_residual.scale import GPU_PROFILE
+
+    ids = torch.randint(0, 256, (4, 33), generator=torch.Generator().manual_seed(1))
+    amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    outs, dtypes = {}, {}
+    for coef, model in _study_models(GPU_PROFILE["bf16_stream"]).items():
+        with torch.no_grad(), amp, recording(model, keep_inputs=True) as conns:
+            outs[coef] = model(ids).float()
+        dtypes[coef] = {c.inputs[0][0].dtype for c in conns} | {c.inputs[0][1].dtype for c in conns}
+    assert dtypes == {"float32": {torch.bfloat16}, "input": {torch.bfloat16}}
+    assert (outs["float32"] - outs["input"]).abs().max() > 1e-3
+    if autocast:  # the old study's setting: fp32 stream under autocast, identical arms
+        with torch.no_grad(), amp:
+            same = {coef: m(ids).float() for coef, m in _study_models("float32").items()}
+        assert torch.equal(same["float32"], same["input"])
+
+
+def test_stream_dtype_default_unchanged_and_checked():
+    cfg = LlamaConfig(vocab=256, d=16, n_layers=1, n_heads=2, n_kv_heads=2, ffn=32, max_len=9)
+    torch.manual_seed(0)
+    a = LlamaDecoder(cfg)
+    b = LlamaDecoder(cfg, stream_dtype="float32")
+    b.load_state_dict(a.state_dict())
+    ids = torch.randint(0, 256, (2, 9))
+    with torch.no_grad():
+        assert torch.equal(a(ids), b(ids))
+    with pytest.raises(ParameterError, match="stream_dtype"):
+        LlamaDecoder(cfg, stream_dtype="float16")
+
+
+def test_bf16_study_smoke_runs_both_arms_on_a_bf16_stream():
+    from companion.ortho_residual.scale import bf16_coef_study, local_text
+
+    cfg = LlamaConfig(vocab=256, d=48, n_layers=2, n_heads=3, n_kv_heads=1, ffn=96, max_len=33)
+    train, val = local_text(max_bytes=200_000)
+    study = bf16_coef_study(cfg, train, val, seconds=1e9, seeds=[0, 1], batch=2, seq_len=32, lr=1e-3,
+                            device=torch.device("cpu"), log=lambda *a: None, max_steps=3)
+    assert study["stream_dtype"] == "bfloat16" and study["seeds"] == [0, 1]
+    for coef in ("float32", "input"):
+        assert [r["seed"] for r in study["runs"][coef]] == [0, 1]
+    f32, bf = study["runs"]["float32"][0], study["runs"]["input"][0]
+    assert f32["steps"] == bf["steps"]
+    # the bf16 coefficient leaves a larger parallel residue than the fp32 one on the same kind of stream
+    assert bf["cos_perp_max"] > f32["cos_perp_max"]
+
+
+def test_precision_check():
+    from companion.ortho_residual.experiments import BF16_FACTOR, precision_check
+
+    tab = lambda bf: [{"precision": "fp64", "mean": 1e-12, "max": 1e-12}, {"precision": "fp32", "mean": 1e-8, "max": 1e-8},  # noqa: E731
+                      {"precision": "bf16", "mean": bf, "max": bf}, {"precision": "bf16_fp32coef", "mean": 1e-5, "max": 1e-5}]
+    assert precision_check(tab(1.1 * BF16_FACTOR * 1e-8))["ok"]
+    assert not precision_check(tab(0.9 * BF16_FACTOR * 1e-8))["ok"]
+    assert "fp32 1.0e-08" in precision_check(tab(1e-3))["text"]
