@@ -1,9 +1,9 @@
 """Paper 19 on one GPU machine: the templated-QA word LM (24 questions, wider), the MiniLM partial NLI (or
 the templates' oracle similarity where the MiniLM package is missing), and a sweep of N in {4 ... 64}, fixed
-vs adaptive λ, and k: AUROC of SE (IID vs steered + IS), clusters covered, ESS/N, ms per sample (see
+vs adaptive λ, and k over three seeds: AUROC of SE (IID vs steered + IS), clusters covered, ESS/N, ms per sample (see
 companion/diverse_sampling/scale.py).
 
-    PYTHONPATH=. python benchmarks/diverse_sampling_gpu.py          # H200: about 150 s; writes benchmarks/results/diverse_sampling_gpu.json
+    PYTHONPATH=. python benchmarks/diverse_sampling_gpu.py          # H200: about 45 s (3 seeds, oracle scorer); writes benchmarks/results/diverse_sampling_gpu.json
     PYTHONPATH=. python benchmarks/diverse_sampling_gpu.py --smoke  # CPU: tiny sizes, under a minute, writes to a temp folder
 
 Needs torch, numpy, scikit-learn, transformers (MiniLM optional); not plotly.

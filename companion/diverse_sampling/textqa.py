@@ -246,8 +246,8 @@ def run_text_experiment(model, nli, data: QAData, truth: list[dict], *, n: int, 
                         aggregation: str = "max", adaptive: bool = False, eta: float = 1.0, seeds=(0,)) -> dict:
     """IID vs steered on every question for each seed: SE estimates, clusters covered, ESS/N, AUROC.
 
-    Returns per-seed arrays plus the AUROC of each estimator (with a jackknife SE over questions) and of
-    the model's exact SE (the ceiling at this scale).
+    Returns per-seed arrays plus the AUROC of each estimator (``auroc_seeds``: one per seed; ``auroc``: their
+    mean and std; a jackknife SE over questions) and of the model's exact SE (the ceiling at this scale).
     """
     errors = np.array([not t["correct"] for t in truth])
     true_se = np.array([t["se"] for t in truth])
@@ -276,9 +276,10 @@ def run_text_experiment(model, nli, data: QAData, truth: list[dict], *, n: int, 
             res[key].append(rows[key])
     out = {key: (np.array(v, dtype=float) if key != "lam_paths" else v) for key, v in res.items()}
     out["errors"], out["true_se"] = errors, true_se
-    out["auroc"] = {}
+    out["auroc"], out["auroc_seeds"] = {}, {}
     for key in ("iid", "steered_unweighted", "steered_is", "steered_is_cv"):
         vals = [auroc(s, errors) for s in out[key]]
+        out["auroc_seeds"][key] = vals  # one per seed (nan where the errors have one class)
         out["auroc"][key] = (float(np.nanmean(vals)), float(np.nanstd(vals)))
         out[f"rmse_{key}"] = float(np.sqrt(np.mean((out[key] - true_se[None]) ** 2)))
     out["auroc_jackknife_se"] = {}

@@ -17,12 +17,13 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from companion.core import check_int
-from companion.gain_rl.angle import capture_inputs, concentration, grad_norm_sq, released_metric
+from companion.gain_rl.angle import capture_inputs, concentration, grad_norm_sq, released_metric, released_slices
 from companion.gain_rl.grpo import answer_nll, run_curriculum, steps_to_target
 from companion.gain_rl.policy import PREFIX, SUFFIX, Problems, segments
 from companion.gain_rl.sampler import FilterSampler, GainSampler, UniformSampler
 
-__all__ = ["SAMPLERS", "compare_samplers", "pool_signals", "prompt_spans", "rank_pool", "summarise_runs"]
+__all__ = ["SAMPLERS", "compare_samplers", "pool_signals", "prompt_spans", "rank_pool", "released_formula_audit",
+           "summarise_runs"]
 
 SAMPLERS = ("uniform", "GAIN", "filter")
 
@@ -112,3 +113,17 @@ def summarise_runs(runs: dict, target: float) -> dict:
                      "final": curves[:, -1], "auc": curves[:, 1:].mean(1),
                      "rollouts": [r["rollouts"] for r in rs], "seconds": [r["seconds"] for r in rs]}
     return out
+
+
+def released_formula_audit(signals: dict) -> dict:
+    """What the released ``data_processor.py`` formula computes on one checkpoint's :func:`pool_signals` (last
+    layer): ``nan_share``, the share of prompts whose value is NaN; ``expected_nan_share``, 1 when its first
+    slice ``cos[p:-s][p:-s]`` is empty at this prompt length (every prompt here has the same length), else 0;
+    ``rho_second``, Spearman(C, its second term ``cos[p:-s][:p]``). A code audit, not a claim of the paper."""
+    L = signals["layers"][-1]
+    spans = signals["spans"]
+    T = L["states"].shape[1]
+    start, stop = released_slices(T, spans["prefix"][1], T - spans["question"][1])["intra"]
+    return {"nan_share": float(np.isnan(L["released"]).mean()), "expected_nan_share": float(start >= stop),
+            "rho_second": float(spearmanr(L["C"], L["released_second"]).statistic), "T": int(T),
+            "prefix": int(spans["prefix"][1]), "suffix": int(T - spans["question"][1])}

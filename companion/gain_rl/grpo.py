@@ -96,8 +96,10 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
     """One GRPO run from a copy of ``policy`` (``ref`` frozen for the KL) under ``sampler``.
 
     Returns ``{"sampler", "eval_acc" (epochs+1 values, the start first), "mean_reward", "ang", "mu_used",
-    "prompts_trained", "rollouts", "seconds", "epoch_seconds", "snapshot" (state dict at ``snapshot_epoch`` or
-    None)}``. ``max_seconds`` stops after the epoch that passes it (the GPU profile's wall-clock budget)."""
+    "mu_after" (μ after each epoch's update; both empty for a sampler without μ), "prompts_trained", "rollouts",
+    "seconds", "epoch_seconds", "snapshot" (state dict at ``snapshot_epoch`` or None)}``: plain numbers and
+    lists (and the snapshot), never the trained model object. ``max_seconds`` stops after the epoch that passes
+    it (the GPU profile's wall-clock budget)."""
     check_int("epochs", epochs, lo=1)
     check_int("group", group, lo=2)
     check_int("minibatches", minibatches, lo=1)
@@ -110,7 +112,7 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
     gen = torch.Generator(device=dev).manual_seed(seed)
     hook = hook_name(model)
     out = {"sampler": sampler.name, "eval_acc": [greedy_accuracy(model, eval_set)], "mean_reward": [], "ang": [],
-           "mu_used": [], "prompts_trained": [], "rollouts": 0, "snapshot": None, "epoch_seconds": []}
+           "mu_used": [], "mu_after": [], "prompts_trained": [], "rollouts": 0, "snapshot": None, "epoch_seconds": []}
     t0 = time.perf_counter()
     for epoch in range(epochs):
         if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
@@ -155,6 +157,8 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
         out["mean_reward"].append(signal_reward)
         out["ang"].append(ang_mean)
         sampler.update(signal_reward, ang_mean)
+        if hasattr(sampler, "mu"):
+            out["mu_after"].append(float(sampler.mu))
         if dev.type == "cuda":
             torch.cuda.synchronize()
         out["epoch_seconds"].append(time.perf_counter() - t_epoch)  # training time only, evaluation excluded
@@ -162,7 +166,6 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
         if snapshot_epoch is not None and epoch + 1 == snapshot_epoch:
             out["snapshot"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
     out["seconds"] = time.perf_counter() - t0
-    out["model"] = model.eval()
     return out
 
 

@@ -40,8 +40,8 @@ import numpy as np
 
 from companion.core import ParameterError, check_bool, check_float, check_int
 
-__all__ = ["FilterSampler", "GainSampler", "UniformSampler", "check_schedule", "gaussian_log_probs",
-           "gaussian_probs", "gaussian_sample", "mu_step", "replay_mu"]
+__all__ = ["FilterSampler", "GainSampler", "UniformSampler", "check_schedule", "end_of_pool_epoch",
+           "gaussian_log_probs", "gaussian_probs", "gaussian_sample", "mu_step", "replay_mu"]
 
 
 def gaussian_log_probs(n_pool: int, mu: float, sigma: float) -> np.ndarray:
@@ -101,6 +101,19 @@ def replay_mu(signals, n_pool: int, *, mu0: float = 0.0, **schedule) -> np.ndarr
     for mean_reward, ang in signals:
         mus.append(min(max(mus[-1] + mu_step(mean_reward, ang, **schedule), 0.0), n_pool - 1.0))
     return np.array(mus)
+
+
+def end_of_pool_epoch(mu_after, n_pool: int):
+    """The first epoch (1-based) whose update leaves μ at the last rank ``n_pool − 1`` (None if it never does).
+
+    ``mu_after``: μ after each epoch's update (``GainSampler.history[t]["mu_after"]``, or ``mu_used[1:]`` of a
+    run without the lag). With ``adj_min >= 0`` μ never moves back, so from the next epoch on every draw is
+    centred on the least concentrated prompt."""
+    check_int("n_pool", n_pool, lo=1)
+    for t, mu in enumerate(mu_after):
+        if float(mu) >= n_pool - 1:
+            return t + 1
+    return None
 
 
 @dataclass

@@ -14,6 +14,9 @@
 4. **Sampler comparison**: ``n_seeds`` seeds × {uniform, GAIN, filter} GRPO runs from the warm start
    (group 8, β = 0.005, subset prompts per epoch), each for ``epochs`` epochs or ``run_seconds``;
    held-out accuracy per epoch, wall-clock seconds and epochs to the target (start + ``target_gain``).
+   For every GAIN run, μ after each update (``mu_after``) and the epoch whose update brought μ to the
+   last rank (``mu_end_epoch``, :func:`~companion.gain_rl.sampler.end_of_pool_epoch`): with ``adj_min = 0``
+   μ never moves back, so from then on GAIN draws only around the least concentrated prompts.
 
 Everything fits about 150 s on one H200 at the default :data:`GPU_PROFILE`. No vLLM: batched sampling with
 the model's own key/value cache.
@@ -31,6 +34,7 @@ from companion.gain_rl.angle import concentration, cosine_matrix
 from companion.gain_rl.experiments import make_sampler, pool_signals, rank_pool
 from companion.gain_rl.grpo import run_curriculum, steps_to_target
 from companion.gain_rl.policy import SFTRecipe, make_problems, sft
+from companion.gain_rl.sampler import end_of_pool_epoch, gaussian_probs
 
 RESULTS_NAME = "gain_rl_gpu"
 
@@ -47,6 +51,13 @@ SMOKE_PROFILE = {
     "pool": 64, "eval": 32, "subset": 8, "epochs": 2, "run_seconds": 5.0, "n_seeds": 1, "sft_seconds": 3.0,
     "sft_batch": 32, "timing": {"batch": 2, "T": 64, "d": 32},
 }
+
+
+def gpu_schedule(n_pool: int) -> dict:
+    """The GAIN schedule of :func:`run_scale_up` for a pool of ``n_pool`` prompts (the code's σ = 1000, n = 500,
+    adj ∈ [0, 1000] of ~7,500 prompts, scaled to the pool; α = γ = 2, β = 0.5)."""
+    N = float(n_pool)
+    return dict(sigma=N / 8, n=N / 16, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=N / 8)
 
 
 def recorded() -> dict | None:
@@ -96,7 +107,7 @@ def run_scale_up(config: dict | None = None, device=None, seed: int = 0, log=pri
     log(f"layer-wise Spearman(C, grad): {out['layer_spearman']}")
     order = rank_pool(sig["layers"][-1]["C"])
     N = cfg["pool"]
-    schedule = dict(sigma=N / 8, n=N / 16, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=N / 8)
+    schedule = gpu_schedule(N)
     runs = {k: [] for k in ("uniform", "GAIN", "filter")}
     for s in range(cfg["n_seeds"]):
         for kind in runs:
@@ -104,8 +115,11 @@ def run_scale_up(config: dict | None = None, device=None, seed: int = 0, log=pri
             res = run_curriculum(policy, policy, pool, ev, smp, epochs=cfg["epochs"], group=cfg["group"],
                                  lr=cfg["lr"], minibatches=cfg["minibatches"], seed=seed + s,
                                  max_seconds=cfg["run_seconds"])
-            runs[kind].append({k: res[k] for k in ("eval_acc", "mean_reward", "ang", "mu_used", "prompts_trained",
-                                                   "rollouts", "seconds", "epoch_seconds")})
+            run = {k: res[k] for k in ("eval_acc", "mean_reward", "ang", "mu_used", "mu_after", "prompts_trained",
+                                       "rollouts", "seconds", "epoch_seconds")}
+            if kind == "GAIN":
+                run["mu_end_epoch"] = end_of_pool_epoch(res["mu_after"], N)
+            runs[kind].append(run)
             log(f"{kind} seed {seed + s}: acc {res['eval_acc'][0]:.3f} -> {res['eval_acc'][-1]:.3f} "
                 f"in {len(res['eval_acc']) - 1} epochs, {res['seconds']:.1f} s")
     start = float(np.mean([r["eval_acc"][0] for rs in runs.values() for r in rs]))
@@ -115,7 +129,37 @@ def run_scale_up(config: dict | None = None, device=None, seed: int = 0, log=pri
         steps = [steps_to_target(r["eval_acc"][1:], target) for r in rs]
         secs = [None if st is None else float(np.cumsum(r["epoch_seconds"])[st - 1]) for st, r in zip(steps, rs)]
         summary[kind] = {"epochs_to_target": steps, "seconds_to_target": secs,
-                         "final": [r["eval_acc"][-1] for r in rs]}
+                         "final": [r["eval_acc"][-1] for r in rs], "epochs": [len(r["eval_acc"]) - 1 for r in rs]}
+        if kind == "GAIN":
+            summary[kind]["mu_end_epoch"] = [r["mu_end_epoch"] for r in rs]
     out.update(runs=runs, summary=summary, target=target, n_seeds=cfg["n_seeds"],
                total_seconds=time.perf_counter() - t0)
     return out
+
+
+def mu_drift(gpu: dict) -> dict | None:
+    """Where GAIN's μ went in a recorded run (None without GAIN runs or their μ per epoch).
+
+    Per seed: ``end_epoch``, the epoch whose update brought μ to the last rank (recorded as ``mu_end_epoch``
+    by newer runs; for older payloads computed from ``mu_used``, since μ after epoch t is the μ that drew
+    epoch t + 1), ``epochs`` run, the epoch's mean reward and online angle signal over the ``window`` epochs
+    before arrival. Then ``break_even``: the training accuracy below which the update would stop μ at that
+    angle signal, ``β − (γ/α)·ang`` (γ = α in the code); ``pool``, ``sigma``, and ``tail_share``: the share
+    of a draw centred on the last rank that falls in the pool's least concentrated quarter."""
+    runs = (gpu or {}).get("runs", {}).get("GAIN")
+    if not runs or not all(r.get("mu_after") or r.get("mu_used") for r in runs):
+        return None
+    N = int(gpu["config"]["pool"])
+    sch = gpu_schedule(N)
+    window = 5
+    seeds = []
+    for r in runs:
+        after = r.get("mu_after") or r["mu_used"][1:]
+        end = r.get("mu_end_epoch", end_of_pool_epoch(after, N))
+        lo, hi = (max(0, end - window), end) if end else (max(0, len(r["ang"]) - window), len(r["ang"]))
+        seeds.append({"end_epoch": end, "epochs": len(r["eval_acc"]) - 1,
+                      "reward_before": float(np.mean(r["mean_reward"][lo:hi])), "ang_before": float(np.mean(r["ang"][lo:hi]))})
+    ang = float(np.mean([s_["ang_before"] for s_ in seeds]))
+    p = gaussian_probs(N, N - 1.0, sch["sigma"])
+    return {"seeds": seeds, "pool": N, "sigma": sch["sigma"], "alpha": sch["alpha"], "beta": sch["beta"], "ang": ang,
+            "break_even": sch["beta"] - ang, "tail_share": float(p[3 * N // 4:].sum())}

@@ -1,11 +1,16 @@
-"""The claims table of paper 18 (RTCFR+), built from the run's result objects.
+"""The claims table of paper 18 (RTCFR+), built from the run's result objects and judged by the one rule
+(:func:`companion.core.judge`).
 
-Every verdict threshold is a named constant below, tested just inside and just outside in
-``tests/unit/test_rtcfr_claims.py``. The solvers are deterministic (no seed enters a run), so each
-comparison is one run per algorithm: the scale column says "one run" and a win requires the stated
-margin ``WIN_FACTOR`` (or both values at machine precision). Every window follows the run's
-``iterations`` (:func:`late_window`), so the rows hold at the smallest allowed ``ITERATIONS``.
-No plotly here.
+The solvers are deterministic (no seed enters a run), so the independent repeats of a claim are the
+**games**: a "beats" claim is an effect judged on one value per game, ``log10`` of the RTCFR+ NashConv over
+the compared one (:func:`win_log_ratio`), against ``log10(WIN_FACTOR)`` (a win needs at most ``WIN_FACTOR``
+times the other value). A claim measured on one game is one value, hence inconclusive until it is run on
+three. Convergence on Kuhn and of the kept-θ run is an exact claim: NashConv (the distance to an
+equilibrium) within a tolerance, one run.
+
+Every threshold is a named constant below, tested just inside and just outside in
+``tests/unit/test_rtcfr_claims.py``. Every window follows the run's ``iterations`` (:func:`late_window`),
+so the rows hold at the smallest allowed ``ITERATIONS``. No plotly here.
 """
 
 from __future__ import annotations
@@ -14,33 +19,40 @@ import math
 
 import numpy as np
 
-from companion.core import Claim
+from companion.core import Claim, judge, not_run
 
 __all__ = ["KEEP_CEILING", "KUHN_NASHCONV", "LATE_FRACTION", "MACHINE", "RESET_FLOOR", "SPREAD_MARGIN", "WIN_FACTOR",
-           "beats", "claim_rows", "late_window", "recorded_rows"]
+           "beats", "claim_rows", "late_window", "mu_tu_spread", "recorded_rows", "win_log_ratio"]
 
-#: below this, two NashConv values are both at machine precision: a tie.
+#: NashConv values below this are machine precision: both below it is a tie (ratio 1), not a win.
 MACHINE = 1e-12
-#: a last iterate "beats" another value when it is at most this fraction of it (a margin, one run each).
+#: a last iterate "beats" another value when it is at most this fraction of it.
 WIN_FACTOR = 0.5
-#: Kuhn: "converges to a Nash equilibrium" means NashConv below this at the run's final iteration.
+#: Kuhn: "converges to a Nash equilibrium" means NashConv at most this at the run's final iteration.
 KUHN_NASHCONV = 1e-6
 #: the late window of the θ-reset claim: the last LATE_FRACTION of the run (and at least one T_u cycle).
 LATE_FRACTION = 0.1
-#: resetting θ "stops convergence": its best NashConv in the late window stays above this ...
+#: resetting θ "stops convergence": its best NashConv in the late window stays at or above this ...
 RESET_FLOOR = 0.03
-#: ... while keeping θ ends below this.
+#: ... while keeping θ ends at or below this.
 KEEP_CEILING = 1e-2
 #: "μ matters more than T_u": the mean spread of log10 NashConv along μ must exceed that along T_u by
 #: at least this many decades.
 SPREAD_MARGIN = 0.5
 
-PAPER_DEFAULT_NOTE = "deterministic solvers, one run each (no seed enters)"
+DETERMINISTIC = "deterministic solvers, one run per game (no seed enters)"
+
+
+def win_log_ratio(a: float, b: float) -> float:
+    """``log10(a / b)`` with both clamped at ``MACHINE`` from below: negative when ``a`` is smaller, 0 for a tie
+    at machine precision."""
+    return float(math.log10(max(float(a), MACHINE) / max(float(b), MACHINE)))
 
 
 def beats(a: float, b: float) -> bool:
-    """``a`` is at most ``WIN_FACTOR`` times ``b``, or both are below ``MACHINE`` (a tie at machine precision)."""
-    return a <= WIN_FACTOR * b or (a < MACHINE and b < MACHINE)
+    """``a`` is at most ``WIN_FACTOR`` times ``b`` (values below ``MACHINE`` count as ``MACHINE``, so two
+    values at machine precision tie)."""
+    return win_log_ratio(a, b) <= math.log10(WIN_FACTOR)
 
 
 def late_window(iterations: int, T_u: int) -> tuple[int, int]:
@@ -50,16 +62,27 @@ def late_window(iterations: int, T_u: int) -> tuple[int, int]:
     return max(1, iterations - width), iterations
 
 
+def mu_tu_spread(grid) -> tuple[float, float]:
+    """Mean spread (max − min) of log10 NashConv along μ (per T_u column) and along T_u (per μ row) of a
+    ``[len(mus), len(T_us)]`` grid of final NashConv values (floored at 1e-17)."""
+    log_grid = np.log10(np.maximum(np.asarray(grid, dtype=float), 1e-17))
+    return (float(np.mean(log_grid.max(axis=0) - log_grid.min(axis=0))),
+            float(np.mean(log_grid.max(axis=1) - log_grid.min(axis=1))))
+
+
 def _final(tr, which="last"):
     return float((tr.last if which == "last" else tr.average)[-1])
 
 
-def _three(good: int, total: int, majority: bool = False) -> str:
-    if good == total:
-        return "reproduced"
-    if (2 * good > total) if majority else good:
-        return "partly reproduced"
-    return "not reproduced"
+def _win(values) -> object:
+    """The judgement of a "beats" claim from one log10 ratio per game."""
+    return judge(values, math.log10(WIN_FACTOR), direction="lower", fmt=lambda x: f"{x:.2f}")
+
+
+def _per_game(names, values) -> str:
+    wins = sum(v <= math.log10(WIN_FACTOR) for v in values)
+    return (", ".join(f"{g} {v:+.2f}" for g, v in zip(names, values))
+            + f" (≤ {math.log10(WIN_FACTOR):+.2f} is a win: {wins} of {len(values)})")
 
 
 def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, heatmap_mus, heatmap_T_us,
@@ -73,8 +96,8 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
     """
     names = list(results)
     n = len(names)
-    scale = f"{n} games ({', '.join(names)}), {iterations} iterations, CPU; {PAPER_DEFAULT_NOTE}"
-    margin = f"a win needs <= {WIN_FACTOR:g}x the other value, or both < {MACHINE:g}"
+    scale = f"{n} game{'s' if n > 1 else ''} ({', '.join(names)}), {iterations} iterations, CPU; {DETERMINISTIC}"
+    ratio = f"per game log10(RTCFR+ NashConv / the other's; values under {MACHINE:g} count as {MACHINE:g})"
     rows = []
 
     if "kuhn_poker" in results:
@@ -84,74 +107,95 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
         rows.append(Claim(
             claim="RTCFR+'s last iterate converges to a Nash equilibrium",
             paper="Kuhn: tuned RTCFR+ falls to machine precision (Fig. 1)",
-            measured=f"Kuhn NashConv {tr.at(early):.1e} at {early}, {final:.1e} at {iterations} iterations "
-                     f"(required < {KUHN_NASHCONV:g} at the end)",
-            scale=f"Kuhn poker, μ = {tr.params.get('mu')}, T_u = {tr.params.get('T_u')}, {iterations} iterations",
-            verdict="reproduced" if final < KUHN_NASHCONV else "not reproduced"))
+            measured=f"Kuhn NashConv {tr.at(early):.1e} at {early}, {final:.1e} at {iterations} iterations",
+            scale=f"Kuhn poker, μ = {tr.params.get('mu')}, T_u = {tr.params.get('T_u')}, {iterations} iterations, one run",
+            judgement=judge([final], KUHN_NASHCONV, kind="exact", fmt=lambda x: f"{x:.1e}")))
 
-    wins_avg = wins_last = untuned_ok = 0
+    avg, last, untuned = [], [], []
     for trs in results.values():
-        tuned, untuned, *base = trs
-        rt, u = _final(tuned), _final(untuned)
-        wins_avg += all(beats(rt, _final(t, "average")) for t in base)
-        wins_last += all(beats(rt, _final(t)) for t in base)
-        others = [_final(t, w) for t in base if t.algorithm != "pcfr+" for w in ("last", "average")]
-        untuned_ok += all(beats(u, v) for v in others)
+        tuned, unt, *base = trs
+        rt, u = _final(tuned), _final(unt)
+        avg.append(win_log_ratio(rt, min(_final(t, "average") for t in base)))
+        last.append(win_log_ratio(rt, min(_final(t) for t in base)))
+        untuned.append(win_log_ratio(u, min(_final(t, w) for t in base if t.algorithm != "pcfr+"
+                                            for w in ("last", "average"))))
     rows.append(Claim(
         claim="Tuned RTCFR+'s last iterate beats the average iterate of CFR+, PCFR+ and DCFR",
         paper="on all games but Liar's Dice(6) (8 of 9)",
-        measured=f"on {wins_avg} of {n} games at the final iteration ({margin})",
-        scale=scale, verdict=_three(wins_avg, n, majority=True)))
+        measured=f"{ratio}, against the best average iterate: {_per_game(names, avg)}",
+        scale=scale, judgement=_win(avg)))
     rows.append(Claim(
         claim="Tuned RTCFR+ beats the other algorithms' last iterates",
         paper="beats every tested algorithm (also R-NaD, Reg-CFR, OMWU, OGDA: not run here)",
-        measured=f"beats CFR+/PCFR+/DCFR last iterates on {wins_last} of {n} games ({margin})",
-        scale=scale, verdict=_three(wins_last, n)))
+        measured=f"{ratio}, against the best CFR+/PCFR+/DCFR last iterate: {_per_game(names, last)}",
+        scale=scale, judgement=_win(last)))
     rows.append(Claim(
         claim="Untuned RTCFR+ (μ = 1e-3, T_u = 100) beats every algorithm except PCFR+",
         paper="on most games (Fig. 1, untuned panels)",
-        measured=f"beats every CFR+/DCFR iterate (average and last) on {untuned_ok} of {n} games ({margin})",
-        scale=scale, verdict=_three(untuned_ok, n)))
+        measured=f"{ratio}, against the best CFR+/DCFR iterate (average or last): {_per_game(names, untuned)}",
+        scale=scale, judgement=_win(untuned)))
 
     mu, T_u = keep.params.get("mu"), keep.params.get("T_u")
     lo, hi = late_window(iterations, T_u)
     reset_best = reset.min_after(lo)
     keep_end = _final(keep)
+    leduc = f"Leduc, μ = {mu}, T_u = {T_u}, {iterations} iterations; one game, {DETERMINISTIC}"
+    rows.append(Claim(
+        claim="Keeping θ across reference updates, RTCFR+ converges",
+        paper="RTCFR+ as specified keeps θ (Alg. 1; the control of Fig. 3)",
+        measured=f"Leduc, θ kept: NashConv {keep_end:.1e} at iteration {hi}",
+        scale=leduc, judgement=judge([keep_end], KEEP_CEILING, kind="exact", fmt=lambda x: f"{x:.1e}")))
     rows.append(Claim(
         claim="Resetting θ at reference updates stops convergence",
         paper="RTCFR+ with θ reset never converges (Fig. 3)",
-        measured=(f"Leduc: reset-θ best NashConv in iterations {lo}-{hi} {reset_best:.3f} (required > {RESET_FLOOR:g}); "
-                  f"θ kept: {keep_end:.1e} at {hi} (required < {KEEP_CEILING:g})"),
-        scale=f"Leduc, μ = {mu}, T_u = {T_u}, {iterations} iterations; {PAPER_DEFAULT_NOTE}",
-        verdict="reproduced" if reset_best > RESET_FLOOR and keep_end < KEEP_CEILING else "not reproduced"))
+        measured=f"Leduc: reset-θ best NashConv in iterations {lo}-{hi} {reset_best:.3f} (θ kept: {keep_end:.1e} at {hi})",
+        scale=leduc, judgement=judge([reset_best], RESET_FLOOR, direction="higher", fmt=lambda x: f"{x:.3g}")))
 
-    log_grid = np.log10(np.maximum(np.asarray(heatmap_grid, dtype=float), 1e-17))
-    spread_mu = float(np.mean(log_grid.max(axis=0) - log_grid.min(axis=0)))  # along μ, per T_u column
-    spread_tu = float(np.mean(log_grid.max(axis=1) - log_grid.min(axis=1)))  # along T_u, per μ row
+    spread_mu, spread_tu = mu_tu_spread(heatmap_grid)
     rows.append(Claim(
         claim="μ matters more than T_u (choose μ first)",
         paper="sensitivity figures 8-15",
         measured=(f"mean spread of log10 NashConv: {spread_mu:.1f} decades along μ, {spread_tu:.1f} along T_u "
-                  f"(required: μ's larger by >= {SPREAD_MARGIN:g})"),
-        scale=f"{heatmap_game}, {len(heatmap_mus)}x{len(heatmap_T_us)} grid, {heatmap_iterations} iterations",
-        verdict="reproduced" if spread_mu >= spread_tu + SPREAD_MARGIN else "not reproduced"))
+                  f"(judged on the difference)"),
+        scale=f"{heatmap_game}, {len(heatmap_mus)}x{len(heatmap_T_us)} grid, {heatmap_iterations} iterations; one game, "
+              f"{DETERMINISTIC}",
+        judgement=judge([spread_mu - spread_tu], SPREAD_MARGIN, direction="higher", fmt=lambda x: f"{x:.2f}")))
     rows.extend(recorded_rows(recorded))
     return rows
 
 
 def recorded_rows(rec: dict | None) -> list[Claim]:
-    """The row from the committed GPU grids (``benchmarks/rtcfr_gpu.py``), or a "not run here" row."""
+    """The rows from the committed GPU grids (``benchmarks/rtcfr_gpu.py``), or a "not run here" row."""
+    larger = "The same on the larger games (Liar's Dice(5/6), Goofspiel(5/6), Battleship(3))"
     if not rec or not rec.get("grids"):
-        return [Claim(claim="The same on the larger games (Liar's Dice(5/6), Goofspiel(5/6), Battleship(3))",
-                      paper="all games but Liar's Dice(6)", measured="no GPU run recorded yet",
-                      scale="GPU (benchmarks/rtcfr_gpu.py)", verdict="not run here")]
-    won = [g for g, r in rec["grids"].items()
-           if beats(r["best"]["final_last"], min(b["average"][-1] for b in r["baselines"].values()))]
+        why = "no GPU run recorded yet: run benchmarks/rtcfr_gpu.py on a GPU"
+        return [Claim(claim=larger, paper="all games but Liar's Dice(6)", measured=why,
+                      scale="GPU (benchmarks/rtcfr_gpu.py)", judgement=not_run(why))]
     grid = rec["grid"]
-    return [Claim(
+    names = list(rec["grids"])
+    points = len(grid["mus"]) * len(grid["T_us"])
+    scale = (f"{rec['device']}, {rec['date']}; {len(names)} games, {grid['iterations']} iterations, "
+             f"{len(grid['mus'])}x{len(grid['T_us'])} (μ, T_u) grid; {DETERMINISTIC}")
+    vs_avg = [win_log_ratio(r["best"]["final_last"], min(b["average"][-1] for b in r["baselines"].values()))
+              for r in rec["grids"].values()]
+    rows = [Claim(
         claim="Tuned RTCFR+'s last iterate beats the baselines' average iterates on the larger games",
         paper="all games but Liar's Dice(6)",
-        measured=f"best grid point beats all averages on {len(won)} of {len(rec['grids'])}: {', '.join(won) or 'none'} "
-                 f"(a win needs <= {WIN_FACTOR:g}x)",
-        scale=f"{grid['iterations']} iterations, {len(grid['mus'])}x{len(grid['T_us'])} (μ, T_u) grid, {rec['device']}, {rec['date']}",
-        verdict="recorded on GPU")]
+        measured=(f"the best of the {points} grid points (picked on the same final value), per game log10(its NashConv "
+                  f"/ the best CFR+/PCFR+/DCFR average): {_per_game(names, vs_avg)}"),
+        scale=scale, judgement=_win(vs_avg))]
+    spreads = {}
+    for g, r in rec["grids"].items():
+        rt = r.get("rtcfr", {})
+        if "last" in rt and "mus" in rt and "T_us" in rt:
+            spreads[g] = mu_tu_spread(np.asarray(rt["last"][-1], dtype=float).reshape(len(rt["mus"]), len(rt["T_us"])))
+    if spreads:
+        diff = [m - t for m, t in spreads.values()]
+        rows.append(Claim(
+            claim="μ matters more than T_u on the larger games",
+            paper="sensitivity figures 8-15",
+            measured="per game, mean spread of log10 final NashConv along μ minus along T_u (decades): "
+                     + ", ".join(f"{g} {m:.1f} − {t:.1f}" for g, (m, t) in spreads.items()),
+            scale=scale,
+            judgement=judge(diff, SPREAD_MARGIN, direction="higher", fmt=lambda x: f"{x:.2f}")))
+    return rows

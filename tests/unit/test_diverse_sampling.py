@@ -222,10 +222,49 @@ def test_adaptive_lambda_follows_the_schedule():
     with np.errstate(divide="ignore"):
         out = SM.steered_sample(nl, score, n=3, lam=0.0, k=4, eos=eos, max_len=4, vocab_size=eos + 1, adaptive=True,
                                 eta=2.0, e_target=0.3, rng=0)
+    assert out[0].expected_similarity == [0.0] * len(out[0].lam) and out[0].lam == [0.0] * len(out[0].lam)  # S empty
     for s in out:
-        assert s.lam[0] == 0.0
-        for t in range(1, len(s.lam)):
-            assert s.lam[t] == pytest.approx(max(0.0, s.lam[t - 1] + 2.0 * (s.similarity[t - 1] - 0.3)))
+        prev = 0.0
+        for t in range(len(s.lam)):  # λ_t is set before step t's draw, from that step's expected similarity
+            assert s.lam[t] == pytest.approx(max(0.0, prev + 2.0 * (s.expected_similarity[t] - 0.3)))
+            prev = s.lam[t]
+
+
+def _neutral_prefix_lm(probs):
+    """Answers "the <meaning> <eos>": a neutral first word, then the meaning word (tokens 0..K-1), as in the
+    templated text's "the answer is <key>"; the similarity is 1 only for a candidate holding a sampled meaning."""
+    K = len(probs)
+    the, eos = K, K + 1
+
+    def next_logprobs(toks):
+        out = np.full(K + 2, -np.inf)
+        if len(toks) == 0:
+            out[the] = 0.0
+        elif len(toks) == 1:
+            out[:K] = np.log(probs)
+        else:
+            out[eos] = 0.0
+        return out
+
+    def score(cands, done):
+        return np.array([[float(any(t < K and t in s for t in c)) for s in done] for c in cands])
+
+    return next_logprobs, score, eos
+
+
+def test_adaptive_lambda_steers_before_the_meaning_word():
+    """Issue 37, item 9: updating λ from the token just drawn left λ = 0 until after the meaning word, so the
+    'adaptive' answers were IID draws (ESS/N = 1, q = p). Set before each draw, λ acts on the meaning word."""
+    nl, score, eos = _neutral_prefix_lm(np.array([0.85, 0.05, 0.05, 0.05]))
+    with np.errstate(divide="ignore"):
+        out = SM.steered_sample(nl, score, n=8, lam=0.0, k=4, eos=eos, max_len=4, vocab_size=eos + 1, adaptive=True,
+                                eta=3.0, rng=0)
+    assert all(s.lam[0] == 0.0 for s in out)  # the neutral word: nothing to steer yet
+    assert max(s.lam[1] for s in out[1:]) > 1.0  # at the meaning word, λ is already up
+    gap = max(abs(q - p) for s in out for p, q in zip(s.logp, s.logq))
+    arr = SM.sequence_arrays(out)
+    ess = E.ess_fraction(E.importance_weights(arr["logp"], arr["logq"]))
+    assert gap > 0.5 and ess < 0.95, (gap, ess)
 
 
 def test_mdm_sampler_identity_unbiased_and_diverse():
@@ -404,3 +443,13 @@ def test_scale_recorded_and_oracle():
     qa = TQ.make_qa(1)
     o = DS.OracleNLI(qa)
     assert o.similarity([("the answer is", True), ("red", True)], ["the answer is red"]).ravel().tolist() == [0.0, 1.0]
+
+
+def test_scale_seed_values_keep_one_value_per_seed():
+    from companion.diverse_sampling.scale import seed_values
+
+    r = {"covered_iid": np.array([[2.0, 2.0], [1.0, 3.0]]), "covered_steered": np.array([[3.0, 3.0], [4.0, 4.0]]),
+         "auroc_seeds": {"iid": [0.7, float("nan")], "steered_is": [0.8, 0.9]}, "ess": np.array([[0.5, 0.7], [1.0, 1.0]])}
+    v = seed_values(r)
+    assert v["covered_ratio_seeds"] == pytest.approx([1.5, 2.0]) and v["ess_seeds"] == pytest.approx([0.6, 1.0])
+    assert v["auroc_gain_seeds"][0] == pytest.approx(0.1) and v["auroc_gain_seeds"][1] is None

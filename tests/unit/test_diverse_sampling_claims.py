@@ -1,89 +1,191 @@
-"""Paper 19's claim thresholds, each just inside and just outside."""
+"""Paper 19's claim rows on the one rule: each threshold just inside and just outside (three seeds), one seed
+(inconclusive), a straddling spread, the sign flip that must not count as debiasing, and the GPU rows."""
+
+import copy
 
 import numpy as np
+import pytest
 
+from companion.core import VERDICTS
 from companion.diverse_sampling import claims as C
+from companion.diverse_sampling.scale import ADAPTIVE_SCHEDULE
 
 
 def _toy(**over):
     toy = {"n": 8, "lam": 3.0, "k": 8, "aggregation": "max", "true_se": 1.506, "trials": 100,
            "covered": {"iid": 4.0, "steered": 6.0},
            "bias": {"iid": -0.4, "steered": 0.3, "steered_is": -0.1, "steered_is_cv": -0.1},
-           "rmse": {"iid": 0.5, "steered": 0.36, "steered_is": 0.4, "steered_is_cv": 0.3},
+           "rmse": {"iid": 0.5, "steered": 0.36, "steered_is": 0.3, "steered_is_cv": 0.2},
            "ess": 0.5, "ess_min": 0.2}
     for key, val in over.items():
-        if isinstance(val, dict):
-            toy[key] = {**toy[key], **val}
-        else:
-            toy[key] = val
+        toy[key] = {**toy[key], **val} if isinstance(val, dict) else val
     return toy
 
 
-def _text(iid=0.7, is_=0.8, std=0.0, seeds=(0,), cov_iid=2.0, cov_st=3.0):
-    return {"auroc": {"iid": (iid, std), "steered_is": (is_, std), "steered_is_cv": (is_, std),
-                      "steered_unweighted": (is_, std)}, "auroc_truth": 0.9, "n": 8, "n_questions": 18,
-            "seeds": list(seeds), "covered_iid": np.array([[cov_iid]]), "covered_steered": np.array([[cov_st]]),
-            "ess": np.array([[0.5]]), "agree": np.array([[1.0]])}
+def _seeds(n=3, **over):
+    return [_toy(**copy.deepcopy(over)) for _ in range(n)]
+
+
+def _text(iid=(0.7,), is_=(0.8,), cov_iid=2.0, cov_st=3.0):
+    seeds = len(iid)
+    return {"auroc": {"iid": (float(np.mean(iid)), float(np.std(iid))), "steered_is": (float(np.mean(is_)), float(np.std(is_))),
+                      "steered_is_cv": (0.8, 0.0), "steered_unweighted": (0.8, 0.0)},
+            "auroc_seeds": {"iid": list(iid), "steered_is": list(is_)},
+            "auroc_truth": 0.9, "n": 8, "n_questions": 18, "seeds": list(range(seeds)),
+            "covered_iid": np.full((seeds, 4), cov_iid), "covered_steered": np.full((seeds, 4), cov_st),
+            "ess": np.full((seeds, 4), 0.5), "agree": np.full((seeds, 4), 1.0)}
 
 
 def test_coverage_ratio():
     eps = 1e-6
-    assert C.coverage_row(_toy(covered={"iid": 4.0, "steered": 4.0 * C.COVERAGE_RATIO + eps}), "s").verdict == "reproduced"
-    assert C.coverage_row(_toy(covered={"iid": 4.0, "steered": 4.0 * C.COVERAGE_RATIO - eps}), "s").verdict == "not reproduced"
+    inside = _seeds(covered={"iid": 4.0, "steered": 4.0 * C.COVERAGE_RATIO + eps})
+    outside = _seeds(covered={"iid": 4.0, "steered": 4.0 * C.COVERAGE_RATIO - eps})
+    assert C.coverage_row(inside, "s").verdict == "reproduced"
+    row = C.coverage_row(outside, "s")
+    assert row.verdict == "not reproduced" and "3 seeds" in row.scale and "n=3" in row.evidence
 
 
-def test_steer_bias_min_and_bias_reduction():
-    up = C.STEER_BIAS_MIN + 0.01
-    assert C.bias_row(_toy(bias={"steered": up, "steered_is": up * C.BIAS_REDUCTION * 0.99}), "s").verdict == "reproduced"
-    # IS does not cut the bias enough (same sign, just above the fraction)
-    assert C.bias_row(_toy(bias={"steered": up, "steered_is": up * C.BIAS_REDUCTION * 1.01}), "s").verdict == "partly reproduced"
-    # steered bias just below the floor, IS still fixes it
-    low = C.STEER_BIAS_MIN - 0.001
-    assert C.bias_row(_toy(bias={"steered": low, "steered_is": 0.0}), "s").verdict == "partly reproduced"
-    assert C.bias_row(_toy(bias={"steered": low, "steered_is": low}), "s").verdict == "not reproduced"
+def test_one_seed_is_inconclusive():
+    row = C.coverage_row(_toy(covered={"iid": 1.0, "steered": 9.0}), "s")  # a single dict is one seed
+    assert row.verdict == "inconclusive" and "one seed" in row.scale and "fewer than 3" in row.evidence
+    assert C.bias_row([_toy()], "s").verdict == "inconclusive"
+
+
+def test_straddling_spread():
+    # steered/IID 1.0, 1.0, 1.8: mean 1.27 below 1.3, mean + std above it
+    toys = [_toy(covered={"iid": 5.0, "steered": s}) for s in (5.0, 5.0, 9.0)]
+    row = C.coverage_row(toys, "s")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_steer_bias_min():
+    assert C.steer_bias_row(_seeds(bias={"steered": C.STEER_BIAS_MIN + 1e-6}), "s").verdict == "reproduced"
+    assert C.steer_bias_row(_seeds(bias={"steered": C.STEER_BIAS_MIN - 1e-6}), "s").verdict == "not reproduced"
+
+
+def test_bias_reduction_on_the_magnitude():
+    up = 0.3
+    inside = _seeds(bias={"steered": up, "steered_is": -up * C.BIAS_REDUCTION * (1 - 1e-6)})
+    outside = _seeds(bias={"steered": up, "steered_is": up * C.BIAS_REDUCTION * (1 + 1e-6)})
+    assert C.bias_row(inside, "s").verdict == "reproduced"
+    assert C.bias_row(outside, "s").verdict == "not reproduced"
+
+
+def test_a_sign_flip_with_rising_rmse_is_not_debiasing():
+    """Issue 37, item 9: bias +0.323 -> -0.284 with RMSE 0.362 -> 0.455 was counted as debiased."""
+    flip = _seeds(bias={"steered": 0.323, "steered_is": -0.284}, rmse={"steered": 0.362, "steered_is": 0.455})
+    bias, rmse = C.bias_row(flip, "s"), C.rmse_row(flip, "s")
+    assert bias.verdict == "not reproduced" and "0.88" in bias.evidence  # |−0.284| / 0.323 of the bias is left
+    assert rmse.verdict == "not reproduced" and "1.26x" in rmse.evidence
+
+
+def test_rmse_ratio_max():
+    inside = _seeds(rmse={"steered": 0.4, "steered_is": 0.4 * C.RMSE_RATIO_MAX * (1 - 1e-6)})
+    outside = _seeds(rmse={"steered": 0.4, "steered_is": 0.4 * C.RMSE_RATIO_MAX * (1 + 1e-6)})
+    assert C.rmse_row(inside, "s").verdict == "reproduced"
+    assert C.rmse_row(outside, "s").verdict == "not reproduced"
+
+
+def test_magnitude_ratio_edges():
+    assert C.magnitude_ratio(-0.1, 0.2) == pytest.approx(0.5)
+    assert C.magnitude_ratio(0.0, 0.0) == 1.0 and C.magnitude_ratio(0.1, 0.0) == float("inf")
+    row = C.bias_row(_seeds(bias={"steered": 0.0, "steered_is": 0.1}), "s")  # no steering bias: nothing removed
+    assert row.verdict != "reproduced" and "inf" in row.evidence
 
 
 def test_cv_rmse_gain():
-    assert C.cv_row(_toy(rmse={"steered_is": 1.0, "steered_is_cv": C.CV_RMSE_GAIN - 1e-6}), "s").verdict == "reproduced"
-    assert C.cv_row(_toy(rmse={"steered_is": 1.0, "steered_is_cv": C.CV_RMSE_GAIN + 1e-6}), "s").verdict == "not reproduced"
+    inside = _seeds(rmse={"steered_is": 1.0, "steered_is_cv": C.CV_RMSE_GAIN - 1e-6})
+    outside = _seeds(rmse={"steered_is": 1.0, "steered_is_cv": C.CV_RMSE_GAIN + 1e-6})
+    assert C.cv_row(inside, "s").verdict == "reproduced"
+    assert C.cv_row(outside, "s").verdict == "not reproduced"
 
 
-def test_ess_min():
-    assert C.ess_row(_toy(ess=C.ESS_MIN + 1e-6), "s").verdict == "reproduced"
-    assert C.ess_row(_toy(ess=C.ESS_MIN - 1e-6), "s").verdict == "not reproduced"
+def test_ess_paper_and_weaker_bar():
+    assert C.ess_row(_seeds(ess=C.ESS_PAPER + 1e-6), "s").verdict == "reproduced"
+    assert C.ess_row(_seeds(ess=C.ESS_PAPER - 1e-6), "s").verdict == "partly reproduced"
+    assert C.ess_row(_seeds(ess=C.ESS_MIN + 1e-6), "s").verdict == "partly reproduced"
+    assert C.ess_row(_seeds(ess=C.ESS_MIN - 1e-6), "s").verdict == "not reproduced"
 
 
 def test_curve_shrink():
     base = {"n": [2, 32], "bias_l1_is": [0.1, 0.01], "bias_l1_unweighted": [0.2, 0.2]}
-    inside = {**base, "error_l1_is": [1.0, C.CURVE_SHRINK - 1e-6]}
-    outside = {**base, "error_l1_is": [1.0, C.CURVE_SHRINK + 1e-6]}
+    inside = [{**base, "error_l1_is": [1.0, C.CURVE_SHRINK - 1e-6]}] * 3
+    outside = [{**base, "error_l1_is": [1.0, C.CURVE_SHRINK + 1e-6]}] * 3
     assert C.curve_row(inside, "s").verdict == "reproduced"
     assert C.curve_row(outside, "s").verdict == "not reproduced"
+    assert C.curve_row(inside[0], "s").verdict == "inconclusive"
 
 
-def test_auroc_margin_one_seed_and_spread():
-    assert C.auroc_row(_text(0.7, 0.7 + C.AUROC_MARGIN + 1e-6), "s").verdict == "partly reproduced"
-    assert C.auroc_row(_text(0.7, 0.7 + C.AUROC_MARGIN - 1e-6), "s").verdict == "not reproduced"
-    row = C.auroc_row(_text(0.7, 0.8, std=0.2, seeds=(0, 1, 2)), "s")
-    assert row.verdict == "not reproduced" and "3 seeds" in row.scale
-    assert "one seed" in C.auroc_row(_text(), "s").scale
+def test_auroc_margin_per_seed():
+    m = C.AUROC_MARGIN
+    assert C.auroc_row(_text(iid=(0.7,) * 3, is_=(0.7 + m + 1e-6,) * 3), "s").verdict == "reproduced"
+    assert C.auroc_row(_text(iid=(0.7,) * 3, is_=(0.7 + m - 1e-6,) * 3), "s").verdict == "not reproduced"
+    one = C.auroc_row(_text(), "s")
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
+    spread = C.auroc_row(_text(iid=(0.7, 0.7, 0.7), is_=(0.6, 0.7, 0.9)), "s")  # gains -0.1, 0, +0.2
+    assert spread.verdict == "inconclusive" and "3 seeds" in spread.scale
     assert C.auroc_row(None, "s").verdict == "not run here"
-    assert C.auroc_row(_text(float("nan"), 0.8), "s").verdict == "not reproduced"
+    assert C.auroc_row(_text(iid=(float("nan"),), is_=(0.8,)), "s").verdict == "not run here"  # AUROC undefined
 
 
 def test_text_coverage_ratio():
     r = C.TEXT_COVERAGE_RATIO
-    assert C.text_coverage_row(_text(cov_iid=2.0, cov_st=2.0 * r + 1e-6), "s").verdict == "reproduced"
-    assert C.text_coverage_row(_text(cov_iid=2.0, cov_st=2.0 * r - 1e-6), "s").verdict == "not reproduced"
+    three = (0.7, 0.7, 0.7)
+    assert C.text_coverage_row(_text(iid=three, is_=three, cov_iid=2.0, cov_st=2.0 * r + 1e-6), "s").verdict == "reproduced"
+    assert C.text_coverage_row(_text(iid=three, is_=three, cov_iid=2.0, cov_st=2.0 * r - 1e-6), "s").verdict == "not reproduced"
+    assert C.text_coverage_row(_text(cov_iid=2.0, cov_st=4.0), "s").verdict == "inconclusive"
     assert C.text_coverage_row(None, "s").verdict == "not run here"
 
 
-def test_gpu_rows_and_claim_rows():
-    assert C.gpu_rows(None)[0].verdict == "not run here"
-    gpu = {"device": "H200", "date": "d", "sweep": [{"n": 4, "schedule": "fixed", "auroc_iid": 0.7, "auroc_is": 0.8,
-                                                      "covered_iid": 2.0, "covered_steered": 3.0, "ess": 0.5,
-                                                      "ms_per_sample": 1.0}]}
-    assert [r.verdict for r in C.gpu_rows(gpu)] == ["recorded on GPU"]
+def _point(n, schedule, ratios=None, gains=None, ess=0.5, **over):
+    r = {"n": n, "schedule": schedule, "auroc_iid": 0.7, "auroc_is": 0.8, "auroc_is_cv": 0.8, "auroc_truth": 0.9,
+         "covered_iid": 2.0, "covered_steered": 3.0, "ess": ess, "ms_per_sample": 1.0, **over}
+    if ratios is not None:
+        r.update(covered_ratio_seeds=list(ratios), auroc_gain_seeds=list(gains), seeds=list(range(len(ratios))))
+    return r
+
+
+def _gpu(sweep, seeds=(0,), scorer="MiniLM partial NLI ([TRUNC] row + head)", schedule=ADAPTIVE_SCHEDULE):
+    gpu = {"device": "H200", "date": "d", "scorer": scorer, "sweep": sweep,
+           "config": {"seeds": list(seeds), "questions_per_type": 8, "lm_dim": 128}}
+    if schedule is not None:
+        gpu["adaptive_schedule"] = schedule
+    return gpu
+
+
+def test_gpu_rows_judged_per_seed():
+    assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
+    sweep = [_point(16, "fixed λ=3", [1.5, 1.4, 1.6], [0.1, 0.08, 0.12]),
+             _point(16, "adaptive η=3", [1.0, 1.05, 0.95], [0.0, -0.02, 0.01], adaptive=True)]
+    rows = C.gpu_rows(_gpu(sweep, seeds=(0, 1, 2)))
+    assert [r.verdict for r in rows] == ["reproduced", "not reproduced", "reproduced", "not reproduced"]
+    assert all("3 seeds" in r.scale and "H200" in r.scale for r in rows)
+    assert "unsteered" not in " ".join(r.claim + r.measured for r in rows)  # recorded with the current schedule
+
+
+def test_gpu_rows_one_seed_and_the_oracle_in_the_scale():
+    rows = C.gpu_rows(_gpu([_point(4, "fixed λ=3")], scorer="oracle partial similarity (MiniLM unavailable)"))
+    assert [r.verdict for r in rows] == ["inconclusive"] and "one seed" in rows[0].scale
+    assert "oracle partial similarity" in rows[0].scale and "not an NLI model" in rows[0].scale
+
+
+def test_gpu_adaptive_rows_recorded_with_the_old_schedule_are_unsteered_and_inconclusive():
+    """Issue 37, item 9: the recorded 'adaptive' rows were IID draws (ESS/N 1.00)."""
+    sweep = [_point(16, "fixed λ=3"), _point(16, "adaptive η=3", ess=1.0, covered_steered=1.9)]
+    rows = C.gpu_rows(_gpu(sweep, schedule=None))
+    cover_fixed, cover_adaptive, auroc_fixed, auroc_adaptive = rows
+    assert "unsteered" not in cover_fixed.claim and "unsteered" in cover_adaptive.claim
+    assert cover_adaptive.verdict == "inconclusive" and "λ stayed 0 until the meaning word" in cover_adaptive.measured
+    assert auroc_adaptive.verdict == "inconclusive" and "unsteered" in auroc_adaptive.claim
+
+
+def test_gpu_rows_without_per_seed_values_are_not_judged_on_a_mean():
+    rows = C.gpu_rows(_gpu([_point(8, "fixed λ=3")], seeds=(0, 1, 2)))  # three seeds, only their mean kept
+    assert [r.verdict for r in rows] == ["not run here"]
+
+
+def test_claim_rows_all_valid():
     curve = {"n": [2, 32], "error_l1_is": [1.0, 0.1], "bias_l1_is": [0.1, 0.01], "bias_l1_unweighted": [0.2, 0.2]}
-    rows = C.claim_rows(toy=_toy(), curve=curve, text=None, toy_scale="a", text_scale="b")
-    assert len(rows) == 8 and rows[0].verdict == "reproduced"
+    rows = C.claim_rows(toy=_seeds(), curve=[curve] * 3, text=None, toy_scale="a", text_scale="b")
+    assert len(rows) == 10 and all(r.verdict in VERDICTS and r.evidence for r in rows)
+    assert [r.verdict for r in rows[:7]] == ["reproduced"] * 7 and rows[-1].verdict == "not run here"

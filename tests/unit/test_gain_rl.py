@@ -328,7 +328,46 @@ def test_one_grpo_epoch_runs_and_moves_mu():
     res = G.run_curriculum(model, model, pool, ev, smp, epochs=2, group=4, minibatches=2, snapshot_epoch=1)
     assert len(res["eval_acc"]) == 3 and res["rollouts"] == 2 * 4 * 4 and res["snapshot"] is not None
     assert smp.mu > 0 and res["mu_used"][1] == smp.history[0]["mu_after"]
+    assert res["mu_after"] == [h["mu_after"] for h in smp.history] and res["mu_after"][-1] == smp.mu
     assert all(-1 <= a <= 1 for a in res["ang"])
+    # the result is numbers and lists (and the snapshot's tensors), never the trained model object
+    assert "model" not in res and not any(isinstance(v, torch.nn.Module) for v in res.values())
+    uni = G.run_curriculum(model, model, pool, ev, make_sampler("uniform", order=np.arange(32), subset=4, seed=0,
+                                                                sigma=4.0, n=2.0, alpha=2.0, beta=0.0, adj_min=0.0,
+                                                                adj_max=4.0), epochs=1, group=4)
+    assert uni["mu_used"] == [] and uni["mu_after"] == []
+
+
+def test_end_of_pool_epoch_and_the_angle_term_outrunning_the_accuracy_brake():
+    """The GPU run's case: with γ = α the update stops only below acc = β − ang; above it μ runs to the end."""
+    N, ang = 400, 0.37
+    for acc, end in ((0.2, True), (0.5 - ang - 0.02, False)):
+        smp = S.GainSampler(np.arange(N), 10, sigma=50.0, n=100.0, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=50.0)
+        for _ in range(100):
+            smp.draw()
+            smp.update(acc, ang)
+        arrival = S.end_of_pool_epoch([h["mu_after"] for h in smp.history], N)
+        if end:
+            mus = [h["mu_after"] for h in smp.history]
+            assert arrival == 1 + next(t for t, m in enumerate(mus) if m == N - 1) and mus[arrival - 2] < N - 1
+            assert all(h["mu_used"] == N - 1 for h in smp.history[arrival:])  # it never moves back (adj_min = 0)
+        else:
+            assert arrival is None and smp.mu == 0.0  # below the break-even accuracy the clip holds μ at 0
+    assert S.end_of_pool_epoch([], 5) is None and S.end_of_pool_epoch([1.0, 4.0, 4.0], 5) == 2
+
+
+def test_mu_drift_reads_old_and_new_payloads():
+    from companion.gain_rl.scale import mu_drift
+
+    run = {"eval_acc": [0.1] * 6, "mean_reward": [0.3] * 5, "ang": [0.4] * 5}
+    old = {"config": {"pool": 64}, "runs": {"GAIN": [{**run, "mu_used": [0.0, 30.0, 63.0, 63.0, 63.0]}]}}
+    new = {"config": {"pool": 64}, "runs": {"GAIN": [{**run, "mu_after": [30.0, 63.0, 63.0, 63.0, 63.0],
+                                                      "mu_end_epoch": 2}]}}
+    for gpu in (old, new):
+        d = mu_drift(gpu)
+        assert d["seeds"][0]["end_epoch"] == 2 and d["seeds"][0]["epochs"] == 5
+        assert d["break_even"] == pytest.approx(0.5 - 0.4) and 0.9 < d["tail_share"] < 1.0
+    assert mu_drift({"config": {"pool": 64}, "runs": {"uniform": [run]}}) is None and mu_drift(None) is None
 
 
 def test_released_metric_batched_equals_single():
@@ -416,3 +455,35 @@ def test_fixture_loads_with_default_recipe():
     assert info["source"].startswith("fixture") and 0.2 <= info["held_out_acc"] <= 0.6
     acc = P.greedy_accuracy(model, P.make_problems(128, 10_000, 10, 99))
     assert acc > 0.1
+
+
+def test_scale_up_records_mu_arrival(monkeypatch):
+    """run_scale_up stores μ after every update and the epoch μ reached the end of the pool (fakes for the heavy parts)."""
+    from companion.gain_rl import scale as SC
+
+    def fake_run(policy, ref, pool, ev, smp, *, epochs, **kw):
+        out = {"eval_acc": [0.1], "mean_reward": [], "ang": [], "mu_used": [], "mu_after": [], "prompts_trained": [],
+               "rollouts": 0, "seconds": 0.0, "epoch_seconds": []}
+        for _ in range(epochs):
+            smp.draw()
+            smp.update(0.9, 0.9)
+            out["eval_acc"].append(0.1)
+            out["mean_reward"].append(0.9)
+            out["ang"].append(0.9)
+            out["epoch_seconds"].append(0.01)
+            if hasattr(smp, "mu"):
+                out["mu_used"].append(smp.history[-1]["mu_used"])
+                out["mu_after"].append(smp.mu)
+        return out
+
+    N = 64
+    monkeypatch.setattr(SC, "time_angle_metric", lambda **kw: {"speedup": 1.0})
+    monkeypatch.setattr(SC, "sft", lambda recipe, **kw: (None, {"held_out_acc": 0.3}))
+    monkeypatch.setattr(SC, "pool_signals", lambda policy, pool: {"layers": [{"spearman": 0.1, "C": np.arange(N, dtype=float)}]})
+    monkeypatch.setattr(SC, "run_curriculum", fake_run)
+    cfg = {**SC.SMOKE_PROFILE, "pool": N, "epochs": 12, "n_seeds": 2}
+    out = SC.run_scale_up(cfg, device="cpu", log=lambda *a: None)
+    ends = out["summary"]["GAIN"]["mu_end_epoch"]
+    assert ends == [r["mu_end_epoch"] for r in out["runs"]["GAIN"]] and all(e is not None and 1 <= e <= 12 for e in ends)
+    assert all(r["mu_after"][ends[0] - 1] == N - 1 for r in out["runs"]["GAIN"])
+    assert out["summary"]["uniform"]["epochs"] == [12, 12] and SC.mu_drift(out)["seeds"][0]["end_epoch"] == ends[0]

@@ -1,97 +1,166 @@
-"""Paper 17's claim builders: every threshold just inside and just outside, from constructed results."""
+"""Paper 17's claim builders on the one rule: every threshold just inside and just outside, one seed,
+a straddling spread, and the GPU rows from a constructed JSON."""
 
 import numpy as np
 import pytest
 
 from companion.core import VERDICTS
 from companion.gain_rl import claims as C
+from companion.gain_rl.experiments import released_formula_audit
 
 
 def _identity(err):
     return {"rel_err": np.array([0.0, err]), "layer": "layers.1.mlp.up_proj"}
 
 
-def _signals(rhos_initial, rhos_mid, nan_share=0.0, second=None):
-    n = 40
-    rng = np.random.default_rng(0)
-    base = rng.normal(size=n)
-
-    def layers(rhos):
-        out = []
-        for r in rhos:
-            released = np.where(np.arange(n) < nan_share * n, np.nan, 1.0)
-            out.append({"spearman": r, "C": base, "released": released,
-                        "released_second": base if second is None else second})
-        return out
-    return {"initial": {"layers": layers(rhos_initial)}, "mid-training": {"layers": layers(rhos_mid)}}
+def _signals(*last_rhos, n=40):
+    """One checkpoint per value, each with two layers (the first at 0.9, the last at the given ρ)."""
+    base = np.random.default_rng(0).normal(size=n)
+    return {f"ck{i}": {"layers": [{"spearman": 0.9, "C": base}, {"spearman": r, "C": base}]}
+            for i, r in enumerate(last_rhos)}
 
 
 def test_identity_threshold():
     assert C.identity_row(_identity(C.IDENTITY_TOL * 0.9), "s").verdict == "reproduced"
     assert C.identity_row(_identity(C.IDENTITY_TOL * 1.1), "s").verdict == "not reproduced"
+    assert "error 1.1e-05 vs ≤ 1.0e-05" in C.identity_row(_identity(C.IDENTITY_TOL * 1.1), "s").evidence
 
 
-def test_correlation_threshold():
+def test_correlation_threshold_on_the_last_layer_per_checkpoint():
     inside, outside = C.RHO_MIN + 0.01, C.RHO_MIN - 0.01
-    assert C.correlation_row(_signals([0.0, inside], [0.0, inside]), "s").verdict == "reproduced"
-    assert C.correlation_row(_signals([0.0, inside], [0.0, outside]), "s").verdict == "partly reproduced"
-    assert C.correlation_row(_signals([outside, outside], [0.0, -0.5]), "s").verdict == "not reproduced"
-    row = C.correlation_row(_signals([0.1, 0.2], [0.1, 0.2]), "s")
-    assert "layer 1 +0.20" in row.measured and "40 prompts" in row.measured
+    assert C.correlation_row(_signals(inside, inside, inside), "s").verdict == "reproduced"
+    assert C.correlation_row(_signals(outside - 0.5, outside - 0.5, outside - 0.5), "s").verdict == "not reproduced"
+    # the first layer's 0.9 does not count: the claim is judged on the last layer
+    row = C.correlation_row(_signals(0.1, 0.2, 0.15), "s")
+    assert row.verdict == "not reproduced" and "layer 0 +0.90" in row.measured and "40 prompts" in row.measured
+    assert "3 checkpoints" in row.scale
 
 
-def test_fidelity_row():
-    assert C.fidelity_row(_signals([0.1], [0.1], nan_share=0.5), "s").verdict == "not reproduced"
-    assert C.fidelity_row(_signals([0.1], [0.1], nan_share=0.0), "s").verdict == "reproduced"
-    noise = np.random.default_rng(1).normal(size=40)
-    assert C.fidelity_row(_signals([0.1], [0.1], second=noise), "s").verdict == "not reproduced"
+def test_correlation_two_checkpoints_are_inconclusive():
+    # the notebook has two checkpoints (warm start, GAIN mid-training): fewer than three values
+    row = C.correlation_row(_signals(0.9, 0.9), "s")
+    assert row.verdict == "inconclusive" and "fewer than 3" in row.evidence and "n=2" in row.evidence
 
 
-def test_speedup_paper_threshold_and_margin():
-    # one seed: no spread, the margins decide
-    assert C.speedup_verdict([2], [5], 10)[0] == "reproduced"  # 2.5x exactly
-    v, s = C.speedup_verdict([4], [9], 10)  # 2.25x
-    assert v == "partly reproduced" and s == pytest.approx(2.25)
+def test_correlation_straddling_spread():
+    row = C.correlation_row(_signals(C.RHO_MIN - 0.3, C.RHO_MIN - 0.25, C.RHO_MIN + 0.4), "s")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_speedup_ratios_are_per_seed_and_censored():
+    r = C.speedup_ratios([2, 4, None], [5, 8, 6], 6)
+    assert r == pytest.approx([2.5, 2.0, 6 / 7])  # GAIN not within 6 epochs counts 7: its ratio is at most 1
+    assert C.speedup_ratios([None], [None], [6], [9]) == pytest.approx([10 / 7])  # each run's own epochs
+    with pytest.raises(ValueError, match="seeds"):
+        C.speedup_ratios([1, 2], [1], 4)
+
+
+def _summary(gain, uniform):
+    return {k: {"steps": s, "final": np.array([0.5] * len(s))} for k, s in (("uniform", uniform), ("GAIN", gain))}
+
+
+def _speedup(gain, uniform, epochs=500):
+    return C.speedup_row(_summary(gain, uniform), 0.5, epochs, "s")
+
+
+def test_speedup_paper_threshold():
     assert C.SPEEDUP_PAPER == 2.5
-    # SPEEDUP_MARGIN just inside / outside
-    assert C.speedup_verdict([100], [round(100 * C.SPEEDUP_MARGIN) + 1], 500)[0] == "partly reproduced"
-    assert C.speedup_verdict([100], [round(100 * C.SPEEDUP_MARGIN) - 1], 500)[0] == "not reproduced"
-    # not reaching the target counts as epochs + 1, and blocks "reproduced"
-    v, s = C.speedup_verdict([None], [None], 6)
-    assert v == "not reproduced" and s == 1.0
-    assert C.speedup_verdict([2, None], [10, 10], 4)[0] != "reproduced"
+    # every seed at 2.5x exactly (target included) vs every seed just under it
+    assert _speedup([2, 4, 10], [5, 10, 25]).verdict == "reproduced"
+    row = _speedup([100, 100, 100], [249, 249, 249])
+    assert row.verdict == "partly reproduced"  # past the weaker bar only
+    assert "uniform/GAIN per seed: 2.49x, 2.49x, 2.49x" in row.measured and "3 seeds" in row.scale
 
 
-def test_speedup_spread_factor():
-    # mean gap 3 steps; spread of the differences just below / above SPREAD_FACTOR * pooled std decides
-    g, u = [2, 4], [5, 7]  # pooled std 1.41 -> gap 3 > 1.41
-    assert C.speedup_verdict(g, u, 10)[0] in ("reproduced", "partly reproduced")
-    g2, u2 = [1, 7], [4, 10]  # pooled std 4.24 -> gap 3 < SPREAD_FACTOR * 4.24
-    assert 3 < C.SPREAD_FACTOR * np.sqrt((np.var(g2, ddof=1) + np.var(u2, ddof=1)) / 2)
-    assert C.speedup_verdict(g2, u2, 20)[0] == "not reproduced"
+def test_speedup_margin_weaker_bar():
+    inside = round(100 * C.SPEEDUP_MARGIN) + 1
+    outside = round(100 * C.SPEEDUP_MARGIN) - 1
+    assert _speedup([100] * 3, [inside] * 3).verdict == "partly reproduced"
+    assert _speedup([100] * 3, [outside] * 3).verdict == "not reproduced"
 
 
-def _summary(steps):
-    return {k: {"steps": s, "final": np.array([0.5] * len(s))} for k, s in steps.items()}
+def test_speedup_one_seed_is_inconclusive():
+    row = _speedup([1], [10])  # 10x, but one seed
+    assert row.verdict == "inconclusive" and "n=1" in row.evidence and "one seed" in row.scale
+
+
+def test_speedup_straddling_spread():
+    # ratios 1, 1, 5: mean 2.33, below 2.5 but past the weaker 1.25 -> partly
+    assert _speedup([10, 10, 2], [10, 10, 10]).verdict == "partly reproduced"
+    # 0.5, 0.5, 1.2: mean 0.73 ± 0.40 misses 2.5 by more than the spread -> not reproduced
+    assert _speedup([10, 10, 10], [5, 5, 12], epochs=20).verdict == "not reproduced"
+    # 0.2, 0.2, 3.2: mean 1.2 ± 1.73 misses both bars, but mean + std passes 2.5 -> inconclusive
+    row = _speedup([10, 10, 10], [2, 2, 32], epochs=40)
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_speedup_never_reached():
+    row = _speedup([None, None, None], [None, None, None], epochs=6)
+    assert row.verdict == "not reproduced" and "1.00x" in row.measured and "counted as 7" in row.measured
 
 
 def test_claim_rows_all_verdicts_valid():
-    rows = C.claim_rows(identity=_identity(1e-9), signals=_signals([0.1, 0.4], [0.1, 0.4]),
-                        summary=_summary({"uniform": [3, None], "GAIN": [2, 3], "filter": [1, 1]}), target=0.5,
+    sig = _signals(0.1, 0.4)
+    rows = C.claim_rows(identity=_identity(1e-9), signals=sig, summary=_summary([2, 3], [3, None]), target=0.5,
                         epochs=6, identity_scale="a", signal_scale="b", run_scale="c", gpu=None)
-    assert len(rows) == 6 and all(r.verdict in VERDICTS for r in rows)
-    assert rows[-1].verdict == "not run here"
-    assert "2 seeds" in rows[3].scale and "—" in rows[3].measured
+    assert len(rows) == 5 and all(r.verdict in VERDICTS for r in rows) and all(r.evidence for r in rows)
+    assert [r.verdict for r in rows] == ["reproduced", "inconclusive", "inconclusive", "not run here", "not run here"]
+    assert "2 seeds" in rows[2].scale and "—" in rows[2].measured
+    assert not any("C_intra + 8" in r.claim for r in rows)  # the code audit lives in the notebook's Checks
 
 
-def test_gpu_rows_recorded():
-    gpu = {"device": "H200", "date": "2026-12-02", "n_seeds": 3, "model": "m", "layer_spearman": [0.1, 0.2],
-           "summary": {k: {"epochs_to_target": [2, None, 7], "seconds_to_target": [1.0, None, 3.0], "final": [0.5, 0.6, 0.7]}
-                       for k in ("uniform", "GAIN", "filter")}, "target": 0.4}
-    rows = C.gpu_rows(gpu)
-    assert [r.verdict for r in rows] == ["recorded on GPU", "recorded on GPU"]
-    assert "epochs to target 2, —, 7 (1.0, —, 3.0 s)" in rows[0].measured and "0.600 ± 0.082" in rows[0].measured
-    assert "target held-out accuracy 0.400" in rows[0].measured and "+0.20" in rows[1].measured
-    gpu["angle_timing"] = {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
-    rows = C.gpu_rows(gpu)
-    assert len(rows) == 3 and "4.0x" in rows[1].measured
+def test_released_formula_audit():
+    T, p = 12, 3  # prefix 3, question 3..10, suffix 2: rows 3..9, then rows 3..-2 of those: 6..7
+    rng = np.random.default_rng(0)
+    C_ = rng.normal(size=20)
+    layer = {"states": np.zeros((20, T, 4)), "C": C_, "released": np.full(20, np.nan), "released_second": C_}
+    audit = released_formula_audit({"spans": {"prefix": (0, p), "question": (p, 10)}, "layers": [layer]})
+    assert audit["nan_share"] == 1.0 and audit["expected_nan_share"] == 0.0 and audit["rho_second"] == pytest.approx(1.0)
+    short = released_formula_audit({"spans": {"prefix": (0, 5), "question": (5, 8)}, "layers": [{**layer, "states":
+                                                                                                  np.zeros((20, 10, 4))}]})
+    assert short["expected_nan_share"] == 1.0  # rows 5..8, then 10..6: empty
+
+
+def _gpu(gain, uniform, n_seeds=3, **extra):
+    summary = {k: {"epochs_to_target": s, "seconds_to_target": [None if v is None else 0.5 * v for v in s],
+                   "final": [0.5 + 0.1 * i for i in range(len(s))]} for k, s in (("uniform", uniform), ("GAIN", gain))}
+    return {"device": "H200", "date": "2026-12-02", "n_seeds": n_seeds, "model": "m", "config": {"epochs": 150,
+            "run_seconds": 10.0, "pool": 64}, "summary": summary, "target": 0.4, **extra}
+
+
+def test_gpu_rows_judged_by_the_rule():
+    assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
+    # issue 36's example: GAIN 34/28/62 epochs against uniform's 4/19/18
+    (row,) = C.gpu_rows(_gpu([34, 28, 62], [4, 19, 18]))
+    assert row.verdict == "not reproduced" and "n=3" in row.evidence and "3 seeds" in row.scale
+    assert "H200" in row.scale and "150 epochs" in row.scale
+    assert "epochs to target 34, 28, 62 (17.0, 14.0, 31.0 s)" in row.measured and "0.12x, 0.68x, 0.29x" in row.measured
+    assert C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6]))[0].verdict == "reproduced"
+    one = C.gpu_rows(_gpu([2], [6], n_seeds=1))[0]
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
+
+
+def test_gpu_rows_censor_with_each_runs_epochs():
+    runs = {"GAIN": [{"eval_acc": [0.0] * 41}], "uniform": [{"eval_acc": [0.0] * 11}]}
+    (row,) = C.gpu_rows(_gpu([None], [5], n_seeds=1, runs=runs))
+    assert "0.12x" in row.measured  # 5 / (40 + 1)
+
+
+def test_gpu_timing_and_layer_rows():
+    t = {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
+    rows = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], angle_timing=t, layer_spearman=[0.1, 0.9]))
+    assert len(rows) == 3 and "4.0x" in rows[1].measured and rows[1].verdict == "reproduced"
+    slow = {**t, "speedup": C.SEGMENT_SPEEDUP_MIN * 0.99}
+    assert C.gpu_rows(_gpu([2], [6], angle_timing=slow))[1].verdict == "not reproduced"
+    fast = {**t, "speedup": C.SEGMENT_SPEEDUP_MIN * 1.01}
+    assert C.gpu_rows(_gpu([2], [6], angle_timing=fast))[1].verdict == "reproduced"  # one timing is enough
+    layer = rows[2]
+    assert layer.verdict == "inconclusive" and "+0.10, +0.90" in layer.measured and "one warm-started model" in layer.scale
+
+
+def test_gpu_row_records_mu_arrival_from_mu_used():
+    N = 64
+    mu = [0.0, 20.0, 40.0, 63.0, 63.0]  # μ after epoch 3 is the last rank
+    runs = {"GAIN": [{"eval_acc": [0.1] * 6, "mu_used": mu + [63.0], "mean_reward": [0.3] * 5, "ang": [0.4] * 5}] * 3}
+    (row,) = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], runs=runs))
+    assert "reached the last of 64 ranks after epoch 3, 3, 3 (of 5, 5, 5)" in row.measured

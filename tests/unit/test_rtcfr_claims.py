@@ -1,4 +1,7 @@
-"""Paper 18's claim rows: every threshold of claims.py just inside and just outside, on constructed runs."""
+"""Paper 18's claim rows on the one rule: every threshold of claims.py just inside and just outside, one game
+(inconclusive), a straddling spread across games, and the GPU rows from a constructed JSON."""
+
+import math
 
 import numpy as np
 import pytest
@@ -15,11 +18,14 @@ from companion.rtcfr.claims import (
     beats,
     claim_rows,
     late_window,
+    mu_tu_spread,
     recorded_rows,
+    win_log_ratio,
 )
 from companion.rtcfr.solvers import Trajectory
 
 EPS = 1e-9
+GAMES = ("kuhn_poker", "leduc_poker", "liars_dice_4")
 
 
 def _tr(alg, final, iterations=200, every=5, average=None, early=1.0, **params):
@@ -32,11 +38,16 @@ def _tr(alg, final, iterations=200, every=5, average=None, early=1.0, **params):
     return Trajectory(alg, "g", its, last, avg, 0.1, params)
 
 
-def _results(rt=1e-8, untuned=1e-6, base_last=1e-3, base_avg=1e-4, iterations=200, games=("kuhn_poker", "leduc_poker")):
+def _game(rt=1e-8, untuned=1e-6, base_last=1e-3, base_avg=1e-4, iterations=200):
+    return ([_tr("rtcfr+", rt, iterations, mu=0.1, T_u=10), _tr("rtcfr+", untuned, iterations)]
+            + [_tr(a, base_last, iterations, average=base_avg) for a in ("cfr+", "pcfr+", "dcfr")])
+
+
+def _results(games=GAMES, iterations=200, **kw):
+    """Every game alike, or ``kw`` values given per game as lists."""
     out = {}
-    for g in games:
-        out[g] = [_tr("rtcfr+", rt, iterations, mu=0.1, T_u=10), _tr("rtcfr+", untuned, iterations)]
-        out[g] += [_tr(a, base_last, iterations, average=base_avg) for a in ("cfr+", "pcfr+", "dcfr")]
+    for i, g in enumerate(games):
+        out[g] = _game(iterations=iterations, **{k: (v[i] if isinstance(v, list) else v) for k, v in kw.items()})
     return out
 
 
@@ -47,7 +58,7 @@ def _rows(results=None, keep_end=1e-3, reset_late=0.1, iterations=200, grid=None
     grid = np.array([[1e-2, 1e-2], [1e-6, 1e-6]]) if grid is None else grid  # rows μ, columns T_u
     rows = claim_rows(results, keep, reset, iterations=iterations, heatmap_grid=grid, heatmap_mus=[1e-3, 1e-1],
                       heatmap_T_us=[10, 100], heatmap_game="leduc_poker", heatmap_iterations=100, recorded=recorded)
-    assert all(r.verdict in VERDICTS for r in rows)
+    assert all(r.verdict in VERDICTS and r.evidence for r in rows)
     return rows
 
 
@@ -57,9 +68,11 @@ def _row(rows, word):
 
 
 def test_beats_margin_and_machine_tie():
-    assert beats(WIN_FACTOR * 1e-3 - EPS * 1e-3, 1e-3) and not beats(WIN_FACTOR * 1e-3 + EPS * 1e-3, 1e-3)
-    assert beats(MACHINE * (1 - EPS), MACHINE * (1 - EPS) / 2)  # both at machine precision: a tie counts
-    assert not beats(MACHINE * (1 + EPS), MACHINE * (1 + EPS) / 2)
+    assert beats(WIN_FACTOR * 1e-3 * (1 - EPS), 1e-3) and not beats(WIN_FACTOR * 1e-3 * (1 + EPS), 1e-3)
+    # both at machine precision: a tie, not a win
+    assert win_log_ratio(MACHINE * 1e-3, MACHINE * 1e-5) == 0.0 and not beats(MACHINE * 1e-3, MACHINE * 1e-5)
+    assert beats(MACHINE * 1e-3, 2 * MACHINE * (1 + EPS) / WIN_FACTOR)  # machine precision against a larger value
+    assert win_log_ratio(1e-4, 1e-2) == pytest.approx(-2.0)
 
 
 def test_late_window_follows_iterations():
@@ -76,47 +89,109 @@ def test_rows_follow_iterations_and_have_no_nan(iterations):
     reset_row = _row(rows, "Resetting")
     assert f"iterations {lo}-{hi}" in reset_row.measured and "nan" not in " ".join(r.measured for r in rows)
     assert f"at {iterations} iterations" in _row(rows, "converges to a Nash").measured
-    assert "one run" in _row(rows, "average iterate of CFR+").scale
+    assert "one run per game" in _row(rows, "average iterate of CFR+").scale
 
 
-def test_kuhn_threshold():
+def test_kuhn_threshold_exact():
     inside = _results(rt=KUHN_NASHCONV * (1 - EPS))
     outside = _results(rt=KUHN_NASHCONV * (1 + EPS))
     assert _row(_rows(inside), "converges to a Nash").verdict == "reproduced"
-    assert _row(_rows(outside), "converges to a Nash").verdict == "not reproduced"
+    row = _row(_rows(outside), "converges to a Nash")
+    assert row.verdict == "not reproduced" and "vs ≤ 1.0e-06" in row.evidence
 
 
-def test_wins_need_the_margin():
+def test_wins_are_judged_per_game_against_the_margin():
     avg = 1e-4
-    assert _row(_rows(_results(rt=WIN_FACTOR * avg * (1 - EPS), base_avg=avg)), "average iterate of CFR+").verdict == "reproduced"
-    assert _row(_rows(_results(rt=WIN_FACTOR * avg * (1 + EPS), base_avg=avg)), "average iterate of CFR+").verdict == "not reproduced"
+    row = _row(_rows(_results(rt=WIN_FACTOR * avg * (1 - EPS), base_avg=avg)), "average iterate of CFR+")
+    assert row.verdict == "reproduced" and "n=3" in row.evidence and "3 of 3" in row.measured
+    row = _row(_rows(_results(rt=WIN_FACTOR * avg * (1 + EPS), base_avg=avg)), "average iterate of CFR+")
+    assert row.verdict == "not reproduced"  # every game just outside the margin, no spread
+    assert _row(_rows(_results(rt=avg, base_avg=avg)), "average iterate of CFR+").verdict == "not reproduced"
     assert _row(_rows(_results(rt=1e-3, base_last=1e-3)), "last iterates").verdict == "not reproduced"
     assert _row(_rows(_results(untuned=1e-6)), "Untuned").verdict == "reproduced"
     assert _row(_rows(_results(untuned=1e-4)), "Untuned").verdict == "not reproduced"
 
 
-@pytest.mark.parametrize("reset_late, keep_end, verdict", [
-    (RESET_FLOOR * (1 + EPS), KEEP_CEILING * (1 - EPS), "reproduced"),
-    (RESET_FLOOR * (1 - EPS), KEEP_CEILING * (1 - EPS), "not reproduced"),
-    (RESET_FLOOR * (1 + EPS), KEEP_CEILING * (1 + EPS), "not reproduced"),
-])
-def test_reset_theta_thresholds(reset_late, keep_end, verdict):
-    assert _row(_rows(reset_late=reset_late, keep_end=keep_end), "Resetting").verdict == verdict
+def test_a_machine_precision_tie_is_not_a_win():
+    # RTCFR+ and PCFR+ both converge to 1e-17 on every game: no game is won
+    res = _results(rt=1e-17, base_last=[1e-3] * 3)
+    for trs in res.values():
+        trs[3] = _tr("pcfr+", 1e-17, 200, average=1e-4)
+    row = _row(_rows(res), "last iterates")
+    assert row.verdict == "not reproduced" and "0 of 3" in row.measured
+
+
+def test_one_game_is_inconclusive():
+    row = _row(_rows(_results(games=("kuhn_poker",), rt=1e-10)), "average iterate of CFR+")
+    assert row.verdict == "inconclusive" and "n=1" in row.evidence and "fewer than 3" in row.evidence
+
+
+def test_straddling_spread_across_games():
+    # log ratios -3, +1, +1: mean -0.33 is past the target -0.30 but not on every game -> partly;
+    # -2.5, +1, +1: mean -0.17 misses it, mean - std passes it -> inconclusive
+    base = 1e-4
+    row = _row(_rows(_results(rt=[base * 1e-3, base * 10, base * 10], base_avg=base)), "average iterate of CFR+")
+    assert row.verdict == "partly reproduced"
+    row = _row(_rows(_results(rt=[base * 10 ** -2.5, base * 10, base * 10], base_avg=base)), "average iterate of CFR+")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_keep_theta_threshold_exact():
+    assert _row(_rows(keep_end=KEEP_CEILING * (1 - EPS)), "Keeping θ").verdict == "reproduced"
+    assert _row(_rows(keep_end=KEEP_CEILING * (1 + EPS)), "Keeping θ").verdict == "not reproduced"
+
+
+def test_reset_theta_one_game_is_inconclusive_either_side_of_the_floor():
+    for late in (RESET_FLOOR * (1 + EPS), RESET_FLOOR * (1 - EPS), 1.0):
+        row = _row(_rows(reset_late=late), "Resetting")
+        assert row.verdict == "inconclusive" and "n=1" in row.evidence and "one game" in row.scale
+    assert "vs ≥ 0.03" in _row(_rows(reset_late=0.1), "Resetting").evidence
 
 
 def test_spread_margin():
-    # along μ (axis 0): 10**a decades per column; along T_u: 0 → spread_mu = a, spread_tu = 0
+    # along μ (axis 0): a decades per column; along T_u: 0 -> spread_mu = a, spread_tu = 0
     def grid(a):
         return np.array([[1.0, 1.0], [10.0 ** -a, 10.0 ** -a]])
 
-    assert _row(_rows(grid=grid(SPREAD_MARGIN + 1e-6)), "μ matters").verdict == "reproduced"
-    assert _row(_rows(grid=grid(SPREAD_MARGIN - 1e-6)), "μ matters").verdict == "not reproduced"
+    assert mu_tu_spread(grid(2.0)) == pytest.approx((2.0, 0.0))
+    for a in (SPREAD_MARGIN + 1e-6, SPREAD_MARGIN - 1e-6):  # one game's grid: one value
+        row = _row(_rows(grid=grid(a)), "μ matters")
+        assert row.verdict == "inconclusive" and f"n=1: {a:.2f}" in row.evidence
 
 
-def test_recorded_rows():
+def _grid_payload(games):
+    """A constructed GPU JSON: per game (best final, best baseline average, spread-along-μ decades)."""
+    grids = {}
+    mus, T_us = [1e-3, 1e-2, 1e-1], [10, 100]
+    for g, (best, average, decades) in games.items():
+        final = [10.0 ** (-decades * i / 2) for i in range(len(mus)) for _ in T_us]  # μ rows, constant along T_u
+        grids[g] = {"best": {"final_last": best}, "baselines": {"cfr+": {"average": [1.0, average]}},
+                    "rtcfr": {"mus": mus, "T_us": T_us, "last": [[1.0] * 6, final]}}
+    return {"device": "H200", "date": "today", "grid": {"iterations": 2000, "mus": mus, "T_us": T_us}, "grids": grids}
+
+
+def test_recorded_rows_judged_by_the_rule():
     assert [r.verdict for r in recorded_rows(None)] == ["not run here"]
-    rec = {"device": "H200", "date": "today", "grid": {"iterations": 2000, "mus": [1, 2], "T_us": [1]},
-           "grids": {"goofspiel_5": {"best": {"final_last": WIN_FACTOR * 1e-3 * (1 - EPS)}, "baselines": {"cfr+": {"average": [1e-3]}}},
-                     "liars_dice_6": {"best": {"final_last": 1e-3}, "baselines": {"cfr+": {"average": [1e-3]}}}}}
-    (row,) = recorded_rows(rec)
-    assert row.verdict == "recorded on GPU" and "1 of 2: goofspiel_5" in row.measured
+    win, lose = WIN_FACTOR * 1e-3 * (1 - EPS), 1e-3
+    rec = _grid_payload({"a": (win, 1e-3, 2.0), "b": (win, 1e-3, 2.0), "c": (win, 1e-3, 2.0)})
+    beat, spread = recorded_rows(rec)
+    assert beat.verdict == "reproduced" and "3 of 3" in beat.measured and "H200" in beat.scale
+    assert "best of the 6 grid points" in beat.measured
+    assert spread.verdict == "reproduced" and "a 2.0 − 0.0" in spread.measured
+    # issue 36's GPU case: wins on 2 of 5, the mean at the target with a wide spread
+    rec = _grid_payload({"ld5": (1e-3 * 10 ** -1.69, 1e-3, 1.0), "g5": (1e-3 * 10 ** -0.71, 1e-3, 1.0),
+                         "ld6": (1e-3 * 10 ** 0.14, 1e-3, 1.0), "g6": (1e-3 * 10 ** 0.19, 1e-3, 1.0),
+                         "b3": (1e-3 * 10 ** 0.63, 1e-3, 1.0)})
+    beat, spread = recorded_rows(rec)
+    assert beat.verdict == "inconclusive" and "2 of 5" in beat.measured and "n=5" in beat.evidence
+    assert spread.verdict == "reproduced"  # 1 decade along μ against 0 along T_u, every game
+    rec = _grid_payload({"a": (lose, 1e-3, SPREAD_MARGIN * 0.5), "b": (lose, 1e-3, SPREAD_MARGIN * 0.5),
+                         "c": (lose, 1e-3, SPREAD_MARGIN * 0.5)})
+    beat, spread = recorded_rows(rec)
+    assert beat.verdict == "not reproduced" and spread.verdict == "not reproduced"
+    two = _grid_payload({"a": (win, 1e-3, 2.0), "b": (win, 1e-3, 2.0)})
+    assert [r.verdict for r in recorded_rows(two)] == ["inconclusive", "inconclusive"]  # two games
+
+
+def test_win_target_is_log_win_factor():
+    assert _row(_rows(), "average iterate of CFR+").evidence.endswith(f"vs ≤ {math.log10(WIN_FACTOR):.2f}")
