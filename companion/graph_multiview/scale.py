@@ -44,7 +44,7 @@ GPU_PROFILE = {
     "heads_sweep": (2, 4, 6, 10),
     "label_noise": (0.1, 0.2, 0.4),
     "label_ratio": (0.75, 0.5, 0.25, 0.1),
-    "sweep_folds": 2,
+    "sweep_folds": 3,  # three folds, so the sweep and the label studies can be judged (the rule needs 3 seeds)
 }
 SMOKE_PROFILE = {**GPU_PROFILE, "graphs": 24, "tree_sizes": (3, 5), "folds": 2, "epochs": 1, "batch_size": 12,
                  "hidden": 8, "views_per_graph": 1, "heads_sweep": (2, 3), "label_noise": (0.2,),

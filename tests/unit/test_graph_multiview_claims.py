@@ -190,14 +190,13 @@ def test_gpu_stale_heads_sweep_is_inconclusive():
     assert not C.heads_stale(gpu_payload([90] * 3, [70] * 3))
 
 
-def test_gpu_stale_heads_sweep_of_the_recorded_json():
+def test_the_recorded_heads_sweep_ran_with_the_fixed_weight_rule():
     from companion.graph_multiview.scale import recorded
 
     gpu = recorded()
-    if gpu.get("weight_rule", {}).get("heads_sweep") == WEIGHT_RULE:
-        pytest.skip("the recorded sweep has been rerun after the fix")
+    assert gpu["weight_rule"]["heads_sweep"] == WEIGHT_RULE and not C.heads_stale(gpu)
     row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("More sub-networks"))
-    assert row.verdict == "inconclusive" and "stale" in row.claim
+    assert "stale" not in row.claim and row.evidence.startswith("n=")
 
 
 def test_inference_ratio_max():
