@@ -26,7 +26,7 @@ help: ## list the targets
 	@echo "  variables: PAPERS=\"seer_attention rtcfr\" PROFILE=auto|cpu|gpu JOBS=2 SCHEDULER=tcp://HOST:8786 TIMEOUT=seconds"
 	@echo "  sweep:     NOTEBOOK=18 GRID=\"ITERATIONS=[500,1000] HEATMAP_ITERATIONS=[200,1000]\" (or GRID=sweeps/<name>.yaml) SEEDS=0,1,2 VALUE=<recorded name> YES=1"
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml
 	@echo "==> setting up $(VENV) (CPU torch 2.13.0, the project editable with its extras)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -3,7 +3,7 @@
 The science lives here, one package per paper (``companion.<slug>``); ``companion.core`` holds what
 every notebook needs (profiles, seeding, parameter validation, claims, recorded results),
 ``companion.viz`` the plotly theme and the widget binding, ``companion.models`` the shared model
-pieces. Triton kernels live in the top-level ``kernels/`` folder, imported as ``companion_kernels``.
+pieces. Triton kernels live in the top-level ``companion_kernels/`` folder, imported as ``companion_kernels``.
 """
 
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ is a 2-D CPU analogue that keeps every mechanism, plus the 3-D decode/render stu
 * :mod:`~companion.gaussian_video.explorer`, :mod:`~companion.gaussian_video.claims`,
   :mod:`~companion.gaussian_video.scale` — the notebook's explorer, rows and GPU study.
 
-The Triton tile rasteriser lives in ``kernels/gaussian_splat`` (``companion_kernels.gaussian_splat``).
+The Triton tile rasteriser lives in ``companion_kernels/gaussian_splat`` (``companion_kernels.gaussian_splat``).
 """
 
 from companion.core import Paper

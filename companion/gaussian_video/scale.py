@@ -445,7 +445,7 @@ def run_scale_up(*, smoke: bool = False, device=None, deadline_s: float | None =
     except Exception as exc:  # noqa: BLE001 - recorded, the rest goes on
         ras = {"gsplat": f"failed: {type(exc).__name__}: {str(exc)[:300]}"}
     log(f"[raster] gsplat: {ras['gsplat']}")
-    ras["peer"] = "PyTorch per-tile splatter (kernels/gaussian_splat/reference.py)"
+    ras["peer"] = "PyTorch per-tile splatter (companion_kernels/gaussian_splat/reference.py)"
     ras["peer_ms"] = round(time_ms(lambda: rasterize(*args, W, W, impl="reference"), dev, warmup=5, rep=20), 3)
     save({**payload, "rasterizer": ras})
     ras["triton_ms"] = round(time_ms(lambda: rasterize(*args, W, W, impl=impl), dev, warmup=5, rep=20), 3)

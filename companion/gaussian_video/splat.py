@@ -10,7 +10,7 @@ with μ'_i, Σ'_i the 2-D projection. The transmittance Π_{j<i}(1 − α'_j) is
 ``exp(exclusive_cumsum(log1p(−α')))``. As in 3DGS, α' is clamped to ``ALPHA_MAX`` = 0.99 and contributions
 below ``ALPHA_MIN`` = 1/255 are dropped. Deviation: 3DGS also stops a pixel once its transmittance falls
 below 1e-4; this differentiable splatter never stops early, so its render is exact and smooth in the
-parameters. The Triton tile rasteriser of the GPU study (``kernels/gaussian_splat``) follows gsplat
+parameters. The Triton tile rasteriser of the GPU study (``companion_kernels/gaussian_splat``) follows gsplat
 instead (α' ≤ 0.999, the 1e-4 stop), so that it can be checked against gsplat pixel for pixel.
 
 * :func:`conics` — the inverse 2-D covariance (a, b, c) of Σ' = [[A, B], [B, C]];

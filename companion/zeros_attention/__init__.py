@@ -13,7 +13,7 @@ arXiv 2602.05230; official code https://github.com/LJC-FVNR/SequenceLab (``src/s
 * :mod:`.scale` -- the GPU profile and the reader of the recorded kernel benchmark.
 * :mod:`.explorer` -- the signed-attention explorer and the figure builders (imports plotly; not imported here).
 
-The Triton kernel lives in ``kernels/zeros_linear`` (``companion_kernels.zeros_linear``).
+The Triton kernel lives in ``companion_kernels/zeros_linear`` (``companion_kernels.zeros_linear``).
 """
 
 from companion.core import Paper

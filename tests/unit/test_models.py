@@ -118,14 +118,18 @@ def test_stdlib_texts_are_deterministic_real_text():
     assert len(stdlib_texts(len(every), min_chars=300, seed=1)) == len(every)
 
 
-def test_kernels_folder_does_not_shadow_hugging_face_kernels():
-    """The name ``kernels`` is Hugging Face's (transformers probes it); ours installs as ``companion_kernels``."""
-    import importlib.util
-    from pathlib import Path
+def test_nothing_in_the_repository_root_shadows_hugging_face_kernels():
+    """``kernels`` is Hugging Face's package (transformers imports it); a Python started in the repository
+    root, as a notebook kernel or ``python -m pytest`` is, must not find a ``kernels`` of ours first."""
+    import subprocess
+    import sys
 
-    ours = Path(__file__).resolve().parents[2] / "kernels"
-    spec = importlib.util.find_spec("kernels")
-    assert spec is None or ours not in Path(spec.origin).parents
+    from companion.core import repo_path
+
+    probe = "import importlib.util as u; s = u.find_spec('kernels'); print(s.origin if s else '')"
+    origin = subprocess.run([sys.executable, "-c", probe], cwd=repo_path(), capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert not origin.startswith(str(repo_path())) or "site-packages" in origin, origin
     import companion_kernels
 
     assert companion_kernels.__name__ == "companion_kernels"

@@ -1,6 +1,6 @@
 """Entry point of the ZeroS chunked linear-attention op: input validation and dispatch.
 
-Paper 04 (ZeroS, NeurIPS 2025). Implementation choice and guards follow ``kernels/dispatch.py``:
+Paper 04 (ZeroS, NeurIPS 2025). Implementation choice and guards follow ``companion_kernels/dispatch.py``:
 ``impl="auto"`` runs the Triton kernels on CUDA tensors they take and the O(T^2) reference
 otherwise; ``"triton"`` forces the kernels (on a CPU only under ``TRITON_INTERPRET=1``);
 ``"reference"`` forces the oracle (float64 allowed). Semantics: ``reference.py``; kernels:
