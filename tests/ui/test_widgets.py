@@ -1,16 +1,20 @@
 """Every notebook's explorers, used the way a person uses them: in JupyterLab, in Chromium.
 
 For each notebook in ``notebooks/`` (discovered, never listed by hand): open it in the private
-JupyterLab server, run all cells (CPU profile), then for every explorer it shows
+JupyterLab server, run every cell above its ``## Reproduce`` heading in a live kernel (CPU profile: the
+claim, the idea, the implementation and the explorers; the Reproduce, Scale-up and Checks sections run in
+the notebook stage, which executes each notebook top to bottom), then for every explorer it shows
 (``.companion-explorer``, rendered by ``companion.viz.Explorer``): wait until it has rendered, change
 one control (a dropdown, else a slider, else a checkbox, else a button), and require that the bound
-output — a plotly trace's data or the readout's text — changes. Error outputs in any cell and errors
-in the browser console fail the test. A screenshot of each explorer after the interaction is saved
-under ``build/ui/``.
+output — a plotly trace's data or the readout's text — changes. Every explorer the notebook builds must
+be above ``## Reproduce``, and every one of them must render. Error outputs in any cell and errors in the
+browser console fail the test. A screenshot of each explorer after the interaction is saved under
+``build/ui/``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -46,13 +50,30 @@ def wait_for_app(page) -> None:
 CURRENT_PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-def run_all_cells(page) -> None:
+def explore_part(name: str) -> tuple[int, int]:
+    """(index of the ``## Reproduce`` heading cell, number of cells that build an explorer) of a notebook.
+
+    Every ``Explorer(`` must be above the heading: the browser runs only that part of the notebook."""
+    cells = json.loads(repo_path("notebooks", name).read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells]
+    reproduce = next(i for i, (c, src) in enumerate(zip(cells, sources))
+                     if c["cell_type"] == "markdown" and src.startswith("## Reproduce"))
+    builds = [i for i, (c, src) in enumerate(zip(cells, sources)) if c["cell_type"] == "code" and "Explorer(" in src]
+    late = [i for i in builds if i > reproduce]
+    assert not late, f"{name}: cells {late} build an explorer below '## Reproduce' (cell {reproduce}); move it up"
+    return reproduce, len(builds)
+
+
+def run_cells_above(page, index: int) -> None:
+    """Run every cell above cell ``index`` (JupyterLab's 'Run All Above Selected Cell')."""
     # Start the run without awaiting the command's promise in evaluate (a stalled kernel would block it
     # forever); the promise sets a flag, and the wait below, which has the time limit, waits for it too.
-    page.evaluate("""() => {
+    page.evaluate("""(index) => {
         window.__companionRunDone = false;
-        window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => { window.__companionRunDone = true; });
-    }""")
+        const panel = window.jupyterapp.shell.currentWidget;
+        panel.content.activeCellIndex = index;
+        window.jupyterapp.commands.execute('notebook:run-all-above').then(() => { window.__companionRunDone = true; });
+    }""", index)
     page.wait_for_function(f"""() => {{
         const panel = window.jupyterapp.shell.currentWidget;
         const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
@@ -104,14 +125,16 @@ def test_explorers_render_and_respond(name, lab, browser):
     try:
         # A workspace of its own: the shared default one would reopen earlier tests' notebooks in hidden tabs.
         page.goto(f"{lab['base']}/lab/workspaces/{name[:-6]}/tree/{name}?reset&token={lab['token']}", timeout=90_000)
+        reproduce, built = explore_part(name)
+        assert built > 0, f"{name} builds no explorer"
         wait_for_app(page)
-        run_all_cells(page)
+        run_cells_above(page, reproduce)
         assert not cell_errors(page), f"{name}: error output in a cell:\n" + "\n---\n".join(cell_errors(page))
 
         explorers = page.locator(f"{CURRENT_PANEL} .companion-explorer")
         page.wait_for_timeout(1000)
         count = explorers.count()
-        assert count > 0, f"{name} shows no explorer"
+        assert count >= built, f"{name} shows {count} explorer(s); {built} cell(s) build one"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for i in range(count):
             explorer = explorers.nth(i)

@@ -124,7 +124,7 @@ def test_no_verdict_in_notebook_cells(paper):
 
 def test_no_retired_verdict_anywhere():
     """No row, text or test says the retired label: GPU rows are judged by the same rule as CPU rows."""
-    roots = ["companion", "notebooks", "benchmarks", "tests", "kernels", "README.md", "CONTRIBUTING.md"]
+    roots = ["companion", "notebooks", "benchmarks", "tests", "companion_kernels", "README.md", "CONTRIBUTING.md"]
     files = [f for r in roots for f in ([repo_path(r)] if repo_path(r).is_file() else repo_path(r).rglob("*"))
              if f.is_file() and f.suffix in (".py", ".ipynb", ".md", ".json", ".yaml")]
     found = [str(f.relative_to(repo_path())) for f in files if RETIRED_VERDICT in f.read_text(errors="replace")]
