@@ -58,28 +58,34 @@ def expected_figures(executed: Path) -> tuple[int, int]:
     return figures, views
 
 
-def test_report_pages_show_figures_explorers_and_equations_offline(reports, browser):
-    pages = sorted(p for p in reports.glob("[0-9][0-9]_*.html"))
-    assert pages, f"no report pages in {reports}"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for html_page in pages:
-        figures, views = expected_figures(html_page.with_suffix(".ipynb"))
-        context, page, outside, errors = offline_page(browser)
-        try:
-            page.goto(html_page.as_uri())
-            page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures + views}", timeout=60_000)
-            explorers = page.locator(".companion-static .companion-explorer")
-            assert explorers.count() >= views, f"{html_page.name}: {explorers.count()} explorer views for {views} widget outputs"
-            for i in range(explorers.count()):
-                assert explorers.nth(i).locator(".js-plotly-plot .main-svg").count() > 0, f"{html_page.name}: explorer {i} has no figure"
-            page.wait_for_function("() => !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0", timeout=60_000)
-            raw_math = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput')].some(e => /\\$\\$|\\\\frac|\\\\sum/.test(e.innerText))")
-            assert not raw_math, f"{html_page.name}: raw TeX left in the page (MathJax did not typeset it)"
-            assert not outside, f"{html_page.name} asked the network for {outside[:5]}"
-            assert not errors, f"{html_page.name}: page errors {errors[:3]}"
-            page.screenshot(path=str(SCREENSHOTS / f"report-{html_page.stem}.png"))
-        finally:
-            context.close()
+NOTEBOOKS = sorted(p.stem for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_report_page_shows_figures_explorers_and_equations_offline(name, reports, browser):
+    html_page = reports / f"{name}.html"
+    run = [n["notebook"] for n in json.loads((reports / "summary.json").read_text())["notebooks"]]
+    if name not in run:
+        pytest.skip(f"the run in {reports} did not include {name} (make test-notebooks runs every notebook)")
+    assert html_page.exists(), f"the run in {reports} wrote no report for {name}"
+    figures, views = expected_figures(html_page.with_suffix(".ipynb"))
+    context, page, outside, errors = offline_page(browser)
+    try:
+        page.goto(html_page.as_uri())
+        page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot').length >= {figures + views}", timeout=60_000)
+        explorers = page.locator(".companion-static .companion-explorer")
+        assert explorers.count() >= views, f"{html_page.name}: {explorers.count()} explorer views for {views} widget outputs"
+        for i in range(explorers.count()):
+            assert explorers.nth(i).locator(".js-plotly-plot .main-svg").count() > 0, f"{html_page.name}: explorer {i} has no figure"
+        page.wait_for_function("() => !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0", timeout=60_000)
+        raw_math = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput')].some(e => /\\$\\$|\\\\frac|\\\\sum/.test(e.innerText))")
+        assert not raw_math, f"{html_page.name}: raw TeX left in the page (MathJax did not typeset it)"
+        assert not outside, f"{html_page.name} asked the network for {outside[:5]}"
+        assert not errors, f"{html_page.name}: page errors {errors[:3]}"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"report-{html_page.stem}.png"))
+    finally:
+        context.close()
 
 
 def test_index_page_shows_counts_cards_and_thumbnails_offline(reports, browser):

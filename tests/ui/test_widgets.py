@@ -79,7 +79,7 @@ def run_cells_above(page, index: int) -> None:
         const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
         const busy = [...document.querySelectorAll('{CURRENT_PANEL} .jp-InputArea-prompt')].some(p => p.innerText.includes('*'));
         return window.__companionRunDone && kernel && kernel.status === 'idle' && !busy;
-    }}""", timeout=RUN_TIMEOUT_MS, polling=1000)
+    }}""", timeout=RUN_TIMEOUT_MS, polling=250)
 
 
 def cell_errors(page) -> list[str]:
@@ -132,9 +132,12 @@ def test_explorers_render_and_respond(name, lab, browser):
         assert not cell_errors(page), f"{name}: error output in a cell:\n" + "\n---\n".join(cell_errors(page))
 
         explorers = page.locator(f"{CURRENT_PANEL} .companion-explorer")
-        page.wait_for_timeout(1000)
+        try:  # widget views render after the kernel is idle
+            page.wait_for_function(f"() => document.querySelectorAll('{CURRENT_PANEL} .companion-explorer').length >= {built}",
+                                   timeout=CHANGE_TIMEOUT_MS, polling=200)
+        except Exception as exc:  # playwright's TimeoutError
+            raise AssertionError(f"{name} shows {explorers.count()} explorer(s); {built} cell(s) build one") from exc
         count = explorers.count()
-        assert count >= built, f"{name} shows {count} explorer(s); {built} cell(s) build one"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for i in range(count):
             explorer = explorers.nth(i)
@@ -144,10 +147,10 @@ def test_explorers_render_and_respond(name, lab, browser):
             action = change_one_control(explorer)
             try:
                 page.wait_for_function(f"([el, before]) => ({OUTPUT_STATE})(el) !== before", arg=[explorer.element_handle(), before],
-                                       timeout=CHANGE_TIMEOUT_MS, polling=500)
+                                       timeout=CHANGE_TIMEOUT_MS, polling=200)
             except Exception as exc:  # playwright's TimeoutError
                 raise AssertionError(f"{name}, explorer {i}: output did not change after {action}") from exc
-            page.wait_for_timeout(500)
+            page.wait_for_timeout(300)  # let plotly finish the redraw before the screenshot
             explorer.screenshot(path=str(SCREENSHOTS / f"{name[:-6]}-explorer{i}.png"))
         assert not cell_errors(page), f"{name}: error output after interaction:\n" + "\n---\n".join(cell_errors(page))
         assert not console_errors, f"{name}: browser console errors: {console_errors[:5]}"
