@@ -32,6 +32,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[papers,notebooks,test]"
+	@# vit-pytorch is paper 10's second peer, loaded by file in a test; without its torchvision, whose PyPI build
+	@# beside the CPU torch breaks transformers' imports (pyproject.toml cannot say --no-deps).
+	$(PY) -m pip install -q --no-deps "vit-pytorch==1.26.14"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
 	touch $(STAMP)
 

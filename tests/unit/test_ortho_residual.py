@@ -1,6 +1,8 @@
-"""Paper 10: the orthogonal residual update -- exact properties, the x-transformers peer, bad input."""
+"""Paper 10: the orthogonal residual update -- exact properties, peers (vit-pytorch, x-transformers), bad input."""
 
+import importlib.util
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,6 +121,34 @@ def test_linear_bit_for_bit_and_prob_zero():
     # a linear add is exactly x + f
     xs, fs = _pair((2, 5, 8), 6)
     assert torch.equal(OrthogonalResidual("linear")(xs, fs), xs + fs)
+
+
+def _load_vit_pytorch():
+    """vit-pytorch's module file, loaded directly (its package __init__ imports torchvision)."""
+    spec = importlib.util.find_spec("vit_pytorch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("vit-pytorch not installed")
+    pytest.importorskip("einops")
+    path = Path(list(spec.submodule_search_locations)[0]) / "simple_vit_orthog_residual_update.py"
+    if not path.exists():
+        pytest.skip("this vit-pytorch has no simple_vit_orthog_residual_update")
+    s = importlib.util.spec_from_file_location("_vit_orthog", path)
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return mod
+
+
+def test_matches_vit_pytorch_in_fp64():
+    mod = _load_vit_pytorch()
+    lin = nn.Linear(16, 16).double()
+    peer = mod.OrthogonalResidualUpdate(lin, dim=16, double_precision=True)
+    ours = OrthogonalResidual("feature", coef_dtype="float64", eps=1e-300)
+    for seed in range(5):
+        x = _pair((3, 7, 16), seed, torch.float64)[0]
+        with torch.no_grad():
+            assert torch.allclose(peer(x), ours(x, lin(x)), atol=1e-6, rtol=0)
+            _, o = peer.orthog_proj(lin(x), x)
+            assert torch.allclose(o, orthogonal_component(x, lin(x), coef_dtype="float64"), atol=1e-6)
 
 
 def test_global_matches_x_transformers():
