@@ -732,9 +732,15 @@ def connect(scheduler: str | None, jobs: int, gpu: bool = False, connect_timeout
                              f"({type(exc).__name__}: {exc}). Start one with `dask scheduler` and workers with "
                              f"`dask worker {scheduler}`, or leave SCHEDULER unset to run on this machine.") from None
         return client, None
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
+    # The workers start with SIGINT ignored (they inherit it, and so do their papermill children): Ctrl-C in a
+    # terminal reaches the whole process group, and the driver, not each worker dying on its own, stops the run.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return Client(cluster), cluster
 
 

@@ -18,7 +18,10 @@ from companion import runner
 from .conftest import tiny_notebook
 
 
-def test_pass_fail_and_a_timeout_retried_once(tmp_path, client):
+def test_pass_fail_a_timeout_retried_once_and_a_notebook_over_its_limit_twice(tmp_path, client):
+    """One run of four notebooks: one passes, one fails, one times out once and passes on its retry, and one
+    is over its limit at both attempts. The run still ends with its report; the last is "timed out" after two
+    attempts with what it recorded before the limit (the payload survives Dask's exception transport)."""
     books, out = tmp_path / "nb", tmp_path / "out"
     books.mkdir()
     out.mkdir()
@@ -30,10 +33,13 @@ def test_pass_fail_and_a_timeout_retried_once(tmp_path, client):
     # The first attempt sleeps past the limit; the retry finds the marker and passes at once.
     tiny_notebook(books / "03_slow_once.ipynb", f"import pathlib, time\nm = pathlib.Path({str(marker)!r})\n"
                   "if not m.exists():\n    m.write_text('1')\n    time.sleep(600)")
+    tiny_notebook(books / "04_stuck.ipynb", "from companion.core import Claim, Claims, judge\n"
+                  "Claims('04_stuck').extend([Claim('c', 'p', 'm', 's', judge(0.0, 1e-9, kind='exact'))])\n"
+                  "import time\ntime.sleep(600)")
     notebooks = runner.discover(books)
-    results = {r.notebook: r for r in runner.run(notebooks, out, {"PROFILE": "cpu"}, 2, timeout=45, client=client,
-                                                  driver=runner.Driver(3, bar=False))}
-    ok, bad, slow = results["01_ok"], results["02_bad"], results["03_slow_once"]
+    results = {r.notebook: r for r in runner.run(notebooks, out, {"PROFILE": "cpu"}, 2, timeout=20, client=client,
+                                                  driver=runner.Driver(4, bar=False))}
+    ok, bad, slow, stuck = results["01_ok"], results["02_bad"], results["03_slow_once"], results["04_stuck"]
     assert ok.status == "passed", ok
     assert ok.claims[0]["measured"] == "cpu" and ok.records == {"answer": 42.0}
     for name in ("01_ok.ipynb", "01_ok.html", "01_ok.claims.json", "01_ok.records.json", "_static/mathjax/MathJax.js"):
@@ -41,9 +47,13 @@ def test_pass_fail_and_a_timeout_retried_once(tmp_path, client):
     assert bad.status == "failed" and bad.failing_cell == 2 and "ValueError: bad luck" in bad.error
     assert "raise ValueError" in bad.failing_source and (out / "02_bad.html").exists()
     assert slow.status == "passed" and slow.attempts == 2, slow
+    assert stuck.status == "timed out" and stuck.attempts == 2 and "exceeded the 20 s limit" in stuck.error, stuck
+    assert stuck.claims and stuck.claims[0]["measured"] == "m"
+    assert (out / "04_stuck.ipynb").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "failed"
-    assert {n["notebook"]: n["status"] for n in summary["notebooks"]} == {"01_ok": "passed", "02_bad": "failed", "03_slow_once": "passed"}
+    assert {n["notebook"]: n["status"] for n in summary["notebooks"]} == {
+        "01_ok": "passed", "02_bad": "failed", "03_slow_once": "passed", "04_stuck": "timed out"}
     page = (out / "index.html").read_text()
     assert "cell 2: ValueError: bad luck" in page and "(2nd try)" in page
 
@@ -124,27 +134,6 @@ def test_notebooks_do_not_inherit_the_workers_malloc_trim_setting(client):
     assert set(on_workers.values()) == {"65536"}  # what the workers themselves run with
     passed_on = client.run(lambda: runner.notebook_environ().get("MALLOC_TRIM_THRESHOLD_", "unset"))
     assert set(passed_on.values()) == {"unset"}
-
-
-def test_a_notebook_over_its_limit_at_both_attempts_is_reported_timed_out_with_its_claims(tmp_path, client):
-    """Both attempts time out: the run still ends with its report, the notebook is "timed out" after two
-    attempts with what it recorded before the limit (the payload survives Dask's exception transport)."""
-    books, out = tmp_path / "nb", tmp_path / "out"
-    books.mkdir()
-    out.mkdir()
-    tiny_notebook(books / "01_quick.ipynb", "x = 1")
-    tiny_notebook(books / "02_stuck.ipynb", "from companion.core import Claim, Claims, judge\n"
-                  "Claims('02_stuck').extend([Claim('c', 'p', 'm', 's', judge(0.0, 1e-9, kind='exact'))])\n"
-                  "import time\ntime.sleep(600)")
-    results = {r.notebook: r for r in runner.run(runner.discover(books), out, {"PROFILE": "cpu"}, 2, timeout=20,
-                                                  client=client, driver=runner.Driver(2, bar=False))}
-    stuck = results["02_stuck"]
-    assert results["01_quick"].status == "passed"
-    assert stuck.status == "timed out" and stuck.attempts == 2 and "exceeded the 20 s limit" in stuck.error, stuck
-    assert stuck.claims and stuck.claims[0]["measured"] == "m"
-    assert (out / "02_stuck.ipynb").exists()
-    summary = json.loads((out / "summary.json").read_text())
-    assert {n["notebook"]: n["status"] for n in summary["notebooks"]} == {"01_quick": "passed", "02_stuck": "timed out"}
 
 
 def test_the_timeout_exception_keeps_its_payload_through_pickling_and_stays_short():

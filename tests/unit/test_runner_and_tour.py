@@ -293,6 +293,9 @@ def test_a_stopped_run_ends_every_child_and_marks_the_index_interrupted(tmp_path
     assert sorted(summary["unfinished"]) == ["02_slow", "03_slower"], (summary, output)
     status = {n["notebook"]: n["status"] for n in summary["notebooks"]}
     assert status == {"01_quick": "passed", "02_slow": "interrupted", "03_slower": "interrupted"}
+    # The workers ignore SIGINT and report their stopped notebooks themselves (with the time they ran), rather
+    # than dying with the terminal's Ctrl-C and leaving the driver to cancel their tasks after its grace period.
+    assert all(n["seconds"] > 0 for n in summary["notebooks"] if n["status"] == "interrupted"), summary
     assert (out / "01_quick.html").exists() and json.loads((out / "01_quick.claims.json").read_text())["claims"]
     page = (out / "index.html").read_text()
     assert f"Interrupted by {signame}" in page and "02_slow, 03_slower" in page
