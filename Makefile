@@ -59,7 +59,7 @@ test-kernels: $(STAMP) ## kernel tests on the CPU under TRITON_INTERPRET=1
 test-notebooks: $(STAMP) ## execute every notebook once (CPU profile, 120 s limit), contract + golden checks, plain nbval on the tour
 	rm -rf build/test-notebooks
 	$(PY) -m companion.runner --jobs 2 --timeout 120 --profile cpu --out build/test-notebooks
-	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q
+	COMPANION_EXECUTED=build/test-notebooks $(PY) -m pytest tests/notebooks -q -n 2
 	@# The third way to use the project: plain nbval, as a user would run it (one notebook, to prove the path works).
 	OMP_NUM_THREADS=1 $(PY) -m pytest -p no:randomly -q --nbval-lax --nbval-sanitize-with tests/notebooks/sanitize.cfg notebooks/00_tour.ipynb
 
