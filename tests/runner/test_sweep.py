@@ -4,6 +4,7 @@ report's figure, and a 2x2 sweep of the tour on a 2-worker LocalCluster."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -88,6 +89,10 @@ def test_a_2x2_sweep_of_the_tour_gives_a_folder_per_point_and_the_report(tmp_pat
     assert '"heatmap"' in page and "Claims at each grid point" in page and page.count("<tr class='point'>") >= 4
     assert "N_MAX=2000__REPEATS=200/00_tour.html" in page
     assert "<th>evidence</th>" in page and all(c["evidence"] in page for row in rows for c in row["claims"])
+    # Left for the browser stage (tests/ui/test_reports.py), which reads this sweep's report instead of making one.
+    kept = repo_path("build", "test-sweep")
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.copytree(out, kept)
 
 
 def test_a_failing_point_fails_the_sweep_and_is_reported(tmp_path, client):

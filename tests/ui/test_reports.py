@@ -1,7 +1,8 @@
 """The run's HTML reports, read offline in Chromium: every figure drawn, every explorer's first view
 shown, equations typeset, and no request leaving the machine.
 
-The sweep report comes from ``$COMPANION_SWEEP``, else a 2-point sweep of the tour made here.
+The sweep report comes from ``$COMPANION_SWEEP``, else ``build/test-sweep`` (left by the runner tests), else a
+2-point sweep of the tour made here.
 The reports come from ``$COMPANION_REPORTS`` (a runner output folder), else from
 ``build/test-notebooks`` when ``make test-notebooks`` left one, else the tour is executed here with
 the runner.
@@ -108,10 +109,11 @@ def test_index_page_shows_counts_cards_and_thumbnails_offline(reports, browser):
 
 @pytest.fixture(scope="module")
 def sweep_report(tmp_path_factory) -> Path:
-    """A sweep folder: ``$COMPANION_SWEEP``, else a 2-point sweep of the tour made here."""
-    candidate = os.environ.get("COMPANION_SWEEP")
-    if candidate and (Path(candidate) / "index.html").exists():
-        return Path(candidate).resolve()
+    """A sweep folder: ``$COMPANION_SWEEP``, else ``build/test-sweep`` when the runner tests left one (their 2x2
+    sweep of the tour), else a 2-point sweep of the tour made here."""
+    for candidate in (os.environ.get("COMPANION_SWEEP"), repo_path("build", "test-sweep")):
+        if candidate and (Path(candidate) / "index.html").exists():
+            return Path(candidate).resolve()
     out = tmp_path_factory.mktemp("sweep") / "run"
     proc = subprocess.run([sys.executable, "-m", "companion.sweep", "tour", "--grid", "N_MAX=[2000,10000]", "--profile", "cpu",
                            "--timeout", "300", "--out", str(out)], capture_output=True, text=True, timeout=900)
