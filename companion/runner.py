@@ -734,13 +734,15 @@ def connect(scheduler: str | None, jobs: int, gpu: bool = False, connect_timeout
         return client, None
     # The workers start with SIGINT ignored (they inherit it, and so do their papermill children): Ctrl-C in a
     # terminal reaches the whole process group, and the driver, not each worker dying on its own, stops the run.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main_thread = threading.current_thread() is threading.main_thread()  # only there can signals be set
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
         with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
             cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
     return Client(cluster), cluster
 
 
