@@ -738,7 +738,7 @@ def connect(scheduler: str | None, jobs: int, gpu: bool = False, connect_timeout
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
         with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0",
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                                    memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
     finally:
         if main_thread:
