@@ -32,9 +32,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[papers,notebooks,test]"
-	@# vit-pytorch is paper 10's second peer, loaded by file in a test; without its torchvision, whose PyPI build
-	@# beside the CPU torch breaks transformers' imports (pyproject.toml cannot say --no-deps).
-	$(PY) -m pip install -q --no-deps "vit-pytorch==1.26.14"
+	@# Two test peers without their dependencies (pyproject.toml cannot say --no-deps): vit-pytorch (paper 10),
+	@# whose PyPI torchvision beside the CPU torch breaks transformers' imports, and lm-polygraph (paper 19),
+	@# whose estimator the test imports without the package's openai, datasets, spacy, ...
+	$(PY) -m pip install -q --no-deps "vit-pytorch==1.26.14" "lm-polygraph==0.7.0"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
 	touch $(STAMP)
 

@@ -737,7 +737,10 @@ def connect(scheduler: str | None, jobs: int, gpu: bool = False, connect_timeout
     main_thread = threading.current_thread() is threading.main_thread()  # only there can signals be set
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        # worker-saturation 1.0: a worker holds only the notebook it runs, so a task never waits behind a busy worker
+        # and a worker's death counts against that notebook alone, never against one queued behind it.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1,
+                              "distributed.scheduler.worker-saturation": 1.0}):
             cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                                    memory_limit=0, resources={"GPU": 1} if gpu else None, silence_logs=logging.ERROR)
     finally:
