@@ -11,7 +11,8 @@ from companion.core.profiles import PROFILES, check_common, device_for, resolve_
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
-from companion.core.verdicts import MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, not_run
+from companion.core.verdicts import (MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, not_run, per_seed,
+                                     seeds_text)
 from companion.core.validation import (
     ParameterError,
     check_bool,
@@ -42,11 +43,13 @@ __all__ = [
     "judge",
     "limit_threads",
     "not_run",
+    "per_seed",
     "record",
     "recorded_results",
     "repo_path",
     "resolve_profile",
     "save_results",
     "seed_everything",
+    "seeds_text",
     "time_ms",
 ]

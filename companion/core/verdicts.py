@@ -128,17 +128,27 @@ def judge(values, target: float, *, kind: str = "effect", direction: str | None 
         evidence = f"n={v.size}: {fmt(mean)} ± {std} ({fmt(float(v.min()))}–{fmt(float(v.max()))}) vs {bars}"
     if kind == "effect" and v.size < MIN_SEEDS:
         return Judgement("inconclusive", f"{evidence}; fewer than {MIN_SEEDS} seeds")
-    margin = sign * (mean - target) if math.isfinite(mean) else (math.inf if sign * mean > 0 else -math.inf)
+    if math.isnan(mean):
+        return Judgement("inconclusive", f"{evidence}; values diverge to both +inf and -inf")
+    margin = sign * (mean - target)  # ±inf when some value is infinite
     if past.all() or margin > spread:
         return Judgement("reproduced", evidence)
     if margin >= 0 or (weaker is not None and sign * (mean - weaker) >= 0):
         return Judgement("partly reproduced", evidence)
-    if math.isnan(mean):
-        return Judgement("inconclusive", f"{evidence}; values diverge to both +inf and -inf")
     straddles = -margin <= spread if math.isfinite(margin) else bool(past.any())  # an infinite miss: any seed past?
     if straddles:
         return Judgement("inconclusive", f"{evidence}; the spread straddles the target")
     return Judgement("not reproduced", evidence)
+
+
+def per_seed(runs) -> list:
+    """The runs of a claim as a list, one per seed: a list or tuple as given, a single run as a list of one."""
+    return list(runs) if isinstance(runs, (list, tuple)) else [runs]
+
+
+def seeds_text(n: int) -> str:
+    """How a scale column says the number of seeds: ``"one seed"``, ``"3 seeds"``."""
+    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def not_run(why: str) -> Judgement:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, seeds_text
 
 SPEEDUP_RATIO = 2.0  # learned-mirror vs ULA from the same start: ED_ULA / ED_mirror at the largest T, per seed
 SPEEDUP_WEAKER = 1.0  # ... partly reproduced when the mean ratio is past 1 (the mirror chain is closer at all)
@@ -31,10 +31,6 @@ def _by(rows, sampler, T):
 def _ms(a):
     a = np.asarray(a, float)
     return f"{a.mean():.4f} ± {a.std(ddof=1) if len(a) > 1 else 0.0:.4f}"
-
-
-def _seeds(n):
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def speedup_ratios(fixed) -> np.ndarray:
@@ -59,7 +55,7 @@ def geometry_row(fixed, n_chains):
                   f"mirror {_ms(mirror)}{newton_txt}; per-seed ratio ED_ULA / ED_mirror "
                   f"{', '.join(f'{r:.2f}' for r in ratio)}; each sampler at {fixed['eta_scale']:g}/L of its own relative "
                   f"smoothness L (learned map L = {fixed['L']['learned']:.3g}); metric noise floor {_ms(fixed['floor'])}"),
-        scale=f"2-D Gaussian, κ = 100, {n_chains} chains, {_seeds(len(ratio))}, fixed target, CPU",
+        scale=f"2-D Gaussian, κ = 100, {n_chains} chains, {seeds_text(len(ratio))}, fixed target, CPU",
         judgement=judge(ratio, SPEEDUP_RATIO, direction="higher", weaker=SPEEDUP_WEAKER, fmt=lambda x: f"{x:.2f}"),
     )
 
@@ -85,7 +81,7 @@ def diagonal_row(stationary, n_chains, newton_bias):
                   f"{', '.join(f'{r:.2f}' for r in ratio)} (allowed: ≤ {1 + DIAG_MARGIN:g}); exact Newton-map "
                   f"stationary covariance error ‖Cov − Σ‖/‖Σ‖ = {newton_bias['full']:.3f} (full) vs "
                   f"{newton_bias['diagonal']:.1f} (diagonal) at η = {newton_bias['eta']:g}"),
-        scale=f"2-D Gaussian, κ = 100, axes rotated 45°, {n_chains} chains, {_seeds(len(ratio))}, CPU",
+        scale=f"2-D Gaussian, κ = 100, axes rotated 45°, {n_chains} chains, {seeds_text(len(ratio))}, CPU",
         judgement=judge(ratio, 1 + DIAG_MARGIN, direction="lower", fmt=lambda x: f"{x:.2f}"),
     )
 
@@ -117,7 +113,7 @@ def toy_row(coop):
         measured=(f"energy distance to exact samples, {'; '.join(parts)}; ratio CPMLA({e}) / CP-Flow's best by epoch {l} "
                   f"{', '.join(f'{r:.3f}' for r in ratio)} (needs ≤ {1 + MATCH_TOLERANCE:g}); metric noise floor "
                   f"{_ms([s['floor'] for s in coop['seeds']])}"),
-        scale=(f"{_seeds(len(ratio))}; {coop['n_data']} points, {coop['iterations_per_epoch']} updates per epoch, "
+        scale=(f"{seeds_text(len(ratio))}; {coop['n_data']} points, {coop['iterations_per_epoch']} updates per epoch, "
                f"T = {coop['T']}, η = {coop['eta']:g}, 1 ICNN block (2×32), CPU"),
         judgement=judge(ratio, 1 + MATCH_TOLERANCE, direction="lower", fmt=lambda x: f"{x:.3f}"),
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, seeds_text
 from companion.dartquant.experiment import run_key
 
 ORTH_TOL = 1e-5            # ‖RᵀR − I‖∞ a fp32 QR-Orth rotation may show
@@ -43,10 +43,6 @@ CHEAPER = 1.0              # the weaker bar of both cost rows: DartQuant cheaper
 
 def _scale(study: dict, what: str) -> str:
     return f"{what}: {study['tokens']} tokens × d={study['n']}, {study['steps']} steps of {study['batch']} tokens, lr {study['lr']:g}, CPU"
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def _e(x: float) -> str:
@@ -84,7 +80,7 @@ def whip_decrease_row(sources: dict, scale: str) -> Claim:
                  "Eq. 4: Whip(x) = Σ exp(−|x_i|) decreases and the rotated activations approach a uniform shape",
                  f"full-data Whip loss, random-Hadamard init → calibrated, per seed: {txt}; smallest relative drop "
                  "over the layers per seed: " + ", ".join(f"{100 * d:.1f} %" for d in drops),
-                 scale + f", {_seeds(len(drops))}",
+                 scale + f", {seeds_text(len(drops))}",
                  judge(drops, WHIP_DROP_MIN, direction="higher", fmt=lambda v: f"{100 * v:.2f} %"))
 
 
@@ -96,7 +92,7 @@ def outlier_row(m: dict, seeds: list, scale: str) -> Claim:
                  + f" (ratio identity/Hadamard); first seed: kurtosis {m['identity']['kurtosis']:.1f} → "
                  f"{m['hadamard']['kurtosis']:.2f}, max |y| {m['identity']['max_abs']:.1f} → {m['hadamard']['max_abs']:.1f} "
                  "(spec at d=256: 0.0629 → 0.0083, 89.4 → 2.30)",
-                 scale + f", {_seeds(len(seeds))} (data and init)",
+                 scale + f", {seeds_text(len(seeds))} (data and init)",
                  judge(ratios, IDENTITY_FACTOR, direction="higher", fmt=lambda v: f"{v:.3g}×"))
 
 
@@ -110,7 +106,7 @@ def synthetic_gain_row(seeds: list, scale: str) -> Claim:
                  "Fig. 3 / Table 2: calibrated rotations quantize better than QuaRot's random Hadamard "
                  "(spec at d=256: INT4 MSE 0.0083 → 0.0079)",
                  f"INT4 MSE Hadamard → Whip per seed: {txt} (ratio Whip/Hadamard)",
-                 scale + f", {_seeds(len(seeds))} (data and init)", _gain(seeds))
+                 scale + f", {seeds_text(len(seeds))} (data and init)", _gain(seeds))
 
 
 def real_gain_row(m: dict, real_seeds: list, layer: int, scale: str) -> Claim:
@@ -121,7 +117,7 @@ def real_gain_row(m: dict, real_seeds: list, layer: int, scale: str) -> Claim:
                  "Llama-2-7B W4A4KV16 average PPL: DartQuant 18.53 vs SpinQuant 19.90 vs QuaRot 20.63",
                  f"MiniLM layer {layer} intermediate.dense input, INT4 MSE Hadamard → Whip per seed: "
                  + ", ".join(f"{r['hadamard']:.4f} → {r['whip']:.4f}" for r in real_seeds) + f" (ratio Whip/Hadamard){err}",
-                 scale + f", {_seeds(len(real_seeds))} (random-Hadamard start and batches)", _gain(real_seeds))
+                 scale + f", {seeds_text(len(real_seeds))} (random-Hadamard start and batches)", _gain(real_seeds))
 
 
 def ablation_numbers(synthetic: dict, angle: dict) -> dict:

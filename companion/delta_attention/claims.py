@@ -14,7 +14,7 @@ threshold is a named constant below, tested just inside and just outside in
 
 from __future__ import annotations
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, per_seed, seeds_text
 
 __all__ = ["LEARNED_FACTOR", "MIN_GAP", "RECOVERED_SHARE", "OVERHEAD_SLACK", "COS_MARGIN", "SPEEDUP_PAPER",
            "claim_rows", "ladder_rows"]
@@ -83,13 +83,9 @@ def final_gains(depth, sinks, windows, gamma, peer: str) -> list[float]:
     return _worst_per_window(gains)
 
 
-def _seeds(metrics) -> list[dict]:
-    return [metrics] if isinstance(metrics, dict) else list(metrics)
-
-
 def recall_rows(metrics, chance: float, recall_scale: str) -> list[Claim]:
     """Experiment B's two rows from ``metrics``: one ``{method: {"accuracy", "nll"}}`` per seed (or one dict)."""
-    seeds = _seeds(metrics)
+    seeds = per_seed(metrics)
     learned = [m for m in seeds if m["dense"]["accuracy"] >= LEARNED_FACTOR * chance]
     acc_txt = "; ".join(
         f"dense {m['dense']['accuracy']:.1%}, sparse {m['sparse']['accuracy']:.1%}, recompute {m['recompute']['accuracy']:.1%}, "
@@ -98,7 +94,7 @@ def recall_rows(metrics, chance: float, recall_scale: str) -> list[Claim]:
     measured = (f"recall per seed: {acc_txt} (chance {chance:.1%}); NLL of the right value {nll_txt} (dense / sparse / Δ)"
                 + ("" if len(learned) == len(seeds) else
                    f"; {len(seeds) - len(learned)} of {len(seeds)} toys did not learn the task (dense < {LEARNED_FACTOR:g}× chance)"))
-    scale = f"{recall_scale}, {'one seed' if len(seeds) == 1 else f'{len(seeds)} seeds'}"
+    scale = f"{recall_scale}, {seeds_text(len(seeds))}"
     untrained = not_run(f"no toy learned the task in this budget (dense recall < {LEARNED_FACTOR:g}× chance)")
     gaps = [m["dense"]["accuracy"] - m["sparse"]["accuracy"] for m in learned]
     loss = Claim("sparse prefill + dense decode loses retrieval", "RULER MK-3 131K: SLLM 0 % vs dense 62 %",

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, per_seed, seeds_text
 
 COVERAGE_RATIO = 1.3  # steered must cover at least 1.3x the clusters IID covers (paper: "more clusters")
 STEER_BIAS_MIN = 0.05  # unweighted steered SE must over-estimate by at least this (nats) to count as biased upwards
@@ -33,14 +33,6 @@ AUROC_MARGIN = 0.05  # steered + IS must beat IID AUROC by this margin to count 
 TEXT_COVERAGE_RATIO = 1.1  # text model: steered covers at least 1.1x the IID meanings
 
 PAPER_BIAS = "steering alone biases the estimate; self-normalised p/q weights debias it (§3.3)"
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
-
-
-def _list(x) -> list:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def _mean(toys, *keys) -> float:
@@ -70,7 +62,7 @@ def _ratio_fmt(x: float) -> str:
 
 
 def coverage_row(toy, scale: str) -> Claim:
-    toys = _list(toy)
+    toys = per_seed(toy)
     ratios = [t["covered"]["steered"] / t["covered"]["iid"] for t in toys]
     t0 = toys[0]
     return Claim("Steering covers more semantic clusters with the same N",
@@ -78,22 +70,22 @@ def coverage_row(toy, scale: str) -> Claim:
                  f"clusters covered at N = {t0['n']} (mean over trials and seeds): IID {_mean(toys, 'covered', 'iid'):.2f} "
                  f"vs steered {_mean(toys, 'covered', 'steered'):.2f} (λ = {t0['lam']:g}, k = {t0['k']}, "
                  f"{t0['aggregation']}); judged on steered/IID per seed",
-                 f"{scale}, {_seeds(len(toys))}", judge(ratios, COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt))
+                 f"{scale}, {seeds_text(len(toys))}", judge(ratios, COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt))
 
 
 def steer_bias_row(toy, scale: str) -> Claim:
-    toys = _list(toy)
+    toys = per_seed(toy)
     bias = [t["bias"]["steered"] for t in toys]
     return Claim("Steering alone biases the SE estimate upwards", PAPER_BIAS,
                  f"bias of the unweighted steered estimate vs true SE {toys[0]['true_se']:.3f}: "
                  + ", ".join(f"{b:+.3f}" for b in bias) + " nats per seed",
-                 f"{scale}, {_seeds(len(toys))}",
+                 f"{scale}, {seeds_text(len(toys))}",
                  judge(bias, STEER_BIAS_MIN, direction="higher", fmt=lambda x: f"{x:.3f}" if math.isfinite(x) else _fmt(x)))
 
 
 def bias_row(toy, scale: str) -> Claim:
     """Debiasing is a reduction in magnitude: judged on |bias of steered + IS| / |bias of steered|, per seed."""
-    toys = _list(toy)
+    toys = per_seed(toy)
     left = [magnitude_ratio(t["bias"]["steered_is"], t["bias"]["steered"]) for t in toys]
     keys = ("iid", "steered", "steered_is", "steered_is_cv")
     shift = {k: _mean(toys, "bias", k) - _mean(toys, "bias", "iid") for k in ("steered", "steered_is")}
@@ -104,42 +96,42 @@ def bias_row(toy, scale: str) -> Claim:
                  + f" (a sign flip counts by its size). The plug-in entropy keeps a negative small-sample bias "
                  f"(IID's); against IID's mean, steering shifts the estimate by {shift['steered']:+.3f} and steered + IS "
                  f"by {shift['steered_is']:+.3f}",
-                 f"{scale}, {_seeds(len(toys))}", judge(left, BIAS_REDUCTION, direction="lower", fmt=_fmt))
+                 f"{scale}, {seeds_text(len(toys))}", judge(left, BIAS_REDUCTION, direction="lower", fmt=_fmt))
 
 
 def rmse_row(toy, scale: str) -> Claim:
-    toys = _list(toy)
+    toys = per_seed(toy)
     ratios = [magnitude_ratio(t["rmse"]["steered_is"], t["rmse"]["steered"]) for t in toys]
     return Claim("Reweighting brings the steered SE estimate closer to the truth (RMSE)", PAPER_BIAS,
                  "RMSE (mean over seeds): " + ", ".join(f"{k} {_mean(toys, 'rmse', k):.3f}"
                                                         for k in ("iid", "steered", "steered_is", "steered_is_cv"))
                  + "; judged on RMSE steered + IS / RMSE steered per seed",
-                 f"{scale}, {_seeds(len(toys))}", judge(ratios, RMSE_RATIO_MAX, direction="lower", fmt=_ratio_fmt))
+                 f"{scale}, {seeds_text(len(toys))}", judge(ratios, RMSE_RATIO_MAX, direction="lower", fmt=_ratio_fmt))
 
 
 def cv_row(toy, scale: str) -> Claim:
-    toys = _list(toy)
+    toys = per_seed(toy)
     ratios = [magnitude_ratio(t["rmse"]["steered_is_cv"], t["rmse"]["steered_is"]) for t in toys]
     return Claim("A control variate shrinks the variance",
                  "control variates on −log p(s) reduce the estimator's variance (§3.4; Eq. 10 garbled)",
                  "RMSE (mean over seeds): steered + IS " + f"{_mean(toys, 'rmse', 'steered_is'):.3f}, + CV "
                  f"{_mean(toys, 'rmse', 'steered_is_cv'):.3f}; chain-rule CV Z = −log p(s) − Σ_t H_t; judged on RMSE "
                  "with CV / without per seed",
-                 f"{scale}, {_seeds(len(toys))}", judge(ratios, CV_RMSE_GAIN, direction="lower", fmt=_ratio_fmt))
+                 f"{scale}, {seeds_text(len(toys))}", judge(ratios, CV_RMSE_GAIN, direction="lower", fmt=_ratio_fmt))
 
 
 def ess_row(toy, scale: str) -> Claim:
-    toys = _list(toy)
+    toys = per_seed(toy)
     ess = [t["ess"] for t in toys]
     return Claim("Weights stay usable", "ESS/N stays above 0.4 (App. D)",
                  f"mean ESS/N per seed: {', '.join(f'{e:.2f}' for e in ess)} (min over trials "
                  f"{min(t['ess_min'] for t in toys):.2f})",
-                 f"{scale}, {_seeds(len(toys))}",
+                 f"{scale}, {seeds_text(len(toys))}",
                  judge(ess, ESS_PAPER, direction="higher", weaker=ESS_MIN, fmt=_fmt))
 
 
 def curve_row(curve, scale: str) -> Claim:
-    curves = _list(curve)
+    curves = per_seed(curve)
     shrink = [c["error_l1_is"][-1] / c["error_l1_is"][0] for c in curves]
     c0 = curves[0]
     err = np.mean([c["error_l1_is"] for c in curves], axis=0)
@@ -149,7 +141,7 @@ def curve_row(curve, scale: str) -> Claim:
                  + f"; |E p^ − p| at N = {c0['n'][-1]}: {np.mean([c['bias_l1_is'][-1] for c in curves]):.3f} (unweighted: "
                  f"{np.mean([c['bias_l1_unweighted'][-1] for c in curves]):.3f}); judged on the error at N = {c0['n'][-1]} "
                  f"over that at N = {c0['n'][0]}, per seed",
-                 f"{scale}, {_seeds(len(curves))}", judge(shrink, CURVE_SHRINK, direction="lower", fmt=_ratio_fmt))
+                 f"{scale}, {seeds_text(len(curves))}", judge(shrink, CURVE_SHRINK, direction="lower", fmt=_ratio_fmt))
 
 
 def _text_seed_ratios(text: dict) -> list[float]:
@@ -175,7 +167,7 @@ def auroc_row(text: dict | None, scale: str) -> Claim:
                 + ("; above the exact-SE ceiling, i.e. sampling noise at this size"
                    if a["steered_is"][0] > text["auroc_truth"] else "")
                 + "; judged on AUROC steered + IS − IID per seed")
-    where = f"{scale}, {_seeds(seeds)}"
+    where = f"{scale}, {seeds_text(seeds)}"
     if not all(np.isfinite(gains)):
         why = "AUROC undefined: the greedy answers are all right or all wrong on these questions"
         return Claim(claim, paper, f"{measured}; {why}", where, not_run(why))
@@ -193,7 +185,7 @@ def text_coverage_row(text: dict | None, scale: str) -> Claim:
                  f"distinct meanings per question at N = {text['n']}: IID {iid:.2f} vs steered {st:.2f}; ESS/N "
                  f"{float(np.mean(text['ess'])):.2f}; NLI clusters vs true meanings ARI {float(np.mean(text['agree'])):.2f}; "
                  "judged on steered/IID per seed",
-                 f"{scale}, {_seeds(len(ratios))}", judge(ratios, TEXT_COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt))
+                 f"{scale}, {seeds_text(len(ratios))}", judge(ratios, TEXT_COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt))
 
 
 def _gpu_values(r: dict, key: str, value: float, seeds) -> list | None:
@@ -232,7 +224,7 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
                     "benchmarks/diverse_sampling_gpu.py is rerun — " + text)
         values = _gpu_values(r, "covered_ratio_seeds", r["covered_steered"] / r["covered_iid"], seeds)
         label = f"Steered sampling at N = {r['n']} ({r['schedule']}{', unsteered' if stale else ''})"
-        scale = f"{where}; {_seeds(n_seeds)}"
+        scale = f"{where}; {seeds_text(n_seeds)}"
         if values is None:
             why = "the payload kept only the mean over seeds: rerun benchmarks/diverse_sampling_gpu.py"
             rows.append(Claim(label, "more clusters at equal N", f"{text}; {why}", scale, not_run(why)))
@@ -249,7 +241,7 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         text = (f"AUROC IID {r['auroc_iid']:.2f}, steered + IS {r['auroc_is']:.2f}, + CV {r['auroc_is_cv']:.2f} "
                 f"(exact model SE {r['auroc_truth']:.2f}); judged on steered + IS − IID per seed"
                 + ("; unsteered (the earlier adaptive schedule): inconclusive until rerun" if stale else ""))
-        scale = f"{where}; {_seeds(len(r.get('seeds', seeds)))}"
+        scale = f"{where}; {seeds_text(len(r.get('seeds', seeds)))}"
         if gains is None or any(g is None or not np.isfinite(g) for g in gains):
             why = "AUROC undefined or kept only as a mean over seeds"
             rows.append(Claim(label, "AUROC .82 vs .66 IID (TriviaQA/OPT-6.7B, N = 16)", f"{text}; {why}", scale, not_run(why)))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, seeds_text
 
 IDENTITY_TOL = 1e-5  # max relative error of Σ(δ_i·δ_j)(x_i·x_j) against autograd's ‖∇_W L‖²
 RHO_MIN = 0.3  # Spearman(C, ‖∇_W L‖) counted as a clear positive association
@@ -40,10 +40,6 @@ SEGMENT_SPEEDUP_MIN = 1.0  # the segment sums must be at least as fast as the ex
 
 PAPER_SPEEDUP = ("> 2.5x training efficiency across maths/code and model scales (third-party summaries, unverified: "
                  "GSM8K 3.33x, +4.72 %)")
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def _steps(steps) -> str:
@@ -105,7 +101,7 @@ def speedup_row(summary: dict, target: float, epochs: int, scale: str) -> Claim:
                  f"epochs to held-out accuracy {target:.3f} (— = not within {epochs}, counted as {epochs + 1}): "
                  + "; ".join(fmt(k) for k in kinds)
                  + "; uniform/GAIN per seed: " + ", ".join(f"{r:.2f}x" for r in ratios),
-                 f"{scale}, {_seeds(len(ratios))}", _speedup_judgement(ratios))
+                 f"{scale}, {seeds_text(len(ratios))}", _speedup_judgement(ratios))
 
 
 def half_data_row() -> Claim:
@@ -155,7 +151,7 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     text += f"; target held-out accuracy {gpu['target']:.3f} (— = not reached)" if "target" in gpu else ""
     text += "; uniform/GAIN per seed: " + ", ".join(f"{r:.2f}x" for r in ratios) + _mu_text(gpu)
     rows = [Claim("GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy",
-                  text, f"{where}; {gpu.get('model', '')}; {_seeds(seeds)}, {budget}", _speedup_judgement(ratios))]
+                  text, f"{where}; {gpu.get('model', '')}; {seeds_text(seeds)}, {budget}", _speedup_judgement(ratios))]
     t = gpu.get("angle_timing")
     if t:
         rows.append(Claim("Angle metric without the T×T matrix (this project's segment sums)",

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from companion.core import Claim, inconclusive, judge, not_run
+from companion.core import Claim, inconclusive, judge, not_run, per_seed, seeds_text
 from companion.gaussian_video.experiments import bd_against
 
 PSNR_MONOTONE_TOL_DB = 0.05   # PSNR counts as non-decreasing in l when no step drops by more than this
@@ -55,27 +55,18 @@ def _ratio(v: float) -> str:
     return f"{v:.2f}×"
 
 
-def _per_seed(x) -> list:
-    """One study per seed: a list as given, a single study as a list of one."""
-    return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
-
-
 def _shown(n: int) -> str:
     return "" if n == 1 else f" (the first of {n} seeds shown)"
 
 
 def _cpu_scale(key, n: int) -> str:
     c = key.cfg
-    return (f"CPU, {_seeds(n)}, 2-D keyframe, {c.n_kept} Gaussians ({c.n_gaussians} before pruning), L = {c.L}, "
+    return (f"CPU, {seeds_text(n)}, 2-D keyframe, {c.n_kept} Gaussians ({c.n_gaussians} before pruning), L = {c.L}, "
             f"{c.key_steps}+{c.rd_steps} steps")
 
 
 def _seq_scale(res, n: int) -> str:
-    return (f"CPU, {_seeds(n)}, {len(res.frames)} frames, {res.cfg.n_kept} Gaussians, L = {res.cfg.L}, "
+    return (f"CPU, {seeds_text(n)}, {len(res.frames)} frames, {res.cfg.n_kept} Gaussians, L = {res.cfg.L}, "
             f"τ_μ = {res.cfg.tau_mu:g} px")
 
 
@@ -102,7 +93,7 @@ def _curve_text(c: dict) -> str:
 def progressive_rows(groups) -> list[Claim]:
     """The motion-aware sequence's RD curve: PSNR rises with l (worst step), and the base layer is a small
     (bytes) and usable (PSNR gap) part of the stream; one value of each per seed."""
-    runs = [g["motion-aware"] for g in _per_seed(groups)]
+    runs = [g["motion-aware"] for g in per_seed(groups)]
     n = len(runs)
     worst, ratio, gap = [], [], []
     for res in runs:
@@ -134,7 +125,7 @@ def progressive_rows(groups) -> list[Claim]:
 
 def psi_row(key) -> Claim:
     """Ψ against the better of the two single-term orderings, on the base layer's PSNR (one margin per seed)."""
-    keys = _per_seed(key)
+    keys = per_seed(key)
     margins = []
     for k in keys:
         low = {name: v["psnr"][0] for name, v in k.curves.items()}
@@ -151,7 +142,7 @@ def psi_row(key) -> Claim:
 
 def hierarchy_row(key) -> Claim:
     """Layer-wise supervision against none, on the base layer's PSNR (one gain per seed)."""
-    keys = _per_seed(key)
+    keys = per_seed(key)
     gains = [k.curves["full"]["psnr"][0] - k.curves["no hierarchy"]["psnr"][0] for k in keys]
     full, flat = keys[0].curves["full"]["psnr"], keys[0].curves["no hierarchy"]["psnr"]
     mid = (len(full) + 1) // 2
@@ -166,7 +157,7 @@ def hierarchy_row(key) -> Claim:
 
 def rate_row(key) -> Claim:
     """No rate term against the full keyframe: BD-rate on the monotone envelopes (one per seed)."""
-    keys = _per_seed(key)
+    keys = per_seed(key)
     bds = [bd_against(k.curves, "full")["no rate term"] for k in keys]
     bd, curves = bds[0], keys[0].curves
     measured = (f"no rate term against the full keyframe: {bd['bd_rate']:+.2f} % BD-rate, {bd['bd_psnr']:+.3f} dB "
@@ -181,7 +172,7 @@ def rate_row(key) -> Claim:
 def grouping_rows(groups) -> list[Claim]:
     """Motion-aware grouping against fixed groups of 1 frame and of 5 frames: BD-rate of the fixed grouping
     against motion-aware (> 0: the fixed grouping needs more bytes for the same PSNR), one per seed."""
-    runs = _per_seed(groups)
+    runs = per_seed(groups)
     bds = [bd_against({k: v.rd_curve() for k, v in g.items()}, "motion-aware") for g in runs]
     curves = {k: v.rd_curve() for k, v in runs[0].items()}
     res = runs[0]["motion-aware"]

@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from companion.core import MIN_SEEDS, Claim, inconclusive, judge, not_run
+from companion.core import MIN_SEEDS, Claim, inconclusive, judge, not_run, seeds_text
 
 LOSS_MARGIN = 0.02  # a gap in loss between two methods must reach this (per seed, or on the mean by more than the spread)
 RECOVERY_FULL = 1.0  # "matches or exceeds full LoRA": LFT reaches this fraction of LoRA(full)'s gain over the new model
@@ -33,10 +33,6 @@ TIME_SAVING_MIN = 0.5  # transfer + LFT must save at least this share of the LoR
 
 def _final(h) -> float:
     return float(h["val"][-1])
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def _ms(values) -> str:
@@ -61,7 +57,7 @@ def _scale(res: dict) -> str:
     return (f"char-level Llama d 64 → 96, 4 → 6 layers, 4 → 6 heads; LoRA r 4 (q,k,v,o); {s['n_samples']} windows "
             f"× {s['epochs']} epochs ({s['steps']} steps), LFT lr ∈ {{{', '.join(f'{x:g}' for x in s['lrs'])}}}, "
             f"LoRA(n) lr ∈ {{{', '.join(f'{x:g}' for x in s.get('scratch_lrs', s['lrs']))}}}, CPU, "
-            f"{_seeds(len(s['seeds']))}")
+            f"{seeds_text(len(s['seeds']))}")
 
 
 def lft_vs_scratch_row(res: dict) -> Claim:
@@ -196,7 +192,7 @@ def _gpu_scale(gpu: dict, n_seeds: int) -> str:
            if full.get("steps") is not None and planned and full["steps"] < planned else "")
     size = (f"≈{par['old'] / 1e6:.0f}M → ≈{par['new'] / 1e6:.0f}M parameters, " if par else "")
     lora = f"LoRA r {P['lora_rank']}, {planned} steps{cut}, LFT {P.get('epochs', '?')} epochs" if P else "LoRA"
-    return f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {_seeds(n_seeds)}, {size}{lora}"
+    return f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(n_seeds)}, {size}{lora}"
 
 
 def _loss(x: float) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from companion.core import recorded_results, time_ms
+from companion.core import recorded_results, seeds_text, time_ms
 
 RESULTS_NAME = "lorasuite_gpu"
 
@@ -94,7 +94,7 @@ def recorded_summary(gpu: dict) -> str:
         return "The recorded run holds no LFT results."
     seeds = len({e.get("seed", 0) for e in gpu.get("lft", [])}) or 1
     return (f"In the recorded run ({gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, "
-            f"{'one seed' if seeds == 1 else f'{seeds} seeds'}): " + "; ".join(parts) + ".")
+            f"{seeds_text(seeds)}): " + "; ".join(parts) + ".")
 
 
 def local_source(exclude=(), max_bytes: int = 30_000_000) -> str:

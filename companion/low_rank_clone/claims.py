@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, per_seed, seeds_text
 from companion.low_rank_clone.experiments import BASELINE, tokens_to_reach
 
 LEMMA_TOL = 1e-6  # max |o_S - o_T W^p_down| under an exact up/gate clone (float64 rounding)
@@ -30,14 +30,6 @@ ABLATION_MARGIN = 0.02  # per seed: the FFN-clone ablation's Spearman drop must 
 EFFICIENCY_RATIO = 0.5  # issue's target: LRC reaches the loss in at most half the tokens of random init + KD
 PRUNE_MARGIN = 0.05  # per seed: LRC's final validation loss must be below hard pruning + KD's by this (nats/byte)
 THROUGHPUT_MIN = 0.5  # issue's target: LRC trains at >= 50 % of plain training's tokens/s
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
-
-
-def _list(x) -> list:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def _signed(x: float) -> str:
@@ -73,7 +65,7 @@ def encoder_rows(study, scale: str) -> list[Claim]:
     if not study:
         return [Claim("LRC beats feature distillation (MiniLM stand-in)", "TinyBERT-style needs ≈2.7× longer to LM loss 3.0",
                       "no MiniLM study in this run", "—", not_run("no MiniLM study in this run"))]
-    studies = _list(study)
+    studies = per_seed(study)
     first = studies[0]
     n = len(studies)
     rows = []
@@ -94,7 +86,7 @@ def encoder_rows(study, scale: str) -> list[Claim]:
             f"LRC {lrc['spearman']:.3f} vs TinyBERT-style {tb['spearman']:.3f}; LRC − TinyBERT-style per seed: "
             + ", ".join(_signed(g) for g in gaps) + f" (counts beyond {SPEARMAN_MARGIN}); top-1 retrieval agreement "
             f"{lrc['retrieval']:.2f} vs {tb['retrieval']:.2f}" + note,
-            f"{scale}, {_seeds(n)}", judge(gaps, SPEARMAN_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
+            f"{scale}, {seeds_text(n)}", judge(gaps, SPEARMAN_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
     if all("LRC without FFN clone" in s["runs"] and "LRC without attention clone" in s["runs"] for s in studies):
         drops = []
         for s in studies:
@@ -108,7 +100,7 @@ def encoder_rows(study, scale: str) -> list[Claim]:
             f"Spearman drop without FFN clone {d_ffn:+.3f}, without attention clone {d_att:+.3f}; FFN drop − attention "
             "drop per seed: " + ", ".join(_signed(f - a) for f, a in drops)
             + f" (counts beyond {ABLATION_MARGIN}; BERT has no gate: the FFN terms are up and FFN output)",
-            f"{scale}, {_seeds(n)}", judge([f - a for f, a in drops], ABLATION_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
+            f"{scale}, {seeds_text(n)}", judge([f - a for f, a in drops], ABLATION_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
     return rows
 
 
@@ -132,7 +124,7 @@ def causal_rows(causal, scale: str) -> list[Claim]:
     if not causal:
         return [Claim("Training efficiency (tokens to a loss)", "over 1,000× fewer tokens than models trained from scratch",
                       "no causal study in this run", "—", not_run("no causal study in this run"))]
-    studies = _list(causal)
+    studies = per_seed(causal)
     n = len(studies)
     ratios, texts = [], []
     for c in studies:
@@ -148,7 +140,7 @@ def causal_rows(causal, scale: str) -> list[Claim]:
                   f"tokens to reach random init + KD's final loss, LRC vs random init + KD: {'; '.join(texts)}; ratio per seed "
                   + ", ".join(f"{r:.2f}" for r in ratios) + f" (target ≤ {EFFICIENCY_RATIO}, partly < 1); "
                   f"final validation loss (nats/byte): {finals}; teacher {studies[0]['teacher_val_loss']:.3f}",
-                  f"{scale}, {_seeds(n)}",
+                  f"{scale}, {seeds_text(n)}",
                   judge(ratios, EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}"))]
     if all("hard pruning + KD" in c["runs"] for c in studies):
         lrc_f = [c["runs"]["LRC"]["final_val_loss"] for c in studies]
@@ -158,7 +150,7 @@ def causal_rows(causal, scale: str) -> list[Claim]:
                           "LRC-2.7B-B 52.67 (10B tokens) vs Sheared-Llama-2.7B-B 52.55 (50B tokens), teacher Llama-2-7B",
                           f"{_pruning_text(float(np.mean(lrc_f)), float(np.mean(pr_f)))}; hard pruning − LRC per seed: "
                           + ", ".join(_signed(g) for g in gaps) + f" (LRC must be lower by {PRUNE_MARGIN})",
-                          f"{scale}, {_seeds(n)}", judge(gaps, PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
+                          f"{scale}, {seeds_text(n)}", judge(gaps, PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
     return rows
 
 
@@ -229,7 +221,7 @@ def outcome_sentences(*, causal, gpu: dict | None, grid: dict | None) -> list[st
     out = []
     scales = []
     if causal:
-        studies = _list(causal)
+        studies = per_seed(causal)
         if all("hard pruning + KD" in c["runs"] for c in studies):
             lrc = float(np.mean([c["runs"]["LRC"]["final_val_loss"] for c in studies]))
             pr = float(np.mean([c["runs"]["hard pruning + KD"]["final_val_loss"] for c in studies]))

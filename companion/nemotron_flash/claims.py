@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, inconclusive, judge, not_run
+from companion.core import Claim, inconclusive, judge, not_run, seeds_text
 
 DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (the target)
 DEPTH_LATENCY_WEAKER = 1.0    # ... partly reproduced when the deepest point is slower at all
@@ -134,7 +134,7 @@ def weight_norm_row(wn) -> Claim:
     gains = weight_norm_gains(wn)
     seeds = len(wn["seeds"])
     scale = (f"LLaMA-shaped char-LM, depth {wn['depth']}, width {wn['width']}, {wn['steps']} steps, "
-             f"{'one seed' if seeds == 1 else f'{seeds} seeds'}, placement {wn['placement']}, CPU")
+             f"{seeds_text(seeds)}, placement {wn['placement']}, CPU")
     return Claim(claim="weight normalisation improves convergence",
                  paper="+1.20% commonsense accuracy, -0.66 PPL on 1B models after 100B tokens",
                  measured=(f"validation loss {np.mean(wn['val_wn']):.3f} with vs {np.mean(wn['val_plain']):.3f} without; "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run
+from companion.core import Claim, judge, not_run, seeds_text
 from companion.ortho_residual.experiments import stream_summary
 
 COS_TOL = 1e-4  # |cos(x, update)| an orthogonal add may show (fp32 rounding and eps)
@@ -28,10 +28,6 @@ PARALLEL_MIN = 0.2
 ACC_MARGIN_PP = 6.0  # per-seed accuracy gain (pp) to exceed: ~2.5 binomial standard errors on 449 test digits
 LOSS_MARGIN = 0.05  # per-seed validation-loss gap (nats) an LM comparison must exceed
 OVERHEAD_MAX = 1.10  # step time Orthogonal-F / linear: an O(d) reduction per add against O(d^2) matmuls
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def _stat(values, scale=1.0) -> tuple[float, float]:
@@ -73,7 +69,7 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
               f"linear model: mean |cos(x, f)| = {_mean_std(lin_cos, 3)} per seed (chance for independent directions "
               f"in d = 64: 0.100; counts beyond {PARALLEL_MIN}); mean ρ_par (final): "
               + ", ".join(f"{m} {v:.3f}" for m, v in rho.items()),
-              f"{scale}, {_seeds(n)}", judge(lin_cos, PARALLEL_MIN, direction="higher")),
+              f"{scale}, {seeds_text(n)}", judge(lin_cos, PARALLEL_MIN, direction="higher")),
     ]
 
 
@@ -85,7 +81,7 @@ def accuracy_row(vit: dict, scale: str) -> Claim:
                  "ViT-B ImageNet-1k 73.27 → 77.05 % (+3.78 pp); ViT-S CIFAR-100 71.92 → 73.86 (5-run means)",
                  f"digits test accuracy: {txt}; Orthogonal-F − linear per seed: "
                  + ", ".join(f"{g:+.1f}" for g in gains) + f" pp (counts beyond {ACC_MARGIN_PP:.0f} pp)",
-                 f"{scale}, {_seeds(len(gains))}", judge(gains, ACC_MARGIN_PP, direction="higher", fmt=lambda x: f"{x:.1f}"))
+                 f"{scale}, {seeds_text(len(gains))}", judge(gains, ACC_MARGIN_PP, direction="higher", fmt=lambda x: f"{x:.1f}"))
 
 
 def lm_row(lm: dict, scale: str) -> Claim:
@@ -96,7 +92,7 @@ def lm_row(lm: dict, scale: str) -> Claim:
                  "better accuracy and training stability (paper: ViTs, ResNetV2; no LM result published)",
                  f"validation loss (nats/byte): {txt}; linear − orthogonal per seed: "
                  + ", ".join(f"{g:+.3f}" for g in gaps) + f" (counts beyond {LOSS_MARGIN})",
-                 f"{scale}, {_seeds(len(gaps))}", judge(gaps, LOSS_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))
+                 f"{scale}, {seeds_text(len(gaps))}", judge(gaps, LOSS_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))
 
 
 def _bf16_rows(study, where: str) -> list[Claim]:
@@ -130,7 +126,7 @@ def _bf16_rows(study, where: str) -> list[Claim]:
     return [Claim(claim, paper,
                   f"bf16 residual stream; {per}; bf16 − fp32 per seed: " + ", ".join(f"{g:+.3f}" for g in gaps)
                   + f" (counts within {LOSS_MARGIN})",
-                  f"{when}, {_seeds(len(gaps))}, {_steps([r['steps'] for r in runs['float32']])} steps per arm "
+                  f"{when}, {seeds_text(len(gaps))}, {_steps([r['steps'] for r in runs['float32']])} steps per arm "
                   f"({study.get('seconds_each', '?')} s of the fp32 arm; the bf16 arm runs as many steps)",
                   judge(gaps, LOSS_MARGIN, direction="lower", fmt=lambda x: f"{x:.3f}"))]
 

@@ -109,3 +109,11 @@ def test_inconclusive_says_what_cannot_be_judged():
     assert row.verdict == "inconclusive" and row.evidence == "every seed's ESS is below the floor of 2"
     with pytest.raises(ParameterError, match="why=''"):
         inconclusive("")
+
+
+def test_per_seed_and_seeds_text():
+    from companion.core import per_seed, seeds_text
+
+    run = {"loss": 1.0}
+    assert per_seed(run) == [run] and per_seed([run, run]) == [run, run] and per_seed((run,)) == [run]
+    assert seeds_text(1) == "one seed" and seeds_text(3) == "3 seeds"
