@@ -1,0 +1,226 @@
+"""One entry for every GPU study and benchmark, and the registry that lists them.
+
+    python -m companion.bench NAME                       # on a CUDA machine: writes benchmarks/results/<results>.json
+    python -m companion.bench NAME --smoke               # a tiny CPU run (Triton kernels in the interpreter), to /tmp
+    python -m companion.bench NAME --stages a,b --resume benchmarks/results/<results>.json
+                                                         # run stages a and b again, keep the file's other stages
+    python -m companion.bench --list gpu                 # NAME:SECONDS of every GPU study (what `make bench-gpu` runs)
+    python -m companion.bench --markdown benchmarks      # the table of benchmarks/README.md (and `papers`: README.md's)
+
+``NAME`` is a paper's slug (its study, ``companion/<slug>/scale.py``) or the name of one of the other studies in
+:data:`BENCHMARKS`. Every study module has the same shape: ``RESULTS_NAME``, ``GPU_PROFILE``, ``SMOKE_PROFILE``,
+``DEADLINE_S``, ``STAGES`` (:class:`companion.core.stages.Stage`), ``run_scale_up(profile, *, device,
+deadline_s, log, save)`` and ``recorded()``. The JSON, written after every stage by
+:func:`companion.core.stages.run_stages`, records the command line, the commit, the device, torch and triton,
+each stage's state, and the exit status: 0 when no stage failed, 1 when one did, 2 for a refused call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from companion.core.paths import repo_path
+
+GRACE_S = 90  # a study's wall-clock limit in `make bench-gpu` is its DEADLINE_S plus this (start-up, last stage)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A study: ``name`` (a paper's slug for its ``scale.py``), the ``module`` with the study's shape, the
+    ``paper`` it belongs to, ``where`` it runs (``gpu`` or ``cpu``) and what it ``measures`` (one line)."""
+
+    name: str
+    module: str
+    paper: str
+    where: str
+    measures: str
+
+
+def _paper(slug: str, measures: str, *, module: str = "scale", name: str | None = None, where: str = "gpu") -> Benchmark:
+    return Benchmark(name or slug, f"companion.{slug}.{module}", slug, where, measures)
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    _paper("seer_attention", "gate distillation on long sequences; block-sparse kernel with the gate's masks vs dense"),
+    _paper("seer_attention", "block-sparse FlashAttention vs SDPA flash / cuDNN / compiled FlexAttention; "
+           "`pooled_attention_map` vs naive (notes: `block_sparse_NOTES.md`)", module="scale_kernel", name="block_sparse_attention"),
+    _paper("hyperet", "the fused HRA kernel vs eager PyTorch and the closed form"),
+    _paper("scalekv", "larger VAR model; per-scale attention latency with compression; fused token selection"),
+    _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention "
+           "(notes: `zeros_attention_NOTES.md`)"),
+    _paper("gaussian_video", "progressive decoding: the Triton rasteriser vs gsplat-style PyTorch, per level of detail"),
+    _paper("gaussian_video", "a dynamic 3D scene trained per frame group: PSNR against size per level",
+           module="scale_train3d", name="gaussian_video_train3d"),
+    _paper("sudoku_dfs", "9×9 GPT-2 trained on DFS transcripts; board accuracy; propagation throughput"),
+    _paper("graph_multiview", "GCN × every method, GIN and GraphGPS × {vanilla, ensemble, G-MIMO, GMV} on noisy "
+           "planted-motif graphs over folds; heads 2–10, label noise and label ratios; inference latency"),
+    _paper("dartquant", "QR-Orth vs Cayley step time at n = 4096 / 8192; W4A4KV4 perplexity with no rotation, QuaRot, "
+           "DartQuant and end-to-end rotation training; the fused X@R + INT4 + Whip kernel vs eager and `torch.compile`"),
+    _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
+    _paper("ortho_residual", "linear vs orthogonal residual updates on a larger ViT and a byte-level LM; bf16 streams"),
+    _paper("low_rank_clone", "LRC vs random init + KD vs hard pruning + KD from a byte-level teacher (tokens to a loss), "
+           "training throughput, materialised vs factored projections"),
+    _paper("lorasuite", "an ≈100M → ≈200M word-level Llama upgrade: LoRA(full) vs LoRASuite transfer + LFT vs LoRA(n), "
+           "time and memory, full vs randomized SVD"),
+    _paper("hollowflow", "one RK4 likelihood step, the fully connected baseline (n·d VJPs) first, then HollowFlow at "
+           "k = 7 and ⌈√n⌉, n = 13 … 200; the segment-sum kernel vs index_add_; LJ13 ESS"),
+    _paper("cpmla", "CPMLA and CP-Flow trained on upsampled digits: quality, time and ablations"),
+    _paper("nemotron_flash", "decode latency of depth × width hybrids and the latency-optimal frontier"),
+    _paper("kernelshap", "Shapley estimators at d = 784 and 3072 with device sampling and solve"),
+    _paper("kernelshap", "our regression estimator vs shap's KernelExplainer (time and error at equal m)",
+           module="scale_cpu", name="kernelshap_cpu", where="cpu"),
+    _paper("gain_rl", "the angle metric (explicit T×T vs segment sums), layer-wise angle/gradient correlation, "
+           "GRPO with uniform / GAIN / filtered sampling over 3 seeds"),
+    _paper("rtcfr", "batched RTCFR+ over (μ, T_u) grids on the larger games"),
+    _paper("rtcfr", "our CFR+/RTCFR+ vs OpenSpiel's C++ CFR+ (iterations per second)", module="scale_cpu",
+           name="rtcfr_cpu", where="cpu"),
+    _paper("diverse_sampling", "steered vs IID sampling over N and k on a wider word LM: coverage, SE bias and RMSE "
+           "with IS and the control variate, AUROC"),
+)
+BY_NAME = {b.name: b for b in BENCHMARKS}
+
+# The Triton kernels (folders of companion_kernels/) each paper's package uses; a test checks it against the imports.
+KERNELS: dict[str, tuple[str, ...]] = {
+    "seer_attention": ("block_sparse",),
+    "hyperet": ("hra",),
+    "scalekv": ("scalekv_select",),
+    "zeros_attention": ("zeros_linear",),
+    "gaussian_video": ("gaussian_splat",),
+    "dartquant": ("rotate_quant_whip",),
+    "delta_attention": ("block_sparse", "query_sparse"),
+    "hollowflow": ("segment_sum",),
+}
+
+
+def study(name: str):
+    """The study module of the benchmark ``name``."""
+    return importlib.import_module(BY_NAME[name].module)
+
+
+def wall_limit_s(name: str) -> int:
+    """The wall-clock limit `make bench-gpu` gives a study: its ``DEADLINE_S`` plus :data:`GRACE_S`."""
+    return int(study(name).DEADLINE_S) + GRACE_S
+
+
+def papers_table() -> str:
+    """README.md's table of the papers, its status column derived from :data:`BENCHMARKS` and :data:`KERNELS`."""
+    from companion.runner import discover
+
+    rows = ["| # | Paper | Notebook | Status |", "|---|---|---|---|"]
+    for slug, nb in discover().items():
+        if nb.stem.startswith("00_"):
+            continue
+        info = importlib.import_module(f"companion.{slug}").PAPER
+        status = "notebook + tests + GPU study"
+        if slug in KERNELS:
+            status += " + Triton kernels (" + ", ".join(f"`{k}`" for k in KERNELS[slug]) + ")"
+        rows.append(f"| {info.number} | {info.title} | `notebooks/{nb.name}` | {status} |")
+    return "\n".join(rows)
+
+
+def benchmarks_table() -> str:
+    """benchmarks/README.md's table, from :data:`BENCHMARKS`."""
+    rows = ["| name | paper | where | results | what it measures |", "|---|---|---|---|---|"]
+    for b in BENCHMARKS:
+        rows.append(f"| `{b.name}` | {b.paper} | {b.where.upper()} | `results/{study(b.name).RESULTS_NAME}.json` | {b.measures} |")
+    return "\n".join(rows)
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_path(), capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m companion.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("name", nargs="?", help=f"one of: {', '.join(BY_NAME)}")
+    ap.add_argument("--smoke", action="store_true", help="tiny CPU run (SMOKE_PROFILE); writes to a temp folder")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds after which stages are skipped (default DEADLINE_S)")
+    ap.add_argument("--out-dir", default=None, help="results folder (default benchmarks/results; a temp folder for --smoke)")
+    ap.add_argument("--stages", default=None, help="comma-separated stages to run (default: all, in order)")
+    ap.add_argument("--resume", default=None, help="an earlier JSON of this study and profile whose other stages are kept")
+    ap.add_argument("--seed", type=int, default=None, help="the seed (default: the profile's)")
+    ap.add_argument("--list", choices=("gpu", "cpu"), default=None, help="print NAME:SECONDS of every study that runs there")
+    ap.add_argument("--markdown", choices=("benchmarks", "papers"), default=None, help="print a README table")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.list:
+        print(" ".join(f"{b.name}:{wall_limit_s(b.name)}" for b in BENCHMARKS if b.where == args.list))
+        return 0
+    if args.markdown:
+        print(benchmarks_table() if args.markdown == "benchmarks" else papers_table())
+        return 0
+    if args.name not in BY_NAME:
+        print(f"unknown study {args.name!r}: one of {', '.join(BY_NAME)}", file=sys.stderr)
+        return 2
+    if args.smoke:  # before any kernel module is imported: triton.jit reads it when a kernel is defined
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+    import torch
+
+    from companion.core import ParameterError, save_results
+    from companion.core.stages import not_finished, run_stages
+
+    bench = BY_NAME[args.name]
+    module = study(args.name)
+    if args.smoke:
+        device, profile = "cpu", dict(module.SMOKE_PROFILE)
+        torch.set_num_threads(1)
+    elif bench.where == "gpu":
+        if not torch.cuda.is_available():
+            print("no CUDA device: use --smoke for a CPU run", file=sys.stderr)
+            return 2
+        device, profile = "cuda", dict(module.GPU_PROFILE)
+    else:
+        device, profile = "cpu", dict(module.GPU_PROFILE)
+    if args.seed is not None:
+        profile["seed"] = args.seed
+    previous = None
+    if args.resume:
+        try:
+            with open(args.resume, encoding="utf-8") as fh:
+                previous = json.load(fh)
+        except (OSError, ValueError) as err:
+            print(f"--resume {args.resume}: not a readable JSON file ({err})", file=sys.stderr)
+            return 2
+    out_dir = args.out_dir or (tempfile.mkdtemp(prefix=f"{bench.name}-smoke-") if args.smoke else None)
+    meta = {"smoke": args.smoke, "command": shlex.join(["python", "-m", "companion.bench", *argv]), "commit": _commit()}
+
+    def save(payload):
+        return save_results(module.RESULTS_NAME, {**payload, **meta}, out_dir)
+
+    only = [s for s in args.stages.split(",") if s] if args.stages else None
+    deadline = module.DEADLINE_S if args.deadline is None else args.deadline
+    try:
+        payload = run_stages(module.STAGES, profile, device=device, deadline_s=deadline, save=save, only=only,
+                             previous=previous, log=lambda *a: print(*a, flush=True))
+    except ParameterError as err:
+        print(f"refused: {err}", file=sys.stderr)
+        return 2
+    failed = [n for n, s in payload["stages"].items() if s["state"] == "failed"]
+    meta["exit"] = 1 if failed else 0
+    path = save(payload)
+    left = not_finished(payload)
+    print(f"wrote {path} in {payload['seconds']} s; " + (f"not done: {'; '.join(left)}" if left else "every stage done"))
+    return meta["exit"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
