@@ -10,7 +10,7 @@ from companion.models.attention import (
 from companion.models.capture import AttentionCapture, attention_probs, capture_attention
 from companion.models.loading import ModelUnavailableError, load_minilm, load_model
 from companion.models.rope import apply_rope, rope_cos_sin, rotate_half
-from companion.models.texts import stdlib_texts
+from companion.models.texts import stdlib_source_bytes, stdlib_source_files, stdlib_texts
 from companion.models.tiny import tiny_gpt2, tiny_llama
 
 __all__ = [
@@ -28,6 +28,8 @@ __all__ = [
     "apply_rope",
     "rope_cos_sin",
     "rotate_half",
+    "stdlib_source_bytes",
+    "stdlib_source_files",
     "stdlib_texts",
     "tiny_gpt2",
     "tiny_llama",

@@ -1,7 +1,9 @@
-"""Real text that ships offline: docstrings of the Python standard library.
+"""Real text that ships offline: the Python standard library's docstrings and source files.
 
-The corpus is deterministic for a given Python version: modules are imported in sorted order from a
-fixed list, docstrings are de-duplicated and filtered by length, and ``seed`` shuffles the result.
+Both corpora are deterministic for a given Python version: :func:`stdlib_texts` imports modules in sorted
+order from a fixed list, de-duplicates and filters docstrings by length, and ``seed`` shuffles the result;
+:func:`stdlib_source_bytes` reads the library's ``.py`` files in sorted order and splits them by file with
+one seeded permutation (the byte-level corpus of the language-model studies).
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import random
+import sysconfig
 import warnings
+from pathlib import Path
+
+import numpy as np
 
 _MODULES = (
     "argparse", "ast", "asyncio", "base64", "bisect", "calendar", "collections", "configparser", "contextlib",
@@ -53,3 +59,39 @@ def stdlib_texts(n: int | None = None, min_chars: int = 400, seed: int = 0) -> l
     if n > len(texts):
         raise ValueError(f"asked for n={n} texts of >= {min_chars} chars; only {len(texts)} are available")
     return texts[:n]
+
+
+def stdlib_source_files(package: str | None = None, *, skip_tests: bool = False) -> list[Path]:
+    """The standard library's ``.py`` files (or those of ``package``, e.g. ``"email"``), sorted, without
+    ``site-packages`` (and without any ``test`` folder when ``skip_tests``)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    if package is not None:
+        root = root / package
+        if not root.is_dir():
+            raise ValueError(f"package={package!r} is not a folder of the standard library ({root})")
+    return sorted(p for p in root.rglob("*.py")
+                  if "site-packages" not in p.parts and not (skip_tests and "test" in p.parts))
+
+
+def stdlib_source_bytes(max_bytes: int = 16_000_000, *, val_fraction: float = 0.05, seed: int = 0,
+                        skip_tests: bool = False):
+    """(train, validation) byte tensors (``torch.long``, values 0..255) of the standard library's source: files
+    are read in sorted order until ``max_bytes``, then split by file, ``val_fraction`` of them (at least one)
+    to validation, by a permutation seeded with ``seed``; each side joins its files with a newline."""
+    import torch
+
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction={val_fraction!r} must lie strictly between 0 and 1")
+    chunks, total = [], 0
+    for path in stdlib_source_files(skip_tests=skip_tests):
+        try:
+            chunks.append(path.read_bytes())
+        except OSError:
+            continue
+        total += len(chunks[-1])
+        if total >= max_bytes:
+            break
+    order = np.random.default_rng(seed).permutation(len(chunks))
+    n_val = max(1, int(len(chunks) * val_fraction))
+    as_tensor = lambda idx: torch.frombuffer(bytearray(b"\n".join(chunks[i] for i in idx)), dtype=torch.uint8).long()  # noqa: E731
+    return as_tensor(order[n_val:]), as_tensor(order[:n_val])
