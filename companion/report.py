@@ -20,12 +20,19 @@ figures, blank explorers and raw ``$$…$$``. Here, before the export (on a copy
 
 from __future__ import annotations
 
+import ast
 import copy
 import html
 import itertools
 import json
+import re
 import shutil
+from dataclasses import asdict
 from pathlib import Path
+
+from companion.core.atomic import write_json_atomic, write_text_atomic
+from companion.core.paths import repo_path
+from companion.core.verdicts import VERDICTS
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -276,3 +283,171 @@ def first_figure(executed: Path, max_bytes: int = 400_000) -> dict | None:
             if figure and len(json.dumps(figure)) <= max_bytes:
                 return figure
     return None
+
+
+# ---------------------------------------------------------------------------------------------- the run index
+
+def paper_title(stem: str) -> str:
+    """The title of ``companion.<slug>.PAPER``, read from its ``__init__.py`` without importing it; else the
+    notebook's first heading; else the slug."""
+    slug = stem[3:]
+    init = repo_path("companion", slug, "__init__.py")
+    try:
+        for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PAPER" for t in node.targets)
+                    and isinstance(node.value, ast.Call)):
+                for kw in node.value.keywords:
+                    if kw.arg == "title" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                        return kw.value.value
+    except (OSError, SyntaxError):
+        pass
+    try:
+        nb = json.loads(repo_path("notebooks", f"{stem}.ipynb").read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") == "markdown":
+                text = "".join(cell.get("source", ""))
+                match = re.search(r"^# (.+)$", text, re.M)
+                if match:
+                    return re.sub(r"[*_`]", "", match.group(1)).strip()
+    except (OSError, ValueError):
+        pass
+    return slug
+
+
+VERDICT_COLOURS = {"reproduced": ("#1a7f37", "#dafbe1"), "partly reproduced": ("#9a6700", "#fff8c5"),
+                   "not reproduced": ("#cf222e", "#ffebe9"), "inconclusive": ("#0969da", "#ddf4ff"),
+                   "not run here": ("#57606a", "#eaeef2")}
+STATUS_COLOURS = {"passed": ("#1a7f37", "#dafbe1"), "failed": ("#cf222e", "#ffebe9"), "timed out": ("#cf222e", "#ffebe9"), "lost": ("#cf222e", "#ffebe9"),
+                  "interrupted": ("#9a6700", "#fff8c5"), "not run": ("#57606a", "#eaeef2"), "running": ("#0969da", "#ddf4ff")}
+
+INDEX_CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1280px;padding:0 16px;color:#1f2328}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px}.sub{color:#57606a;margin:0 0 16px}
+.badge{display:inline-block;border-radius:12px;padding:1px 9px;font-size:12px;font-weight:600;margin:2px 4px 2px 0;white-space:nowrap}
+.counts{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}.count{border:1px solid #d0d7de;border-radius:8px;padding:8px 14px;min-width:90px}
+.count b{display:block;font-size:22px}.count span{font-size:12px;color:#57606a}
+.banner{border-radius:8px;padding:10px 14px;margin:12px 0;font-weight:600}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:14px}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:12px;display:flex;flex-direction:column;gap:6px}
+.card h3{font-size:14px;margin:0;line-height:1.35}.card h3 a{color:#0969da;text-decoration:none}.card .meta{font-size:12px;color:#57606a}
+.thumb{height:170px;border:1px solid #eaeef2;border-radius:4px;overflow:hidden}.thumb.empty{display:flex;align-items:center;justify-content:center;color:#8c959f;font-size:12px}
+table.claims{border-collapse:collapse;width:100%;table-layout:fixed}
+table.claims th,table.claims td{border-bottom:1px solid #d0d7de;padding:6px 8px;text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;font-size:13px}
+table.claims th{background:#f6f8fa}table.claims td.paper{font-weight:600}table.claims td.evidence{font-size:12px;color:#57606a;font-variant-numeric:tabular-nums}
+.error{color:#cf222e;font-family:ui-monospace,monospace;font-size:12px;white-space:pre-wrap}
+pre.cell{background:#f6f8fa;border-radius:4px;padding:6px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:220px;overflow:auto}
+"""
+
+
+def badge(text: str, colours: dict) -> str:
+    fg, bg = colours.get(text, ("#57606a", "#eaeef2"))
+    return f"<span class='badge' style='color:{fg};background:{bg}'>{html.escape(text)}</span>"
+
+
+def write_index(out_dir: Path, results: list[NotebookResult], parameters: dict, *, status: str = "passed",
+                planned: list[str] | None = None, stopping: str | None = None, started: str | None = None) -> None:
+    """``index.html`` and ``summary.json`` for the results so far (written again after every notebook)."""
+    from companion.runner import FAILED, runtime_text
+
+    planned = planned or [r.notebook for r in results]
+    done = {r.notebook: r for r in results}
+    unfinished = [s for s in planned if s not in done or done[s].status in ("interrupted", "not run")]
+    verdicts = {v: 0 for v in VERDICTS}
+    for r in results:
+        for c in r.claims:
+            verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+    passed = sum(r.status == "passed" for r in results)
+    failed = sum(r.status in FAILED for r in results)
+
+    counts = [("passed", passed, "passed"), ("failed", failed, "failed")]
+    if unfinished:
+        counts.append(("did not finish" if status != "running" else "to go", len(unfinished), "interrupted" if status != "running" else "running"))
+    count_html = "".join(
+        f"<div class='count' style='border-color:{STATUS_COLOURS[k][0]}'><b style='color:{STATUS_COLOURS[k][0]}'>{n}</b><span>notebooks {label}</span></div>"
+        for label, n, k in counts)
+    count_html += "".join(
+        f"<div class='count'><b style='color:{VERDICT_COLOURS[v][0]}'>{n}</b><span>{html.escape(v)}</span></div>"
+        for v, n in verdicts.items() if n)
+    banner = ""
+    if status == "interrupted":
+        banner = (f"<div class='banner' style='color:#9a6700;background:#fff8c5'>Interrupted by {html.escape(stopping or 'a signal')}: "
+                  f"{len(unfinished)} notebook(s) did not finish: {html.escape(', '.join(unfinished))}. "
+                  "The notebooks that finished before the stop have their results below.</div>")
+    elif status == "running":
+        banner = f"<div class='banner' style='color:#0969da;background:#ddf4ff'>Running: {html.escape(', '.join(unfinished))} still to finish.</div>"
+
+    cards = []
+    for stem in planned:
+        r = done.get(stem)
+        title = paper_title(stem)
+        shown_status = r.status if r else ("not run" if status == "interrupted" else "running")
+        badges = badge(shown_status, STATUS_COLOURS)
+        if r:
+            tally: dict[str, int] = {}
+            for c in r.claims:
+                tally[c["verdict"]] = tally.get(c["verdict"], 0) + 1
+            badges += "".join(badge(f"{n} {v}" if n > 1 else v, {f"{n} {v}" if n > 1 else v: VERDICT_COLOURS.get(v, ("#57606a", "#eaeef2"))})
+                              for v, n in tally.items())
+        figure = None
+        if r and r.status == "passed":
+            figure = first_figure(out_dir / f"{stem}.ipynb")
+        if figure:
+            layout = dict(figure.get("layout", {}))
+            layout.update(height=170, margin=dict(l=30, r=10, t=28, b=24), showlegend=False, font=dict(size=9))
+            layout.pop("width", None)
+            title_text = (layout.get("title") or {}).get("text") if isinstance(layout.get("title"), dict) else layout.get("title")
+            layout["title"] = dict(text=title_text or "", font=dict(size=11), x=0.02)
+            thumb = f"<div class='thumb'>{plotly_html({'data': figure.get('data', []), 'layout': layout}, height=170, static=True)}</div>"
+        else:
+            thumb = "<div class='thumb empty'>no figure</div>"
+        link = f"{stem}.html" if (out_dir / f"{stem}.html").exists() else f"{stem}.ipynb"
+        meta = f"{html.escape(stem)} · {runtime_text(r)}" if r else html.escape(stem)
+        error = ""
+        if r and r.status != "passed":
+            where = f"cell {r.failing_cell}: " if r.failing_cell else ""
+            error = f"<div class='error'>{html.escape(where + r.error)}</div>"
+            if r.failing_source:
+                error += f"<pre class='cell'>{html.escape(r.failing_source)}</pre>"
+        cards.append(f"<div class='card'><h3><a href='{html.escape(link)}'>{html.escape(title)}</a></h3>"
+                     f"<div class='meta'>{meta}</div><div>{badges}</div>{thumb}{error}</div>")
+
+    body_rows = []
+    for r in results:
+        title = html.escape(paper_title(r.notebook))
+        link = f"<a href='{html.escape(r.notebook)}.html'>{html.escape(r.notebook)}</a>"
+        claims = r.claims or []
+        if not claims:
+            where = f"cell {r.failing_cell}: " if r.failing_cell else ""
+            text = where + r.error if r.status != "passed" else "(no claims recorded)"
+            body_rows.append(f"<tr><td class='paper'>{link}<br><small>{title}</small></td><td colspan='4'>{html.escape(text)}</td>"
+                             f"<td>{badge(r.status, STATUS_COLOURS)}</td><td></td></tr>")
+            continue
+        for i, c in enumerate(claims):
+            first = (f"<td class='paper' rowspan='{len(claims)}'>{link}<br><small>{title}</small></td>" if i == 0 else "")
+            body_rows.append(f"<tr>{first}<td>{html.escape(c['claim'])}</td><td>{html.escape(c.get('paper', ''))}</td>"
+                             f"<td>{html.escape(c['measured'])}</td><td>{html.escape(c['scale'])}</td>"
+                             f"<td>{badge(c['verdict'], VERDICT_COLOURS)}</td>"
+                             f"<td class='evidence'>{html.escape(c.get('evidence', ''))}</td></tr>")
+    params = (f"<p class='sub'>parameters: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
+    needs_plotly = any("companion-plot" in c for c in cards)
+    plotly = ""
+    if needs_plotly:
+        plotly = f"<script>{plotly_js()}</script>"
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Companion run " + html.escape(out_dir.name) + "</title>"
+        f"<style>{INDEX_CSS}</style>{plotly}</head><body>"
+        f"<h1>Companion run {html.escape(out_dir.name)} {badge(status, STATUS_COLOURS)}</h1>"
+        f"<p class='sub'>{len(planned)} notebook(s){' · started ' + html.escape(started) if started else ''}</p>{params}"
+        f"<div class='counts'>{count_html}</div>{banner}"
+        f"<h2>Papers</h2><div class='cards'>{''.join(cards)}</div>"
+        "<h2>Claims: what the paper says, what this run measured</h2>"
+        "<table class='claims'><colgroup><col style='width:12%'><col style='width:15%'><col style='width:18%'>"
+        "<col style='width:20%'><col style='width:12%'><col style='width:10%'><col style='width:13%'></colgroup>"
+        "<tr><th>paper</th><th>claim</th><th>paper says</th><th>measured here</th><th>scale</th><th>verdict</th>"
+        "<th>evidence</th></tr>"
+        + "".join(body_rows) + "</table></body></html>"
+    )
+    write_text_atomic(out_dir / "index.html", page)
+    write_json_atomic(out_dir / "summary.json", {
+        "status": status, "interrupted_by": stopping, "unfinished": unfinished if status != "passed" else [],
+        "started": started, "parameters": parameters, "notebooks": [asdict(r) for r in results]})

@@ -205,9 +205,9 @@ def sweep_figure(grid: dict[str, list], seeds: list[int], rows: list[dict], valu
 def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], planned: list[dict], done: dict,
                  value: str | None, *, status: str, stopping: str | None, started: str, parameters: dict) -> None:
     """``index.html`` and ``summary.json`` of the sweep so far (rewritten after every point)."""
+    from companion import report as C  # the run index's page style: its CSS, badges and colours
     from companion.report import plotly_html, plotly_js
 
-    C = runner  # the run index's page style: its CSS, badges and colours
     rows = []
     for point in planned:
         name = point_name(point)
@@ -249,7 +249,7 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
         claims = row["claims"] or [None]
         for i, c in enumerate(claims):
             first = (f"<td class='paper' rowspan='{len(claims)}'>{head}</td><td rowspan='{len(claims)}'>"
-                     f"{C._badge(row['status'], C.STATUS_COLOURS)}<br><small>{shown}</small></td>" if i == 0 else "")
+                     f"{C.badge(row['status'], C.STATUS_COLOURS)}<br><small>{shown}</small></td>" if i == 0 else "")
             if c is None:
                 where = f"cell {row['failing_cell']}: " if row["failing_cell"] else ""
                 text = where + row["error"] if row["error"] else ("(no claims recorded)" if row["status"] == "passed" else "")
@@ -257,14 +257,14 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
             else:
                 body.append(f"<tr class='point'>{first}<td>{html.escape(c['claim'])}</td><td>{html.escape(c.get('paper', ''))}</td>"
                             f"<td>{html.escape(c['measured'])}</td><td>{html.escape(c['scale'])}</td>"
-                            f"<td>{C._badge(c['verdict'], C.VERDICT_COLOURS)}</td>"
+                            f"<td>{C.badge(c['verdict'], C.VERDICT_COLOURS)}</td>"
                             f"<td class='evidence'>{html.escape(c.get('evidence', ''))}</td></tr>")
     axes = " × ".join(f"{k} ({len(v)})" for k, v in grid.items()) + (f" × SEED ({len(seeds)})" if seeds else "")
     extra = (f"<p class='sub'>fixed: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Companion sweep " + html.escape(out_dir.name) + "</title>"
         f"<style>{C.INDEX_CSS}</style><script>{plotly_js()}</script></head><body>"
-        f"<h1>Sweep of {html.escape(notebook)} {C._badge(status, C.STATUS_COLOURS)}</h1>"
+        f"<h1>Sweep of {html.escape(notebook)} {C.badge(status, C.STATUS_COLOURS)}</h1>"
         f"<p class='sub'>{len(planned)} point(s): {html.escape(axes)} · started {html.escape(started)}</p>{extra}"
         f"<div class='counts'>{count_html}</div>{banner}"
         f"<h2>{html.escape(value or 'recorded value')} against the grid</h2>{fig_html}"
@@ -292,10 +292,6 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
     stem = path.stem
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     driver = driver or runner.Driver(len(planned))
-    own = client is None
-    cluster = None
-    if own:
-        client, cluster = runner.connect(scheduler, jobs, gpu=parameters.get("PROFILE") == "gpu")
     done: dict[str, runner.NotebookResult] = {}
 
     def report(final: bool = False) -> None:
@@ -304,8 +300,7 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
         write_report(out_dir, stem, grid, seeds, planned, done, value, status=status, stopping=driver.stopping,
                      started=started, parameters=parameters)
 
-    try:
-        has_gpu = runner.gpu_workers(client) > 0
+    def make_jobs(has_gpu: bool) -> list[runner.Job]:
         jobs_list = []
         for point in planned:
             folder = out_dir / point_name(point)
@@ -313,26 +308,14 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
             point_params = {**parameters, **point}
             jobs_list.append(runner.Job(point_name(point), path, point_params, folder, mathjax_prefix="../",
                                         gpu=runner.needs_gpu(path, point_params.get("PROFILE", ""), has_gpu)))
-        driver.say(f"Sweeping {stem} over {len(planned)} point(s) into {out_dir}")
-        driver.say(runner.dashboard_line(client))
-        report()
+        return jobs_list
 
-        def on_result(job, result):
-            done[job.key] = result
-            report()
+    def on_result(job, result):
+        done[job.key] = result
 
-        client.subscribe_topic("companion", driver.event)
-        try:
-            runner.run_jobs(client, jobs_list, timeout, driver, on_result, runner.workers_per_host(client))
-        finally:
-            client.unsubscribe_topic("companion")
-        report(final=True)
-    finally:
-        driver.close()
-        if own:
-            client.close()
-            if cluster is not None:
-                cluster.close(timeout=20)
+    runner.execute_jobs(make_jobs, on_result, report, heading=f"Sweeping {stem} over {len(planned)} point(s) into {out_dir}",
+                        driver=driver, parameters=parameters, jobs=jobs, timeout=timeout, client=client,
+                        scheduler=scheduler)
     return json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))["points"]
 
 

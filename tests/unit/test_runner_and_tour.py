@@ -5,7 +5,7 @@ import tomllib
 import nbformat
 import pytest
 
-from companion import runner, tour
+from companion import report, runner, tour
 from companion.core import repo_path
 
 
@@ -67,19 +67,19 @@ def test_index_has_counts_cards_titles_and_the_full_table(tmp_path):
                "evidence": "n=1: 0.5 vs ≤ 0.5; fewer than 3 seeds"}]
     results = [runner.NotebookResult("18_rtcfr", "passed", 12.0, claims=claims),
                runner.NotebookResult("02_hyperet", "failed", 5.0, "AssertionError: nan", 7, failing_source="assert ok")]
-    runner.write_index(tmp_path, results, {}, status="failed")
+    report.write_index(tmp_path, results, {}, status="failed")
     page = (tmp_path / "index.html").read_text()
     assert "parameters" not in page  # shown only when some were passed
     assert "x" * 300 in page  # never cut
     assert "the paper says this" in page and "<th>paper says</th>" in page
     assert "notebooks passed" in page and "notebooks failed" in page and "not reproduced" in page
-    assert runner.paper_title("18_rtcfr") in page and "cell 7: AssertionError: nan" in page and "assert ok" in page
+    assert report.paper_title("18_rtcfr") in page and "cell 7: AssertionError: nan" in page and "assert ok" in page
     assert "#cf222e" in page and "#1a7f37" in page  # verdicts coloured
     assert "<th>evidence</th>" in page and "n=3: 0.667 ± 0.0551 (0.61–0.72) vs ≤ 0.5" in page
     assert "<b style='color:#0969da'>1</b><span>inconclusive</span>" in page  # the counts include inconclusive
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and [n["notebook"] for n in summary["notebooks"]] == ["18_rtcfr", "02_hyperet"]
-    runner.write_index(tmp_path, results, {"PROFILE": "cpu"}, status="interrupted", planned=["18_rtcfr", "02_hyperet", "03_scalekv"],
+    report.write_index(tmp_path, results, {"PROFILE": "cpu"}, status="interrupted", planned=["18_rtcfr", "02_hyperet", "03_scalekv"],
                        stopping="SIGTERM")
     page = (tmp_path / "index.html").read_text()
     assert "parameters: PROFILE=cpu" in page and "Interrupted by SIGTERM" in page and "03_scalekv" in page
@@ -94,8 +94,8 @@ def test_paper_title_comes_from_the_package_identity_or_falls_back():
         if "PAPER = Paper(" in text:
             module = __import__(f"companion.{init.parent.name}", fromlist=["PAPER"])
             if isinstance(getattr(module, "PAPER", None), Paper):
-                assert runner.paper_title(module.PAPER.notebook) == module.PAPER.title
-    assert runner.paper_title("97_no_such_paper") == "no_such_paper"
+                assert report.paper_title(module.PAPER.notebook) == module.PAPER.title
+    assert report.paper_title("97_no_such_paper") == "no_such_paper"
 
 
 def test_runner_end_to_end_on_a_tiny_notebook(tmp_path):
