@@ -792,6 +792,25 @@ def print_summary(results: list[NotebookResult], out_dir: Path, stopping: str | 
     return 1 if failed else 0
 
 
+def start(args, what: str, suffix: str):
+    """``(client, cluster, out_dir)`` of a run or a sweep (``what``) from its command line: connect first (it fails
+    fast, before a folder exists), then make ``--out`` (refused if it exists: a run never overwrites an earlier
+    one) or a new ``runs/<timestamp><suffix>``; this process becomes the subreaper of the notebooks' processes."""
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs={args.jobs} must be >= 1")
+    client, cluster = connect(args.scheduler or None, args.jobs, gpu=args.profile == "gpu")
+    if args.out:
+        out_dir = Path(args.out).resolve()
+        if out_dir.exists():
+            client.close()
+            raise SystemExit(f"output folder {out_dir} already exists; a {what} never overwrites an earlier one")
+        out_dir.mkdir(parents=True)
+    else:
+        out_dir = new_run_folder(repo_path("runs"), suffix)
+    become_subreaper()
+    return client, cluster, out_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--papers", default="", help="space- or comma-separated slugs, stems or numbers (default: all)")
@@ -815,19 +834,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile not in PROFILES:
             raise SystemExit(f"PROFILE={args.profile!r} is not allowed: expected one of {', '.join(PROFILES)}")
         parameters["PROFILE"] = args.profile
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs={args.jobs} must be >= 1")
-    client, cluster = connect(args.scheduler or None, args.jobs, gpu=args.profile == "gpu")  # fails fast, before a folder exists
-    if args.out:
-        out_dir = Path(args.out).resolve()
-        if out_dir.exists():
-            client.close()
-            raise SystemExit(f"output folder {out_dir} already exists; a run never overwrites an earlier one")
-        out_dir.mkdir(parents=True)
-    else:
-        out_dir = new_run_folder(repo_path("runs"))
-
-    become_subreaper()
+    client, cluster, out_dir = start(args, "run", "")
     driver = Driver(len(notebooks))
     install_signal_handlers(driver)
     try:

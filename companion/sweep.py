@@ -34,7 +34,6 @@ from pathlib import Path
 
 from companion import runner
 from companion.core.atomic import write_json_atomic, write_text_atomic
-from companion.core.paths import repo_path
 
 MAX_POINTS = 16  # more grid points than this need --yes
 _PAIR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\[[^\]]*\]|[^\s\[\]]+)\s*")
@@ -364,18 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         question = f"{n} grid points (more than {MAX_POINTS}) of {path.stem}: run them all? [y/N] "
         if not sys.stdin.isatty() or input(question).strip().lower() not in ("y", "yes"):
             raise SystemExit(f"{n} grid points is more than {MAX_POINTS}: pass --yes (make sweep ... YES=1) to run them")
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs={args.jobs} must be >= 1")
-    client, cluster = runner.connect(args.scheduler or None, args.jobs, gpu=args.profile == "gpu")
-    if args.out:
-        out_dir = Path(args.out).resolve()
-        if out_dir.exists():
-            client.close()
-            raise SystemExit(f"output folder {out_dir} already exists; a sweep never overwrites an earlier one")
-        out_dir.mkdir(parents=True)
-    else:
-        out_dir = runner.new_run_folder(repo_path("runs"), f"-sweep-{path.stem}")
-    runner.become_subreaper()
+    client, cluster, out_dir = runner.start(args, "sweep", f"-sweep-{path.stem}")
     driver = runner.Driver(n)
     runner.install_signal_handlers(driver)
     try:
