@@ -50,7 +50,7 @@ class StageContext:
     """What a stage gets: the profile (with its ``seed``), the device, the log, the payload so far (earlier
     stages' results, read only) and ``shared``, objects one stage hands to a later one within a call (a
     trained model, a data set). ``left()`` is the seconds this stage may still use: the time to the deadline
-    less what the later stages of this call need."""
+    less what the later stages of this call need (those that can still fit after this one's ``needs_s``)."""
 
     profile: dict
     device: str
@@ -168,7 +168,11 @@ def run_stages(stages: Sequence[Stage], profile: dict, *, device: str = "cpu", d
             continue
         payload["stages"][stage.name] = {"state": "unfinished", "started": _now()}
         write()
-        ctx.until = deadline - sum(s.needs_s for s in todo[i + 1:])
+        room, reserve = deadline - time.perf_counter() - stage.needs_s, 0.0
+        for later in todo[i + 1:]:  # keep the time of the later stages that can still run after this one
+            if reserve + later.needs_s <= room:
+                reserve += later.needs_s
+        ctx.until = deadline - reserve
         ts = time.perf_counter()
         try:
             result = stage.run(ctx)

@@ -1,0 +1,122 @@
+"""The stage runner (companion.core.stages): every stage ends done, skipped, failed or unfinished, the payload is
+saved after every change, --stages and --resume keep what they should, and a killed run leaves its mark."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from companion.core import ParameterError
+from companion.core.stages import Stage, not_finished, run_stages, stage_states
+
+QUIET = {"log": lambda *a: None}
+
+
+def _ok(value):
+    return lambda ctx: value
+
+
+def _boom(ctx):
+    raise RuntimeError("out of memory at n = 200")
+
+
+def test_states_results_and_saves_in_order():
+    saves = []
+    stages = [Stage("a", _ok({"x": 1})), Stage("b", _boom), Stage("c", lambda ctx: ctx.results["a"]["x"] + ctx.seed)]
+    payload = run_stages(stages, {"n": (1, 2), "seed": 5}, deadline_s=None, save=lambda p: saves.append(json.dumps(p)), **QUIET)
+    assert payload["profile"] == {"n": [1, 2], "seed": 5}  # as JSON records it, so a resume compares equal
+    assert stage_states(payload) == {"a": "done", "b": "failed", "c": "done"}
+    assert payload["c"] == 6 and "b" not in payload
+    assert payload["stages"]["b"]["error"] == "RuntimeError: out of memory at n = 200"
+    assert not payload["complete"] and not_finished(payload) == ["b (failed: RuntimeError: out of memory at n = 200)"]
+    # written before and after each stage: a (unfinished, done), b (unfinished, failed), c (...), then the end
+    states = [json.loads(s)["stages"] for s in saves]
+    assert [s.get("a", {}).get("state") for s in states[:2]] == ["unfinished", "done"]
+    assert states[2]["b"]["state"] == "unfinished" and len(saves) == 7
+    assert payload["runs"][0]["stages"] == ["a", "b", "c"]
+
+
+def test_deadline_skips_a_stage_that_needs_more_time_and_left_keeps_the_later_needs():
+    seen = {}
+
+    def first(ctx):
+        seen["left"] = ctx.left()
+        return 1
+
+    stages = [Stage("first", first, needs_s=1), Stage("later", _ok(2), needs_s=30), Stage("huge", _ok(3), needs_s=500)]
+    payload = run_stages(stages, {"seed": 0}, deadline_s=100, **QUIET)
+    assert 69 < seen["left"] <= 70  # 100 s less the 30 s of "later"; "huge" cannot fit, so nothing is kept for it
+    assert stage_states(payload) == {"first": "done", "later": "done", "huge": "skipped"}
+    assert payload["stages"]["huge"]["reason"].startswith("deadline:") and "needs 500 s" in payload["stages"]["huge"]["reason"]
+    assert run_stages(stages, {"seed": 0}, deadline_s=0, **QUIET)["stages"]["first"]["state"] == "skipped"
+
+
+def test_only_and_resume_keep_the_other_stages_and_refuse_another_profile_or_seed():
+    stages = [Stage("a", _ok(1)), Stage("b", _boom), Stage("c", _ok(3))]
+    first = run_stages(stages, {"n": 4, "seed": 0}, deadline_s=None, **QUIET)
+    fixed = [Stage("a", _ok(10)), Stage("b", _ok(2)), Stage("c", _ok(30))]
+    second = run_stages(fixed, {"n": 4, "seed": 0}, deadline_s=None, only=["b"], previous=json.loads(json.dumps(first)), **QUIET)
+    assert (second["a"], second["b"], second["c"]) == (1, 2, 3) and second["complete"]
+    assert list(second["stages"]) == ["a", "b", "c"] and [r["stages"] for r in second["runs"]] == [["a", "b", "c"], ["b"]]
+    with pytest.raises(ParameterError, match="seed 0"):
+        run_stages(fixed, {"n": 4, "seed": 1}, deadline_s=None, previous=first, **QUIET)
+    with pytest.raises(ParameterError, match=r"another profile \(differs in \['n'\]\)"):
+        run_stages(fixed, {"n": 5, "seed": 0}, deadline_s=None, previous=first, **QUIET)
+    with pytest.raises(ParameterError, match="written by the stage runner"):
+        run_stages(fixed, {"n": 4, "seed": 0}, deadline_s=None, previous={"config": {"n": 4}}, **QUIET)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(only=["nope"]), "stages of this study: a"),
+    (dict(only=[]), "one or more of a"),
+    (dict(deadline_s=-1), "deadline_s"),
+    (dict(deadline_s="10"), "deadline_s"),
+])
+def test_bad_calls_are_refused_with_what_is_allowed(bad, match):
+    with pytest.raises(ParameterError, match=match):
+        run_stages([Stage("a", _ok(1))], {"seed": 0}, **{"deadline_s": None, **bad}, **QUIET)
+
+
+@pytest.mark.parametrize("stages", [[], [Stage("a", _ok(1)), Stage("a", _ok(2))], [Stage("profile", _ok(1))],
+                                    [Stage("not an identifier", _ok(1))], [Stage("a", _ok(1), needs_s=float("nan"))]])
+def test_malformed_studies_are_refused(stages):
+    with pytest.raises(ValueError):
+        run_stages(stages, {"seed": 0}, deadline_s=None, **QUIET)
+
+
+def test_a_profile_that_json_cannot_write_is_refused():
+    with pytest.raises(ParameterError, match="JSON-able"):
+        run_stages([Stage("a", _ok(1))], {"seed": 0, "f": object()}, deadline_s=None, **QUIET)
+
+
+def test_sigterm_mid_stage_leaves_the_stage_unfinished_in_the_file(tmp_path):
+    """A process killed inside a stage (a wall-clock limit sends SIGTERM) leaves that stage marked unfinished."""
+    out = tmp_path / "study.json"
+    script = textwrap.dedent(f"""
+        import time
+        from companion.core.atomic import write_json_atomic
+        from companion.core.stages import Stage, run_stages
+        run_stages([Stage("quick", lambda ctx: 1), Stage("slow", lambda ctx: time.sleep(60))], {{"seed": 0}},
+                   deadline_s=None, save=lambda p: write_json_atomic({str(out)!r}, p), log=lambda *a: None)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and json.loads(out.read_text()).get("stages", {}).get("slow", {}).get("state") == "unfinished":
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == -signal.SIGTERM
+    finally:
+        proc.kill()
+    payload = json.loads(out.read_text())
+    assert stage_states(payload) == {"quick": "done", "slow": "unfinished"} and not payload["complete"]
+    assert not_finished(payload) == ["slow (unfinished)"]
