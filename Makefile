@@ -14,8 +14,6 @@ SEEDS ?=
 VALUE ?=
 YES ?=
 TIMEOUT ?=
-GPU_BENCHMARKS ?= block_sparse_attention seer_attention_gpu delta_attention_ladder zeros_attention_kernel scalekv_gpu hyperet_gpu sudoku_train_gpu rtcfr_gpu kernelshap_gpu cpmla_gpu ortho_residual_gpu:330 \
-	dartquant_gpu low_rank_clone_gpu lorasuite_gpu hollowflow_gpu gain_rl_gpu diverse_sampling_gpu
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -78,11 +76,11 @@ lab: $(STAMP) ## JupyterLab on 127.0.0.1 in notebooks/; token from JUPYTER_TOKEN
 	exec $(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$$port --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
 	  --ServerApp.root_dir=notebooks --ServerApp.port_retries=0
 
-bench: $(STAMP) ## CPU benchmarks (results in benchmarks/results/)
-	@for f in benchmarks/*_cpu.py; do [ -e "$$f" ] && echo "==> $$f" && $(PY) $$f; done
+bench: $(STAMP) ## CPU benchmarks (results in benchmarks/results/; the list: companion/bench.py)
+	PYTHON=$(PY) benchmarks/run_studies.sh $$($(PY) -m companion.bench --list cpu)
 
-bench-gpu: $(STAMP) ## GPU benchmarks, on a CUDA machine (see benchmarks/README.md)
-	PYTHON=$(PY) benchmarks/run_gpu.sh $(GPU_BENCHMARKS)
+bench-gpu: $(STAMP) ## every GPU study, on a CUDA machine, each under its own wall-clock limit (see benchmarks/README.md)
+	PYTHON=$(PY) benchmarks/run_studies.sh $$($(PY) -m companion.bench --list gpu)
 
 clean: ## remove build outputs (keeps runs/ and the virtualenv)
 	rm -rf build .pytest_cache

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import json
+import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
+from companion.bench import BY_NAME, study
 from companion.core import VERDICTS, Claim, Paper, repo_path
+from companion.core.stages import check_stages, not_finished
 
 NOTEBOOKS = sorted(p for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
 ROLE_FILES = ("__init__.py", "explorer.py", "claims.py", "scale.py")
@@ -105,10 +112,45 @@ def test_tour_claims_judged_by_the_one_rule():
     _check_one_rule(repo_path("companion", "tour", "claims.py"))
 
 
+STUDY_SIGNATURE = [("profile", inspect.Parameter.POSITIONAL_OR_KEYWORD), ("device", inspect.Parameter.KEYWORD_ONLY),
+                   ("deadline_s", inspect.Parameter.KEYWORD_ONLY), ("log", inspect.Parameter.KEYWORD_ONLY),
+                   ("save", inspect.Parameter.KEYWORD_ONLY)]
+
+
+def _check_study(module):
+    """A study module's shape (companion/bench.py): profiles, stages, the one run_scale_up signature, recorded()."""
+    name = module.__name__
+    for attr, kind in (("GPU_PROFILE", dict), ("SMOKE_PROFILE", dict), ("RESULTS_NAME", str), ("DEADLINE_S", (int, float)),
+                       ("STAGES", tuple)):
+        assert isinstance(getattr(module, attr, None), kind), f"{name} must define {attr} ({kind})"
+    assert check_stages(module.STAGES)
+    assert callable(getattr(module, "recorded", None)), f"{name} must define recorded() (the committed GPU results)"
+    params = [(p.name, p.kind) for p in inspect.signature(module.run_scale_up).parameters.values()]
+    assert params == STUDY_SIGNATURE, f"{name}.run_scale_up{inspect.signature(module.run_scale_up)}: expected " \
+                                      "run_scale_up(profile, *, device, deadline_s, log, save)"
+
+
 def test_scale_module(paper):
-    module = importlib.import_module(f"companion.{_slug(paper)}.scale")
-    assert isinstance(getattr(module, "GPU_PROFILE", None), dict), "scale.py must define GPU_PROFILE = {...}"
-    assert callable(getattr(module, "recorded", None)), "scale.py must define recorded() (the committed GPU results)"
+    _check_study(importlib.import_module(f"companion.{_slug(paper)}.scale"))
+    assert _slug(paper) in BY_NAME and BY_NAME[_slug(paper)].module == f"companion.{_slug(paper)}.scale", \
+        f"companion/bench.py's BENCHMARKS must list {_slug(paper)}'s study"
+
+
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_every_study_runs_its_smoke_profile_through_the_benchmark_entry(name, tmp_path):
+    """``python -m companion.bench NAME --smoke`` (SMOKE_PROFILE on the CPU, kernels in the Triton interpreter) ends
+    with every stage done and writes the JSON with its provenance."""
+    module = study(name)
+    _check_study(module)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo_path())}
+    proc = subprocess.run([sys.executable, "-m", "companion.bench", name, "--smoke", "--out-dir", str(tmp_path)],
+                          cwd=repo_path(), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    payload = json.loads((tmp_path / f"{module.RESULTS_NAME}.json").read_text())
+    assert payload["complete"] and not not_finished(payload), not_finished(payload)
+    assert payload["smoke"] is True and payload["exit"] == 0 and payload["command"].startswith("python -m companion.bench")
+    assert payload["profile"] == json.loads(json.dumps(module.SMOKE_PROFILE)) and list(payload["stages"]) == [
+        s.name for s in module.STAGES]
 
 
 def test_no_verdict_in_notebook_cells(paper):

@@ -1,0 +1,62 @@
+"""The registry of studies (companion/bench.py) is the one list: `make bench` / `make bench-gpu`, the table of
+benchmarks/README.md, README.md's status column and the committed results are derived from it, and a test fails
+when a script, a paper, a kernel or a README row drifts from it."""
+
+from __future__ import annotations
+
+import re
+
+from companion import bench
+from companion.core import repo_path
+from companion.runner import discover
+
+
+def test_no_benchmark_script_outside_the_entry():
+    scripts = sorted(p.name for p in repo_path("benchmarks").glob("*.py"))
+    assert not scripts, f"{scripts}: a study is a module listed in companion/bench.py, run by python -m companion.bench"
+
+
+def test_every_paper_has_a_study_and_every_study_a_paper():
+    papers = {slug for slug, nb in discover().items() if not nb.stem.startswith("00_")}
+    assert papers == {b.paper for b in bench.BENCHMARKS}
+    assert papers <= set(bench.BY_NAME), "a paper's own study is registered under its slug"
+    assert all(b.where in ("gpu", "cpu") and b.measures for b in bench.BENCHMARKS)
+
+
+def test_every_committed_result_comes_from_a_registered_study():
+    names = {bench.study(b.name).RESULTS_NAME for b in bench.BENCHMARKS}
+    orphans = [p.name for p in repo_path("benchmarks", "results").glob("*.json")
+               if not any(p.stem == n or p.stem.startswith(n + "_run") for n in names)]
+    assert not orphans, f"results no registered study writes: {orphans}"
+
+
+def test_make_bench_targets_are_derived_from_the_registry(capsys):
+    makefile = repo_path("Makefile").read_text()
+    assert "companion.bench --list gpu" in makefile and "companion.bench --list cpu" in makefile
+    assert "GPU_BENCHMARKS" not in makefile, "the Makefile lists no study by hand"
+    assert bench.main(["--list", "gpu"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert [s.split(":")[0] for s in listed] == [b.name for b in bench.BENCHMARKS if b.where == "gpu"]
+    assert all(int(s.split(":")[1]) == bench.study(s.split(":")[0]).DEADLINE_S + bench.GRACE_S for s in listed)
+
+
+def test_benchmarks_readme_table_is_the_registry():
+    text = repo_path("benchmarks", "README.md").read_text()
+    assert bench.benchmarks_table() in text, ("benchmarks/README.md's table drifted from companion/bench.py: paste the "
+                                              "output of `python -m companion.bench --markdown benchmarks`")
+
+
+def test_readme_papers_table_and_status_column_are_the_registry():
+    text = repo_path("README.md").read_text()
+    assert bench.papers_table() in text, ("README.md's table of papers drifted from companion/bench.py: paste the "
+                                          "output of `python -m companion.bench --markdown papers`")
+
+
+def test_kernels_registry_matches_what_each_package_imports():
+    used = {}
+    for folder in sorted(p for p in repo_path("companion").iterdir() if (p / "__init__.py").exists()):
+        found = sorted({m for f in folder.rglob("*.py") for m in re.findall(r"companion_kernels\.(\w+)", f.read_text())}
+                       - {"dispatch"})
+        if found:
+            used[folder.name] = tuple(found)
+    assert used == {k: tuple(sorted(v)) for k, v in bench.KERNELS.items()}
