@@ -1,14 +1,14 @@
 """Start a new paper on the package shape: ``python -m companion.new NN slug "Title" [options]``.
 
-    python -m companion.new 07 graph_multiview "GMV: A Unified and Efficient Graph Multi-View Learning Framework" \\
-        --arxiv 2501.01234 --code https://github.com/owner/gmv
+    python -m companion.new 20 sparse_moe "A Paper on Sparse Mixtures of Experts" \\
+        --arxiv 2501.01234 --code https://github.com/owner/sparse-moe
 
 creates, in the repository (or ``--root DIR``, a folder laid out like it):
 
 * ``companion/<slug>/``: ``__init__.py`` (the paper's identity ``PAPER`` and a docstring naming its title,
   venue, arXiv id and code), a method module (``--module``, default ``method``), ``explorer.py``
   (``explorer_view`` / ``explorer_controls``), ``claims.py`` (``claim_rows`` and one named threshold) and
-  ``scale.py`` (``GPU_PROFILE`` and ``recorded()``);
+  ``scale.py`` (the GPU study: profiles, ``STAGES``, ``run_scale_up`` and ``recorded()``);
 * ``tests/unit/test_<slug>_claims.py`` (the threshold just inside and just outside) and
   ``tests/unit/test_<slug>.py`` (the method's known truth, the explorer without a browser);
 * ``notebooks/NN_<slug>.ipynb``: the parameters cell (tagged ``parameters``), the validation cell, the
@@ -279,10 +279,10 @@ def slope_row(curve) -> Claim:
 
 
 def gpu_rows(gpu) -> list[Claim]:
-    if gpu is None:
+    if gpu is None or "curve" not in gpu:  # not recorded yet, or its curve stage did not finish
         return [Claim(claim="the result at the paper's scale", paper="TODO: the paper's large-scale number",
                       measured="no GPU run recorded", scale="—",
-                      judgement=not_run("needs benchmarks/@@SLUG@@_gpu.py on one GPU"))]
+                      judgement=not_run("needs python -m companion.bench @@SLUG@@ on one GPU"))]
     slope = fitted_slope(gpu["curve"])
     return [Claim(claim="the result at the paper's scale", paper="TODO: the paper's large-scale number",
                   measured=f"log-log slope {slope:.3f} up to n = {gpu['curve']['n'][-1]}",
@@ -295,11 +295,14 @@ def claim_rows(curve, gpu=None) -> list[Claim]:
     return [slope_row(curve), *gpu_rows(gpu)]
 '''
 
-SCALE = '''"""The Scale-up section of paper @@NUMBER@@ (@@SHORT@@): what the GPU profile runs.
+SCALE = '''"""The GPU study of paper @@NUMBER@@ (@@SHORT@@) and the reader of its committed results. No plotly import.
 
-TODO: the paper's setting at one GPU's scale, run by ``benchmarks/@@SLUG@@_gpu.py``, which saves its
-results with ``companion.core.save_results("@@SLUG@@_gpu", ...)`` (device, torch and triton versions,
-date); on a CPU the notebook shows them through :func:`recorded`. Time with ``companion.core.time_ms``.
+TODO: the paper's setting at one GPU's scale, stage by stage. ``python -m companion.bench @@SLUG@@`` runs
+:data:`STAGES` on ``GPU_PROFILE`` (``--smoke``: ``SMOKE_PROFILE`` on the CPU) and writes
+``benchmarks/results/@@SLUG@@_gpu.json`` after every stage (device, torch and triton versions, date, command,
+commit, each stage's state); on a CPU the notebook shows it through :func:`recorded`. Time with
+``companion.core.time_ms``; the stages' bodies live in the method modules. Describe the study in
+``companion/bench.py``'s ``BENCHMARKS``.
 """
 
 from __future__ import annotations
@@ -307,28 +310,40 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import recorded_results
+from companion.core.stages import Stage, run_stages
 from companion.@@SLUG@@.@@MODULE@@ import error_curve
 
 RESULTS_NAME = "@@SLUG@@_gpu"
-
+DEADLINE_S = 120
 GPU_PROFILE = {
     "n_min": 100,       # TODO: the sizes the GPU profile runs
     "n_max": 1000000,
     "n_points": 9,
     "n_seeds": 64,
+    "seed": 0,
 }
+SMOKE_PROFILE = {**GPU_PROFILE, "n_max": 1000, "n_points": 3, "n_seeds": 4}
+
+
+def _sizes(profile: dict) -> list[int]:
+    return sorted({int(n) for n in np.geomspace(profile["n_min"], profile["n_max"], profile["n_points"]).round()})
+
+
+STAGES = (
+    # TODO: the paper's GPU path, one Stage per part of the study (the stand-in method runs on the CPU)
+    Stage("curve", lambda ctx: error_curve(_sizes(ctx.profile), range(ctx.seed, ctx.seed + ctx.profile["n_seeds"])),
+          needs_s=60),
+)
+
+
+def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
+    """Every stage of the study on ``profile``; ``save(payload)`` after every stage."""
+    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
 
 
 def recorded():
     """The committed GPU results (``benchmarks/results/@@SLUG@@_gpu.json``) or None."""
     return recorded_results(RESULTS_NAME)
-
-
-def run_scale_up(config=None, seed=0):
-    """Run the GPU profile (the stand-in method runs on the CPU; TODO: the paper's GPU path)."""
-    cfg = dict(GPU_PROFILE if config is None else config)
-    ns = sorted({int(n) for n in np.geomspace(cfg["n_min"], cfg["n_max"], cfg["n_points"]).round()})
-    return {"config": cfg, "curve": error_curve(ns, range(seed, seed + cfg["n_seeds"]))}
 '''
 
 CLAIMS_TEST = '''"""companion.@@SLUG@@.claims: every verdict threshold, just inside and just outside."""
@@ -530,17 +545,17 @@ ratio), at what scale, and what was not and why."""
 
 NB_SCALE = """## Scale up
 
-TODO: what the GPU profile runs (`companion.@@SLUG@@.scale.GPU_PROFILE`, `benchmarks/@@SLUG@@_gpu.py`). On a
+TODO: what the GPU profile runs (`companion.@@SLUG@@.scale.GPU_PROFILE`, `python -m companion.bench @@SLUG@@`). On a
 CPU this section runs nothing heavy: it shows the recorded GPU results with their device and date."""
 
-NB_SCALE_CODE = """from companion.@@SLUG@@.scale import GPU_PROFILE, run_scale_up
+NB_SCALE_CODE = """from companion.@@SLUG@@.scale import DEADLINE_S, GPU_PROFILE, run_scale_up
 
 if profile == "gpu":
-    gpu = {"device": "this run", "date": "now", **run_scale_up(GPU_PROFILE, seed=SEED)}
-if gpu is None:
-    print("No GPU run recorded yet: benchmarks/@@SLUG@@_gpu.py on one GPU writes benchmarks/results/@@SLUG@@_gpu.json")
+    gpu = {"device": "this run", "date": "now", **run_scale_up({**GPU_PROFILE, "seed": SEED}, device="cuda", deadline_s=DEADLINE_S)}
+if gpu is None or "curve" not in gpu:
+    print("No GPU run recorded yet: python -m companion.bench @@SLUG@@ on one GPU writes benchmarks/results/@@SLUG@@_gpu.json")
 else:
-    print(f"{gpu['device']} · {gpu['date']} · config: {gpu['config']} · slope {fitted_slope(gpu['curve']):.3f}")"""
+    print(f"{gpu['device']} · {gpu['date']} · profile: {gpu['profile']} · slope {fitted_slope(gpu['curve']):.3f}")"""
 
 NB_CHECKS = """## Checks"""
 
