@@ -36,8 +36,3 @@ def record(name: str, value) -> float:
     if folder:
         write_json_atomic(Path(folder) / RECORDS_FILE, dict(_RECORDED))
     return number
-
-
-def recorded_values() -> dict[str, float]:
-    """What this process has recorded so far."""
-    return dict(_RECORDED)
