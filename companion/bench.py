@@ -49,37 +49,47 @@ def _paper(slug: str, measures: str, *, module: str = "scale", name: str | None 
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
-    _paper("seer_attention", "gate distillation on long sequences; block-sparse kernel with the gate's masks vs dense"),
-    _paper("seer_attention", "block-sparse FlashAttention vs SDPA flash / cuDNN / compiled FlexAttention; "
+    _paper("seer_attention", "gate distillation on long sequences (with and without block RoPE, recall at 4x the length); "
+           "the block-sparse kernel with the gate's masks vs SDPA flash / cuDNN and compiled FlexAttention"),
+    _paper("seer_attention", "the forward kernel's launch variants; block-sparse FlashAttention vs SDPA flash / cuDNN / "
+           "compiled FlexAttention; "
            "`pooled_attention_map` vs naive (notes: `block_sparse_NOTES.md`)", module="scale_kernel", name="block_sparse_attention"),
-    _paper("hyperet", "the fused HRA kernel vs eager PyTorch and the closed form"),
+    _paper("hyperet", "eager PyTorch and the closed form (peers first) vs the fused HRA kernel on a CLIP ViT-L q/v "
+           "stack; the shapes-hierarchy alignment with a ViT-Tiny encoder under bf16"),
     _paper("scalekv", "larger VAR model; per-scale attention latency with compression; fused token selection"),
     _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention "
            "(notes: `zeros_attention_NOTES.md`)"),
-    _paper("gaussian_video", "progressive decoding: the Triton rasteriser vs gsplat-style PyTorch, per level of detail"),
+    _paper("gaussian_video", "progressive decode + render per level of detail (H.264 via PyAV, and zlib); the Triton "
+           "rasteriser vs gsplat and the PyTorch splatter"),
     _paper("gaussian_video", "a dynamic 3D scene trained per frame group: PSNR against size per level",
            module="scale_train3d", name="gaussian_video_train3d"),
-    _paper("sudoku_dfs", "9×9 GPT-2 trained on DFS transcripts; board accuracy; propagation throughput"),
+    _paper("sudoku_dfs", "9×9 GPT-2 trained on DFS transcripts; board accuracy; propagation throughput; L1 vs L2 "
+           "one-level guessing; the checkpoint"),
     _paper("graph_multiview", "GCN × every method, GIN and GraphGPS × {vanilla, ensemble, G-MIMO, GMV} on noisy "
            "planted-motif graphs over folds; heads 2–10, label noise and label ratios; inference latency"),
     _paper("dartquant", "QR-Orth vs Cayley step time at n = 4096 / 8192; W4A4KV4 perplexity with no rotation, QuaRot, "
            "DartQuant and end-to-end rotation training; the fused X@R + INT4 + Whip kernel vs eager and `torch.compile`"),
     _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
-    _paper("ortho_residual", "linear vs orthogonal residual updates on a larger ViT and a byte-level LM; bf16 streams"),
+    _paper("ortho_residual", "linear vs Orthogonal-F on a 106M byte-level decoder in SmolLM-135M's shape (validation "
+           "loss, per-layer stream statistics); training-step overhead eager and under torch.compile; the bf16 projection "
+           "coefficient vs fp32 on a bf16 stream over 3 seeds"),
     _paper("low_rank_clone", "LRC vs random init + KD vs hard pruning + KD from a byte-level teacher (tokens to a loss), "
            "training throughput, materialised vs factored projections"),
     _paper("lorasuite", "an ≈100M → ≈200M word-level Llama upgrade: LoRA(full) vs LoRASuite transfer + LFT vs LoRA(n), "
            "time and memory, full vs randomized SVD"),
     _paper("hollowflow", "one RK4 likelihood step, the fully connected baseline (n·d VJPs) first, then HollowFlow at "
-           "k = 7 and ⌈√n⌉, n = 13 … 200; the segment-sum kernel vs index_add_; LJ13 ESS"),
+           "k = 7 and ⌈√n⌉, n = 13 … 200; the segment-sum kernel vs index_add_; LJ13 and LJ55 ESS and EffSU"),
     _paper("cpmla", "CPMLA and CP-Flow trained on upsampled digits: quality, time and ablations"),
-    _paper("nemotron_flash", "decode latency of depth × width hybrids and the latency-optimal frontier"),
-    _paper("kernelshap", "Shapley estimators at d = 784 and 3072 with device sampling and solve"),
+    _paper("nemotron_flash", "NF-1B-shaped hybrid vs Qwen3-0.6B-shaped transformer: batch-1 decode latency and max-batch "
+           "throughput (and HF generate); depth × width grid; per-operator decode times; fla's Triton kernels vs ours"),
+    _paper("kernelshap", "Shapley estimators at d = 784 and 3072 with device sampling and solve; the same LeverageSHAP "
+           "with NumPy on the CPU at d = 784, m = 50000"),
     _paper("kernelshap", "our regression estimator vs shap's KernelExplainer (time and error at equal m)",
            module="scale_cpu", name="kernelshap_cpu", where="cpu"),
     _paper("gain_rl", "the angle metric (explicit T×T vs segment sums), layer-wise angle/gradient correlation, "
            "GRPO with uniform / GAIN / filtered sampling over 3 seeds"),
-    _paper("rtcfr", "batched RTCFR+ over (μ, T_u) grids on the larger games"),
+    _paper("rtcfr", "the batched solver checked against numpy (eager, CUDA graph); ms per batched iteration at "
+           "B = 1/16/128 vs the numpy solver; RTCFR+ over (μ, T_u) grids with the baselines on the larger games"),
     _paper("rtcfr", "our CFR+/RTCFR+ vs OpenSpiel's C++ CFR+ (iterations per second)", module="scale_cpu",
            name="rtcfr_cpu", where="cpu"),
     _paper("diverse_sampling", "steered vs IID sampling over N and k on a wider word LM: coverage, SE bias and RMSE "
@@ -135,9 +145,13 @@ def benchmarks_table() -> str:
 
 
 def _commit() -> str | None:
+    """The checked-out commit, with ``+uncommitted changes`` when the tree differs from it (None outside git)."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=repo_path(), capture_output=True, text=True, timeout=10).stdout.strip()
+
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_path(), capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
+        head = git("rev-parse", "HEAD")
+        return (head + (" +uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")) or None
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run, seeds_text
+from companion.core.stages import not_finished
 
 SPEEDUP_RATIO = 2.0  # learned-mirror vs ULA from the same start: ED_ULA / ED_mirror at the largest T, per seed
 SPEEDUP_WEAKER = 1.0  # ... partly reproduced when the mean ratio is past 1 (the mirror chain is closer at all)
@@ -122,22 +123,51 @@ def toy_row(coop):
 def inverse_residuals(gpu) -> dict:
     """The ∇G* inverse residuals the GPU run recorded: in the timed chains and at the end of training."""
     chains = [r["max_residual"] for r in gpu["sampling_time"] if "max_residual" in r]
-    return {"chains": chains, "training": gpu.get("final_max_residual"), "tol": gpu["config"].get("inverse_tol"),
-            "cap": gpu["config"].get("inverse_max_iter")}
+    return {"chains": chains, "training": gpu["train"].get("final_max_residual"),
+            "tol": gpu["profile"].get("inverse_tol"), "cap": gpu["profile"].get("inverse_max_iter")}
 
 
-def gpu_rows(gpu):
-    if gpu is None:
-        return [Claim(claim="image quality and sampling speed", paper="CIFAR-10 FID 20.85 (CPMLAprt, T = 20); 15.92 s per 1k "
-                      "samples; flow 0.26M vs CoopFlow's 28.78M parameters", measured="no GPU run recorded",
-                      scale="—", judgement=not_run("no GPU run recorded: python benchmarks/cpmla_gpu.py on one GPU"))]
-    q, t, cfg = gpu["quality"], gpu["sampling_time"], gpu["config"]
-    fastest = min(t, key=lambda r: r["T"])
+def _not_done(gpu: dict, *stages: str) -> str:
+    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
+    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
+    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
+
+
+QUALITY_CLAIM = "sample quality of CPMLA vs its flow alone (FID not computable here)"
+QUALITY_PAPER = "CIFAR-10 FID: CPMLAprt 20.85 (T = 20), CPMLA 21.09 (T = 30), CoopFlow 21.16 / 30.74"
+TIME_CLAIM = "sampling time and mirror-map size"
+TIME_PAPER = "15.92 s per 1k CIFAR images (CoopFlow 16.84 s); flow 0.26M parameters"
+
+
+def _quality_row(gpu, scale) -> Claim:
+    missing = _not_done(gpu, "train", "quality")
+    if missing:
+        return Claim(claim=QUALITY_CLAIM, paper=QUALITY_PAPER, measured=f"not recorded: did not finish: {missing}",
+                     scale=scale, judgement=not_run(f"the stages it rests on did not finish: {missing}"))
+    q, cfg = gpu["quality"], gpu["profile"]
     ratio = q["cpmla"]["kid"] / q["cpflow"]["kid"]
     left = [k for k in ("cpmla", "ula") if q[k]["pixel_mean_abs_error"] > PIXEL_RANGE]
     names = {"cpmla": "CPMLA", "ula": "EBM + ULA"}
     diverged = (f"; the {' and '.join(names[k] for k in left)} samples left the data range (mean pixel error above "
                 f"{PIXEL_RANGE:g} on the [-1, 1] scale): the EBM diverged, so their KID measures that" if left else "")
+    return Claim(claim=QUALITY_CLAIM, paper=QUALITY_PAPER,
+                 measured=(f"KID on fixed random features: CPMLA {q['cpmla']['kid']:.3g}, CP-Flow alone "
+                           f"{q['cpflow']['kid']:.3g}, EBM + ULA {q['ula']['kid']:.3g} (two halves of the data: "
+                           f"{q['data_split_half']['kid']:.3g}); ratio CPMLA / CP-Flow {ratio:.3g}; mean pixel error of "
+                           f"the CPMLA samples {q['cpmla']['pixel_mean_abs_error']:.3g} on a [-1, 1] scale (energy "
+                           f"regulariser {cfg.get('energy_reg', 0.0):g}){diverged}"),
+                 scale=scale, judgement=judge(ratio, QUALITY_RATIO_MAX, direction="lower"))
+
+
+def _time_row(gpu) -> Claim:
+    cfg = gpu["profile"]
+    scale = f"d = {cfg['size'] ** 2}, {gpu['device']}, one run"
+    missing = _not_done(gpu, "train", "sampling_time")
+    if missing:
+        return Claim(claim=TIME_CLAIM, paper=TIME_PAPER, measured=f"not recorded: did not finish: {missing}",
+                     scale=scale, judgement=not_run(f"the stages it rests on did not finish: {missing}"))
+    t = gpu["sampling_time"]
+    fastest = min(t, key=lambda r: r["T"])
     res = inverse_residuals(gpu)
     converged = res["tol"] is not None and res["chains"] and max(res["chains"]) <= res["tol"]
     inverse_txt = (
@@ -145,28 +175,27 @@ def gpu_rows(gpu):
         f"chains (max residual {min(res['chains']):.2g}–{max(res['chains']):.2g}"
         + (f"; {res['training']:.2g} at the end of training" if res["training"] is not None else "")
         + f"; L-BFGS capped at {res['cap']} iterations)") if res["chains"] else "inverse residuals not recorded"
+    return Claim(claim=TIME_CLAIM, paper=TIME_PAPER,
+                 measured=(f"CPMLA alone: {fastest['seconds_per_1k']:.3f} s per 1k samples at T = {fastest['T']} "
+                           f"({t[-1]['seconds_per_1k']:.3f} s at T = {t[-1]['T']}); {inverse_txt}; flow "
+                           f"{gpu['train']['flow_parameters'] / 1e6:.2f}M parameters"),
+                 scale=scale,
+                 judgement=not_run("no peer sampler (CoopFlow or EBM + ULA) was timed side by side in the GPU run, so "
+                                   "there is no ratio to judge" + ("" if converged else
+                                   "; and the timed chains' inverse did not converge, so they time an inexact sampler")))
+
+
+def gpu_rows(gpu):
+    """Rows from the recorded GPU run: sample quality (stages train, quality) and sampling time (train,
+    sampling_time); a row whose stages did not finish says so and is not judged."""
+    if gpu is None:
+        return [Claim(claim="image quality and sampling speed", paper="CIFAR-10 FID 20.85 (CPMLAprt, T = 20); 15.92 s per 1k "
+                      "samples; flow 0.26M vs CoopFlow's 28.78M parameters", measured="no GPU run recorded",
+                      scale="—", judgement=not_run("no GPU run recorded: python -m companion.bench cpmla on one GPU"))]
+    cfg = gpu["profile"]
     scale = (f"{cfg['size']}×{cfg['size']} upsampled digits, {gpu['device']}, one seed, {cfg['epochs']} epochs, "
              f"{gpu['date']}")
-    return [
-        Claim(claim="sample quality of CPMLA vs its flow alone (FID not computable here)",
-              paper="CIFAR-10 FID: CPMLAprt 20.85 (T = 20), CPMLA 21.09 (T = 30), CoopFlow 21.16 / 30.74",
-              measured=(f"KID on fixed random features: CPMLA {q['cpmla']['kid']:.3g}, CP-Flow alone {q['cpflow']['kid']:.3g}, "
-                        f"EBM + ULA {q['ula']['kid']:.3g} (two halves of the data: {q['data_split_half']['kid']:.3g}); "
-                        f"ratio CPMLA / CP-Flow {ratio:.3g}; mean pixel error of the CPMLA samples "
-                        f"{q['cpmla']['pixel_mean_abs_error']:.3g} on a [-1, 1] scale (energy regulariser "
-                        f"{cfg.get('energy_reg', 0.0):g}){diverged}"),
-              scale=scale,
-              judgement=judge(ratio, QUALITY_RATIO_MAX, direction="lower")),
-        Claim(claim="sampling time and mirror-map size",
-              paper="15.92 s per 1k CIFAR images (CoopFlow 16.84 s); flow 0.26M parameters",
-              measured=(f"CPMLA alone: {fastest['seconds_per_1k']:.3f} s per 1k samples at T = {fastest['T']} "
-                        f"({t[-1]['seconds_per_1k']:.3f} s at T = {t[-1]['T']}); {inverse_txt}; flow "
-                        f"{gpu['flow_parameters'] / 1e6:.2f}M parameters"),
-              scale=f"d = {cfg['size'] ** 2}, {gpu['device']}, one run",
-              judgement=not_run("no peer sampler (CoopFlow or EBM + ULA) was timed side by side in the GPU run, so "
-                                "there is no ratio to judge" + ("" if converged else
-                                "; and the timed chains' inverse did not converge, so they time an inexact sampler"))),
-    ]
+    return [_quality_row(gpu, scale), _time_row(gpu)]
 
 
 def claim_rows(fixed, stationary, coop, gpu=None, *, n_chains, newton_bias):

@@ -8,9 +8,9 @@ every γ-th row and repeated over its γ-block, the difference between dense and
 Modules: `attention` (masks, the four modes, the official cut_n rule, compute fraction), `lemma`
 (Lemma 1), `diagnostics` (cosine, Spearman), `minilm` (experiment A on the real MiniLM), `recall`
 (experiment B, a causal toy trained on key→value recall), `checkpoint` / `make_checkpoint` (the toy's
-committed safetensors checkpoint and the command that made it), `gpu` (block-sparse + fused Δ kernel path
-of the benchmark), `explorer` (the explorer's view and controls) and `figures` (both import plotly),
-`claims` (the claims table), `scale` (the GPU profile and the recorded ladder).
+committed safetensors checkpoint and the command that made it), `gpu` (block-sparse + fused Δ kernel path),
+`explorer` (the explorer's view and controls) and `figures` (both import plotly), `claims` (the claims table),
+`scale` (the GPU study, the prefill ladder, and its recorded results; stages in `ladder`).
 """
 
 from companion.core import Paper

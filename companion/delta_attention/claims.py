@@ -9,12 +9,14 @@ threshold is a named constant below, tested just inside and just outside in
   rows are effects judged on one value per text window: three windows or more to be judged.
 * Experiment B trains one toy per seed; its rows are effects judged on one value per seed. A seed whose
   toy did not learn the task tests nothing; with none that learned, the rows are not run.
-* The GPU ladder's rows are timings: ratios measured side by side in one recorded run.
+* The GPU ladder's rows are timings: ratios measured side by side in one recorded run; a ladder whose ``rows`` or
+  ``summary`` stage did not finish (``companion.core.stages.not_finished``) leaves them not run, saying so.
 """
 
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core.stages import not_finished
 
 __all__ = ["LEARNED_FACTOR", "MIN_GAP", "RECOVERED_SHARE", "OVERHEAD_SLACK", "COS_MARGIN", "SPEEDUP_PAPER",
            "claim_rows", "ladder_rows"]
@@ -168,7 +170,10 @@ def _times(v: float) -> str:
 
 def ladder_rows(ladder: dict | None) -> list[Claim]:
     """The two GPU rows from the recorded ladder (``benchmarks/results/delta_attention_ladder.json``)."""
-    summary = (ladder or {}).get("summary", [])
+    cut = [s for s in not_finished(ladder) if s.split(" ")[0] in ("rows", "summary")]
+    summary = [] if cut else (ladder or {}).get("summary", [])
+    missing = ("the GPU ladder's stage " + "; ".join(cut) if cut
+               else "needs the GPU ladder (python -m companion.bench delta_attention)")
     fast = [s for s in summary if s.get("gamma") == 64 and s.get("speedup_vs_flash")]
     top = max(fast, key=lambda s: s["N"]) if fast else None
     where = f"{ladder['device']}, {ladder['date']}, one run" if ladder else ""
@@ -176,16 +181,16 @@ def ladder_rows(ladder: dict | None) -> list[Claim]:
         claim="sink + window + Δ (γ=64) is ~32× faster than FlashAttention-2 at 1M tokens",
         paper="32.16× at 1M tokens, one layer, RTX 4090",
         measured=(f"{top['speedup_vs_flash']:.1f}× vs SDPA flash, {top['speedup_vs_cudnn']:.1f}× vs cuDNN at N={top['N']:,} "
-                  f"(sparse + Δ {top['sparse_delta_ms']:.0f} ms)") if top else "no GPU ladder recorded yet",
+                  f"(sparse + Δ {top['sparse_delta_ms']:.0f} ms)") if top else missing,
         scale=(f"{where}, Llama-8B attention geometry (32 q / 8 kv heads, D 128, bf16), one layer" if top else "GPU only"),
         judgement=(judge(top["speedup_vs_flash"], SPEEDUP_PAPER, kind="timing", direction="higher", fmt=_times) if top
-                   else not_run("needs the GPU ladder (benchmarks/delta_attention_ladder.py)")))]
+                   else not_run(missing)))]
     ov = [s for s in summary if s.get("delta_overhead_ms") is not None and s.get("dense_share_ms")]
     if not ov:
         rows.append(Claim(
             claim="Δ costs about 1/γ of dense attention (98.5 % sparsity at γ = 64)",
-            paper="every γ-th causal row: 1/γ of the work, 1.56 % at γ = 64", measured="no GPU ladder recorded yet",
-            scale="GPU only", judgement=not_run("needs the GPU ladder (benchmarks/delta_attention_ladder.py)")))
+            paper="every γ-th causal row: 1/γ of the work, 1.56 % at γ = 64", measured=missing,
+            scale="GPU only", judgement=not_run(missing)))
         return rows
     bound = 1 + OVERHEAD_SLACK
     ratio = {(s["N"], s["gamma"]): s["delta_overhead_ms"] / s["dense_share_ms"] for s in ov}

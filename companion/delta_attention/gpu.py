@@ -1,6 +1,6 @@
 """GPU path of paper 09 (Δ Attention): block-sparse sink + window prefill, then the fused Δ kernel.
 
-Used by `benchmarks/delta_attention_ladder.py` and by the notebook's GPU profile (no plotly here).
+Used by the GPU study (`python -m companion.bench delta_attention`, stages in `ladder.py`; no plotly here).
 
 * Sparse pass A*V: `companion_kernels.block_sparse.block_sparse_attention` with the block-granular
   StreamingLLM mask `sink_window_mask(sink_blocks = ⌈sink/bs⌉, window_blocks = ⌈window/bs⌉)`: every

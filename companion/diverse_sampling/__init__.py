@@ -18,7 +18,8 @@ control variate.
 * :mod:`~companion.diverse_sampling.toy` -- the exact two-token toy with known clusters;
 * :mod:`~companion.diverse_sampling.similarity` -- the partial-sequence NLI on MiniLM with ``[TRUNC]``;
 * :mod:`~companion.diverse_sampling.textqa` -- templated QA, a tiny word LM, steered text sampling, AUROC;
-* :mod:`~companion.diverse_sampling.scale` -- the GPU profile and the recorded GPU results;
+* :mod:`~companion.diverse_sampling.study` -- the stages of the one-GPU study;
+* :mod:`~companion.diverse_sampling.scale` -- the study's profiles and its recorded results;
 * :mod:`~companion.diverse_sampling.claims`, :mod:`~companion.diverse_sampling.explorer`,
   :mod:`~companion.diverse_sampling.figures` -- the notebook's rows, explorer and figures.
 """

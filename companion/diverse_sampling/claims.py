@@ -4,7 +4,8 @@
 Inputs: ``toy`` -- :func:`~companion.diverse_sampling.toy.summary` at the notebook's ``N``, one per seed (a
 list; a single dict is one seed), ``curve`` -- :func:`~companion.diverse_sampling.toy.cluster_error_curve`,
 one per seed likewise, ``text`` -- :func:`~companion.diverse_sampling.textqa.run_text_experiment` (or None when
-skipped), ``gpu`` -- the recorded GPU payload (or None).
+skipped), ``gpu`` -- the recorded GPU study (:func:`companion.diverse_sampling.scale.recorded`, or None): its
+``sweep`` stage gives the GPU rows; a sweep that did not finish (``payload["stages"]``) gives a not-run row.
 
 Every row is an effect claim judged on one value per seed: a toy seed is a whole ``TRIALS``-trial
 simulation, a text seed a pass over every question. A claim that is a reduction in magnitude (debiasing) is
@@ -20,7 +21,10 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core.stages import not_finished
+from companion.diverse_sampling.sampler import ADAPTIVE_SCHEDULE
 
+COMMAND = "python -m companion.bench diverse_sampling"  # the study that records the GPU rows
 COVERAGE_RATIO = 1.3  # steered must cover at least 1.3x the clusters IID covers (paper: "more clusters")
 STEER_BIAS_MIN = 0.05  # unweighted steered SE must over-estimate by at least this (nats) to count as biased upwards
 BIAS_REDUCTION = 0.5  # IS must cut |bias| of the unweighted steered estimate to at most this fraction of it
@@ -197,19 +201,18 @@ def _gpu_values(r: dict, key: str, value: float, seeds) -> list | None:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or "sweep" not in gpu:
-        why = "no GPU results recorded: run benchmarks/diverse_sampling_gpu.py on a GPU"
+    left = [s for s in not_finished(gpu) if s.split(" ", 1)[0] == "sweep"]
+    if not gpu or left or "sweep" not in gpu:
+        why = f"the GPU study's stage {left[0]}" if left else f"no GPU results recorded: run {COMMAND} on a GPU"
         return [Claim("Steered sampling at one-GPU scale", "AUROC, clusters and ESS/N vs N ∈ {4 … 64}, λ schedules, k",
                       why, "H200", not_run(why))]
-    cfg = gpu.get("config", {})
+    cfg = gpu.get("profile", {})
     seeds = cfg.get("seeds", [0])
-    scorer = gpu.get("scorer", "?")
+    scorer = gpu.get("text_model", {}).get("scorer", "?")
     scored = f"similarity: {scorer}" + ("; an exact oracle of the templates, not an NLI model" if "oracle" in scorer else "")
     where = (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}; word GRU LM (dim {cfg.get('lm_dim', '?')}), "
              f"{3 * cfg.get('questions_per_type', 0)} templated questions; {scored}")
-    current = gpu.get("adaptive_schedule")
-    from companion.diverse_sampling.scale import ADAPTIVE_SCHEDULE
-
+    current = cfg.get("adaptive_schedule")
     rows = []
     for r in gpu["sweep"]:
         adaptive = r.get("adaptive", "adaptive" in r["schedule"])
@@ -221,12 +224,12 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         if stale:
             text = ("unsteered: recorded with the earlier adaptive schedule, whose λ stayed 0 until the meaning word had "
                     f"been drawn (ESS/N {r['ess']:.2f}), so these answers are IID draws; inconclusive until "
-                    "benchmarks/diverse_sampling_gpu.py is rerun — " + text)
+                    f"{COMMAND} is rerun — " + text)
         values = _gpu_values(r, "covered_ratio_seeds", r["covered_steered"] / r["covered_iid"], seeds)
         label = f"Steered sampling at N = {r['n']} ({r['schedule']}{', unsteered' if stale else ''})"
         scale = f"{where}; {seeds_text(n_seeds)}"
         if values is None:
-            why = "the payload kept only the mean over seeds: rerun benchmarks/diverse_sampling_gpu.py"
+            why = f"the payload kept only the mean over seeds: rerun {COMMAND}"
             rows.append(Claim(label, "more clusters at equal N", f"{text}; {why}", scale, not_run(why)))
             continue
         judgement = judge(values, TEXT_COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt)

@@ -40,8 +40,12 @@ from companion.core import ParameterError, check_choice, check_float, check_int
 
 AGGREGATIONS = ("max", "mean", "median")
 E_TARGET = 0.3  # App. B.3's target entailment for the adaptive schedule
+#: The adaptive-λ schedule :func:`steered_sample` runs (module docstring): λ set before each draw from the step's
+#: expected similarity. A recorded study names it in its profile; one without it predates it.
+ADAPTIVE_SCHEDULE = "pre-draw expected similarity"
 
 __all__ = [
+    "ADAPTIVE_SCHEDULE",
     "AGGREGATIONS",
     "E_TARGET",
     "Sample",

@@ -15,11 +15,14 @@ ranking, ``p_t(r) ∝ exp(−(r − μ_t)²/2σ²)``, and moves
 * :mod:`~companion.gain_rl.sampler` -- the Gaussian sampler over ranks, the μ update (and the TRL path's
   one-epoch lag behind a flag), uniform and DAPO-style filtering baselines;
 * :mod:`~companion.gain_rl.grpo` -- GRPO written out (the patched TRL trainer's loss) and the curriculum loop;
-* :mod:`~companion.gain_rl.policy` -- the Qwen-shaped character policy, generated arithmetic, the SFT warm start;
+* :mod:`~companion.gain_rl.policy` -- the character policy (the shared Qwen-shaped tiny decoder), generated
+  arithmetic, the SFT warm start;
 * :mod:`~companion.gain_rl.experiments` -- pool signals (concentration, gradient norms, Spearman) and the
   sampler comparison;
+* :mod:`~companion.gain_rl.study` -- the stages of the one-GPU study;
 * :mod:`~companion.gain_rl.explorer`, :mod:`~companion.gain_rl.figures`, :mod:`~companion.gain_rl.claims`,
-  :mod:`~companion.gain_rl.scale` -- the notebook's explorer, figures, claim rows and the one-GPU run.
+  :mod:`~companion.gain_rl.scale` -- the notebook's explorer, figures, claim rows, the study's profiles and
+  its recorded results.
 """
 
 from companion.core import Paper
@@ -35,7 +38,7 @@ from companion.gain_rl.angle import (
     released_slices,
 )
 from companion.gain_rl.grpo import completion_mask, group_advantages, grpo_loss, run_curriculum, steps_to_target
-from companion.gain_rl.policy import Problems, SFTRecipe, TinyCharLM, load_or_train_sft, make_problems
+from companion.gain_rl.policy import Problems, SFTRecipe, char_lm, load_or_train_sft, make_problems
 from companion.gain_rl.sampler import (
     FilterSampler,
     GainSampler,
@@ -61,9 +64,9 @@ __all__ = [
     "GainSampler",
     "Problems",
     "SFTRecipe",
-    "TinyCharLM",
     "UniformSampler",
     "capture_inputs",
+    "char_lm",
     "completion_mask",
     "concentration",
     "concentration_explicit",

@@ -6,7 +6,8 @@ Inputs:
 * ``identity``: :func:`companion.gain_rl.figures.identity_check` (autograd vs the identity);
 * ``signals``: ``{checkpoint: experiments.pool_signals(...)}`` (angle concentration, gradient norms);
 * ``summary``: :func:`companion.gain_rl.experiments.summarise_runs` (per sampler: curves, steps to target);
-* ``gpu``: the recorded GPU results (:func:`companion.gain_rl.scale.recorded`) or None.
+* ``gpu``: the recorded GPU study (:func:`companion.gain_rl.scale.recorded`) or None; a row whose stage did not
+  finish there (``payload["stages"]``) is not run.
 
 How each row is judged:
 
@@ -31,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run, seeds_text
+from companion.core.stages import not_finished
+from companion.gain_rl.study import mu_drift
 
 IDENTITY_TOL = 1e-5  # max relative error of Σ(δ_i·δ_j)(x_i·x_j) against autograd's ‖∇_W L‖²
 RHO_MIN = 0.3  # Spearman(C, ‖∇_W L‖) counted as a clear positive association
@@ -38,6 +41,7 @@ SPEEDUP_PAPER = 2.5  # the paper's headline: >2.5x fewer epochs to the vanilla-G
 SPEEDUP_MARGIN = 1.25  # the weaker bar: a speed-up of at least this counts as "partly"
 SEGMENT_SPEEDUP_MIN = 1.0  # the segment sums must be at least as fast as the explicit T×T matrix
 
+COMMAND = "python -m companion.bench gain_rl"  # the study that records the GPU rows
 PAPER_SPEEDUP = ("> 2.5x training efficiency across maths/code and model scales (third-party summaries, unverified: "
                  "GSM8K 3.33x, +4.72 %)")
 
@@ -112,8 +116,6 @@ def half_data_row() -> Claim:
 
 
 def _mu_text(gpu: dict) -> str:
-    from companion.gain_rl.scale import mu_drift
-
     drift = mu_drift(gpu)
     if drift is None:
         return ""
@@ -125,49 +127,74 @@ def _mu_text(gpu: dict) -> str:
 
 def _run_epochs(gpu: dict, kind: str):
     """The epochs each recorded run of ``kind`` had (a run stops at its epoch or wall-clock budget)."""
-    if "epochs" in gpu["summary"][kind]:
-        return gpu["summary"][kind]["epochs"]
-    if kind in gpu.get("runs", {}):
-        return [len(r["eval_acc"]) - 1 for r in gpu["runs"][kind]]
-    return gpu["config"]["epochs"]
+    g = gpu["grpo"]
+    if "epochs" in g["summary"][kind]:
+        return g["summary"][kind]["epochs"]
+    if kind in g.get("runs", {}):
+        return [len(r["eval_acc"]) - 1 for r in g["runs"][kind]]
+    return gpu["profile"]["epochs"]
+
+
+def _missing(gpu: dict, stage: str) -> str | None:
+    """Why the recorded study holds no finished ``stage`` (its state and reason, or its absence); None when it does."""
+    left = next((s for s in not_finished(gpu) if s.split(" ", 1)[0] == stage), None)
+    if left:
+        return f"stage {left}"
+    return None if stage in gpu else f"stage {stage} not in the recorded run"
+
+
+def _speed(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement) of the recorded ``grpo`` stage: uniform's epochs to the target over GAIN's."""
+    prof, s = gpu.get("profile", {}), gpu["grpo"]["summary"]
+    ratios = speedup_ratios(s["GAIN"]["epochs_to_target"], s["uniform"]["epochs_to_target"],
+                            _run_epochs(gpu, "GAIN"), _run_epochs(gpu, "uniform"))
+    text = "; ".join(f"{k}: epochs to target {_steps(v['epochs_to_target'])} ("
+                     + ", ".join("—" if t is None else f"{t:.1f}" for t in v["seconds_to_target"]) + " s)"
+                     + f", final {np.mean(v['final']):.3f} ± {np.std(v['final'], ddof=1) if len(v['final']) > 1 else 0.0:.3f}"
+                     for k, v in s.items())
+    text += (f"; target held-out accuracy {gpu['grpo']['target']:.3f} (— = not reached); uniform/GAIN per seed: "
+             + ", ".join(f"{r:.2f}x" for r in ratios) + _mu_text(gpu))
+    budget = f"up to {prof.get('epochs', '?')} epochs or {prof.get('run_seconds', '?')} s per run"
+    return text, f"{where}; {prof.get('model', '')}; {seeds_text(len(ratios))}, {budget}", _speedup_judgement(ratios)
+
+
+def _timing(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement) of the recorded ``angle_timing`` stage."""
+    t = gpu["angle_timing"]
+    return (f"[{t['batch']}, {t['T']}, {t['d']}] states: explicit {t['explicit_ms']:.3f} ms, segment sums "
+            f"{t['segment_ms']:.3f} ms ({t['speedup']:.1f}x), measured side by side", f"{where}, one timing (median of repeats)",
+            judge([t["speedup"]], SEGMENT_SPEEDUP_MIN, kind="timing", direction="higher", fmt=lambda x: f"{x:.2f}x"))
+
+
+def _layers(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement) of the recorded ``layer_correlation`` stage, judged on the last layer's ρ."""
+    rho = gpu["layer_correlation"]["spearman"]
+    return ("Spearman per layer: " + ", ".join(f"{r:+.2f}" for r in rho) + "; judged on the last layer's ρ",
+            f"{where}; one warm-started model ({gpu.get('profile', {}).get('pool', '?')} prompts)",
+            judge([rho[-1]], RHO_MIN, direction="higher", fmt=lambda x: f"{x:.2f}"))
+
+
+GPU_ROWS = (  # stage, claim, what the paper says, the row's builder
+    ("grpo", "GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy", _speed),
+    ("angle_timing", "Angle metric without the T×T matrix (this project's segment sums)",
+     "the released code builds the masked T×T cosine matrix per prompt", _timing),
+    ("layer_correlation", "Layer-wise angle-gradient correlation", "the last layer is the most concentrated/informative",
+     _layers),
+)
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or "summary" not in gpu:
-        why = "no GPU run recorded yet: run benchmarks/gain_rl_gpu.py on one GPU"
-        return [Claim("GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy",
-                      why, "one H200 (benchmarks/gain_rl_gpu.py)", not_run(why))]
-    cfg = gpu.get("config", {})
-    s = gpu["summary"]
-    seeds = len(s["GAIN"]["epochs_to_target"])
+    """One row per stage of :data:`GPU_ROWS` from the recorded study; a stage that did not finish gives a not-run
+    row that says so."""
+    if not gpu:
+        why = f"no GPU run recorded yet: run {COMMAND} on one GPU"
+        return [Claim(GPU_ROWS[0][1], GPU_ROWS[0][2], why, "one H200", not_run(why))]
     where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
-    budget = f"up to {cfg.get('epochs', '?')} epochs or {cfg.get('run_seconds', '?')} s per run"
-    ratios = speedup_ratios(s["GAIN"]["epochs_to_target"], s["uniform"]["epochs_to_target"],
-                            _run_epochs(gpu, "GAIN"), _run_epochs(gpu, "uniform"))
-    text = "; ".join(f"{k}: epochs to target {_steps(s[k]['epochs_to_target'])} ("
-                     + ", ".join("—" if v is None else f"{v:.1f}" for v in s[k]["seconds_to_target"]) + " s)"
-                     + f", final {np.mean(s[k]['final']):.3f} ± {np.std(s[k]['final'], ddof=1) if len(s[k]['final']) > 1 else 0.0:.3f}"
-                     for k in s)
-    text += f"; target held-out accuracy {gpu['target']:.3f} (— = not reached)" if "target" in gpu else ""
-    text += "; uniform/GAIN per seed: " + ", ".join(f"{r:.2f}x" for r in ratios) + _mu_text(gpu)
-    rows = [Claim("GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy",
-                  text, f"{where}; {gpu.get('model', '')}; {seeds_text(seeds)}, {budget}", _speedup_judgement(ratios))]
-    t = gpu.get("angle_timing")
-    if t:
-        rows.append(Claim("Angle metric without the T×T matrix (this project's segment sums)",
-                          "the released code builds the masked T×T cosine matrix per prompt",
-                          f"[{t['batch']}, {t['T']}, {t['d']}] states: explicit {t['explicit_ms']:.3f} ms, "
-                          f"segment sums {t['segment_ms']:.3f} ms ({t['speedup']:.1f}x), measured side by side",
-                          f"{where}, one timing (median of repeats)",
-                          judge([t["speedup"]], SEGMENT_SPEEDUP_MIN, kind="timing", direction="higher",
-                                fmt=lambda x: f"{x:.2f}x")))
-    if "layer_spearman" in gpu:
-        rho = gpu["layer_spearman"]
-        rows.append(Claim("Layer-wise angle-gradient correlation", "the last layer is the most concentrated/informative",
-                          "Spearman per layer: " + ", ".join(f"{r:+.2f}" for r in rho)
-                          + "; judged on the last layer's ρ",
-                          f"{where}; one warm-started model ({cfg.get('pool', '?')} prompts)",
-                          judge([rho[-1]], RHO_MIN, direction="higher", fmt=lambda x: f"{x:.2f}")))
+    rows = []
+    for stage, claim, paper, build in GPU_ROWS:
+        why = _missing(gpu, stage)
+        rows.append(Claim(claim, paper, f"not recorded: {why}", where, not_run(why)) if why else
+                    Claim(claim, paper, *build(gpu, where)))
     return rows
 
 

@@ -8,12 +8,13 @@ Here the same three segments are kept, in characters::
     "2+2=4; " + "23+41" + "="      ->  completion "64$"   ($ ends the answer)
      prefix (7)  question (5) suffix (1)
 
-The policy is Qwen-shaped so the paper's hook point exists under the same name: pre-RMSNorm blocks
+The policy (:func:`char_lm`: the shared :class:`~companion.models.tiny.TinyCausalLM` over this vocabulary) is
+Qwen-shaped so the paper's hook point exists under the same name: pre-RMSNorm blocks
 ``layers.<i>`` with ``self_attn.{q,k,v,o}_proj``, ``post_attention_layernorm`` and a SwiGLU
 ``mlp.{gate,up,down}_proj``; the angle metric reads the **input of** ``layers.<L-1>.mlp.up_proj``
 (the post-attention-norm output), as ``data_processor.py`` does. Learned absolute positions instead of
 RoPE (a context of at most 32 characters needs nothing more), and a KV cache for batched sampling.
-Operands are two digits (10-99; ``terms`` of them, 2 on the CPU, 3 in the GPU run), so every prompt has
+Operands are two digits (10-99; ``terms`` of them, 2 here and in the GPU run), so every prompt has
 the same length and batches need no padding; answers have 2 or 3 digits.
 
 The SFT warm start (:func:`sft`) trains on fresh random problems until the greedy accuracy on a held-out
@@ -25,15 +26,14 @@ safetensors fixture (``data/gain_rl/``) and trains it here when the recipe diffe
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from companion.core import ParameterError, check_float, check_int, repo_path
+from companion.models.tiny import TinyCausalLM
 
 PREFIX = "2+2=4; "
 SUFFIX = "="
@@ -45,9 +45,9 @@ ANSWER_LEN = 4  # at most three digits and the end mark
 FIXTURE = "data/gain_rl/sft_policy.safetensors"
 FORMAT = "companion.gain_rl.sft_policy/1"
 
-__all__ = ["ANSWER_LEN", "END", "END_ID", "PREFIX", "SUFFIX", "VOCAB", "Problems", "SFTRecipe", "TinyCharLM",
-           "decode", "encode", "generate", "greedy_accuracy", "load_or_train_sft", "make_problems",
-           "prompt_text", "reward", "segments", "sft"]
+__all__ = ["ANSWER_LEN", "END", "END_ID", "PREFIX", "SUFFIX", "VOCAB", "Problems", "SFTRecipe", "char_lm", "decode",
+           "encode", "generate", "greedy_accuracy", "load_or_train_sft", "make_problems", "prompt_text", "reward",
+           "segments", "sft"]
 
 
 def encode(text: str) -> list[int]:
@@ -130,88 +130,10 @@ def make_problems(n: int, seed: int, lo: int = 10, hi: int = 99, terms: int = 2)
 
 # ---------------------------------------------------------------------------------------------- model
 
-class Attention(nn.Module):
-    def __init__(self, d: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(d, d, bias=False) for _ in range(4))
-
-    def forward(self, x, cache=None):
-        B, T, D = x.shape
-        h = self.heads
-
-        def split(t):
-            return t.view(B, T, h, D // h).transpose(1, 2)
-
-        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
-        if cache is not None and cache[0] is not None:
-            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-        # with a cache, T = 1 new token that attends to everything before it
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, D)), (k, v)
-
-
-class MLP(nn.Module):
-    def __init__(self, d: int, hidden: int):
-        super().__init__()
-        self.gate_proj = nn.Linear(d, hidden, bias=False)
-        self.up_proj = nn.Linear(d, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, d, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int, hidden: int):
-        super().__init__()
-        self.input_layernorm = nn.RMSNorm(d)
-        self.self_attn = Attention(d, heads)
-        self.post_attention_layernorm = nn.RMSNorm(d)
-        self.mlp = MLP(d, hidden)
-
-    def forward(self, x, cache=None):
-        a, kv = self.self_attn(self.input_layernorm(x), cache)
-        x = x + a
-        return x + self.mlp(self.post_attention_layernorm(x)), kv
-
-
-class TinyCharLM(nn.Module):
-    """Qwen-shaped causal LM over :data:`VOCAB` (``layers.<i>.mlp.up_proj`` as in Qwen2.5)."""
-
-    def __init__(self, d: int = 64, layers: int = 2, heads: int = 4, max_len: int = 32, mlp_ratio: int = 2):
-        super().__init__()
-        check_int("d", d, lo=8)
-        check_int("layers", layers, lo=1)
-        check_int("heads", heads, lo=1)
-        if d % heads:
-            raise ParameterError("heads", heads, f"a divisor of d={d}")
-        self.config = {"d": d, "layers": layers, "heads": heads, "max_len": max_len, "mlp_ratio": mlp_ratio}
-        self.embed_tokens = nn.Embedding(len(VOCAB), d)
-        self.embed_positions = nn.Embedding(max_len, d)
-        self.layers = nn.ModuleList(Block(d, heads, mlp_ratio * d) for _ in range(layers))
-        self.norm = nn.RMSNorm(d)
-        self.lm_head = nn.Linear(d, len(VOCAB), bias=False)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=0.02)
-        for blk in self.layers:  # GPT-2 style scaled init of the residual outputs
-            for lin in (blk.self_attn.o_proj, blk.mlp.down_proj):
-                nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * layers))
-
-    def forward(self, ids: torch.Tensor, cache: list | None = None, start: int = 0, return_cache: bool = False):
-        """Logits ``[B, T, V]``; with ``cache`` (one ``(k, v)`` per layer) ``ids`` continue a sequence at
-        position ``start``; ``return_cache=True`` also returns the new cache."""
-        T = ids.shape[1]
-        if start + T > self.config["max_len"]:
-            raise ValueError(f"sequence length {start + T} exceeds max_len={self.config['max_len']}")
-        x = self.embed_tokens(ids) + self.embed_positions(torch.arange(start, start + T, device=ids.device))
-        new = []
-        for i, blk in enumerate(self.layers):
-            x, kv = blk(x, None if cache is None else cache[i])
-            new.append(kv)
-        logits = self.lm_head(self.norm(x))
-        return (logits, new) if return_cache else logits
+def char_lm(d: int = 64, layers: int = 2, heads: int = 4, max_len: int = 32, mlp_ratio: int = 2) -> TinyCausalLM:
+    """The policy: the shared Qwen-shaped :class:`~companion.models.tiny.TinyCausalLM` over :data:`VOCAB`
+    (``layers.<i>.mlp.up_proj`` as in Qwen2.5, where the angle metric reads its states)."""
+    return TinyCausalLM(len(VOCAB), d, layers, heads, max_len=max_len, mlp_ratio=mlp_ratio)
 
 
 # -------------------------------------------------------------------------------------- generation
@@ -291,12 +213,12 @@ def _sft_loss(model, prompts, targets):
     return F.cross_entropy(pred.reshape(-1, pred.shape[-1]), targets.reshape(-1))
 
 
-def build(recipe: "SFTRecipe") -> TinyCharLM:
-    return TinyCharLM(recipe.d, recipe.layers, recipe.heads, mlp_ratio=recipe.mlp_ratio)
+def build(recipe: "SFTRecipe") -> TinyCausalLM:
+    return char_lm(recipe.d, recipe.layers, recipe.heads, mlp_ratio=recipe.mlp_ratio)
 
 
-def sft(recipe: SFTRecipe = SFTRecipe(), device="cpu", max_seconds: float | None = None) -> tuple[TinyCharLM, dict]:
-    """Train a :class:`TinyCharLM` on fresh problems until greedy accuracy on ``eval_n`` held-out problems
+def sft(recipe: SFTRecipe = SFTRecipe(), device="cpu", max_seconds: float | None = None) -> tuple[TinyCausalLM, dict]:
+    """Train a :func:`char_lm` policy on fresh problems until greedy accuracy on ``eval_n`` held-out problems
     (seed ``10_000 + seed``) first reaches ``target_acc`` (checked every ``check_every`` steps), or
     ``max_steps`` / ``max_seconds`` run out."""
     import time
@@ -325,7 +247,7 @@ def sft(recipe: SFTRecipe = SFTRecipe(), device="cpu", max_seconds: float | None
     return model, {"steps": step, "held_out_acc": acc, "final_loss": float(np.mean(losses[-10:]))}
 
 
-def load_or_train_sft(recipe: SFTRecipe = SFTRecipe(), path: str | None = FIXTURE) -> tuple[TinyCharLM, dict]:
+def load_or_train_sft(recipe: SFTRecipe = SFTRecipe(), path: str | None = FIXTURE) -> tuple[TinyCausalLM, dict]:
     """The committed warm-start policy when its recipe equals ``recipe``; otherwise trained here
     (``info["source"]`` says which, with the recipe differences)."""
     from companion.core.checkpoints import differences, load_state

@@ -6,7 +6,7 @@ Paper: *4DGCPro: Efficient Hierarchical 4D Gaussian Compression for Progressive 
 that any prefix of the bitstream renders (c^l over layers ≤ l); inter-frames carry rigid motion and
 additive residuals, grouped by motion (a new keyframe when mean‖Δμ_t‖ > τ_μ); training is end-to-end
 rate–distortion optimised per layer (KDE rate for keyframes, Gaussian rate for residuals). This package
-is a 2-D CPU analogue that keeps every mechanism, plus the 3-D decode/render study for one GPU.
+is a 2-D CPU analogue that keeps every mechanism, plus two 3-D studies for one GPU (decode + render; training).
 
 * :mod:`~companion.gaussian_video.splat` — the differentiable PyTorch splatter (depth order, front-to-back
   compositing, transmittance exp(cumsum(log1p(−α)))) and the EWA projection Σ' = J W Σ Wᵀ Jᵀ;
@@ -21,8 +21,13 @@ is a 2-D CPU analogue that keeps every mechanism, plus the 3-D decode/render stu
   bit-exact decoder;
 * :mod:`~companion.gaussian_video.bd` — BD-PSNR and BD-rate (PCHIP);
 * :mod:`~companion.gaussian_video.experiments` — the ablations behind the Reproduce section;
-* :mod:`~companion.gaussian_video.explorer`, :mod:`~companion.gaussian_video.claims`,
-  :mod:`~companion.gaussian_video.scale` — the notebook's explorer, rows and GPU study.
+* :mod:`~companion.gaussian_video.explorer`, :mod:`~companion.gaussian_video.claims` — the notebook's explorer
+  and rows;
+* the two GPU studies (``python -m companion.bench gaussian_video`` and ``gaussian_video_train3d``):
+  :mod:`~companion.gaussian_video.scale` (progressive decode + render, stages in
+  :mod:`~companion.gaussian_video.decode`) and :mod:`~companion.gaussian_video.scale_train3d` (the 3-D pipeline
+  trained, :mod:`~companion.gaussian_video.train3d`), both on the synthetic scene of
+  :mod:`~companion.gaussian_video.scene3d`.
 
 The Triton tile rasteriser lives in ``companion_kernels/gaussian_splat`` (``companion_kernels.gaussian_splat``).
 """

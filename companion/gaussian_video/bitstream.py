@@ -22,7 +22,7 @@ add over layers exactly. The motion grid counts in the header; there are no MLP 
 analogue's motion model is the grid itself). Decoding is bit-exact: :func:`decode_frame` returns the same float32 tensors as
 the encoder's own dequantisation.
 
-**The paper's codec path** (used by the GPU study, :mod:`companion.gaussian_video.scale`): per layer, each
+**The paper's codec path** (used by the GPU study, :mod:`companion.gaussian_video.decode`): per layer, each
 8-bit attribute channel of the layer's Gaussians is one image plane (:func:`attribute_frames`, a 16-bit
 position as two planes, high and low byte), video frame t holds the attributes at time t, and the planes
 go straight into x264 as yuv444p pictures (:func:`encode_h264`, through PyAV; :func:`decode_h264`). No RGB

@@ -3,12 +3,13 @@
 
 Inputs: ``key`` — :class:`~companion.gaussian_video.experiments.KeyframeStudy` (the keyframe ablations),
 ``groups`` — :func:`~companion.gaussian_video.experiments.grouping_study` (sequence RD curves), ``gpu`` — the
-recorded GPU decode benchmark (:func:`companion.gaussian_video.scale.recorded`) or None, ``train3d`` — the
-recorded 3-D training run (:func:`companion.gaussian_video.train3d.recorded`) or None. ``key`` and ``groups``
+recorded GPU decode study (:func:`companion.gaussian_video.scale.recorded`) or None, ``train3d`` — the
+recorded 3-D training study (:func:`companion.gaussian_video.scale_train3d.recorded`) or None. ``key`` and ``groups``
 may also be lists, one study per seed (the notebook's ``N_SEEDS``): every row then takes one value per seed.
 
 The CPU rows are effect claims: with fewer than three seeds (the notebook's default is one) they are
-*inconclusive* and show their numbers; so is the 3-D training run, one seed. The decode timings are timing claims, judged on the one run.
+*inconclusive* and show their numbers; so is the 3-D training run, one seed. The decode timings are timing claims,
+judged on the one run. A GPU row whose stage did not finish in the recorded run says so and is *not run here*.
 BD numbers are taken on the curves' monotone envelopes (:mod:`companion.gaussian_video.bd`); a row says
 which layers a curve lost to the envelope. The Triton rasteriser's agreement with gsplat and its throughput
 are checks of this project's kernel, not paper claims: the notebook's Checks show them
@@ -22,6 +23,7 @@ import math
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, per_seed, seeds_text
+from companion.core.stages import not_finished, stage_states
 from companion.gaussian_video.experiments import bd_against
 
 PSNR_MONOTONE_TOL_DB = 0.05   # PSNR counts as non-decreasing in l when no step drops by more than this
@@ -197,10 +199,14 @@ def grouping_rows(groups) -> list[Claim]:
 
 
 def _decode_scale(gpu: dict) -> str:
-    sc, pr = gpu.get("scene", {}), gpu.get("profile", {})
-    return (f"{gpu['device']}, one run, {gpu['date']}; an untrained synthetic scene ({sc.get('n_gaussians', '?')} "
-            f"random Gaussians in articulated parts, not fitted to any image), {sc.get('width', '?')}², "
-            f"L = {pr.get('L', len(gpu.get('per_layer') or []))}")
+    pr = gpu["profile"]
+    return (f"{gpu['device']}, one run, {gpu['date']}; an untrained synthetic scene ({pr['n_gaussians']} "
+            f"random Gaussians in articulated parts, not fitted to any image), {pr['width']}², L = {pr['L']}")
+
+
+def _unfinished(payload: dict, stage: str) -> str | None:
+    """``"name (state: why)"`` when the recorded run's ``stage`` did not end done, else None."""
+    return next((s for s in not_finished(payload) if s.startswith(f"{stage} (")), None)
 
 
 def _zlib_words() -> str:
@@ -222,13 +228,12 @@ def decode_rows(gpu: dict) -> list[Claim]:
         measured += f"; PSNR against the unquantised render l = 1..{len(per)}: {'/'.join(f'{p[key]:.1f}' for p in per)} dB"
     if coded:
         measured += f"; {_zlib_words()} for comparison: High {hi['total_ms']:.1f} ms, Low {lo['total_ms']:.1f} ms"
-        h264 = gpu.get("h264")
-        q0 = h264.get("lossless_qp0", {}) if isinstance(h264, dict) else {}
+        q0 = gpu.get("h264", {}).get("lossless_qp0", {})
         if "psnr_vs_unquantised_all_layers" in q0:
             measured += (f"; H.264 at qp 0 (lossless): High {q0['psnr_vs_unquantised_all_layers']:.1f} dB, decode "
                          f"{q0['decode_ms_all_layers']:.1f} ms")
-    elif isinstance(gpu.get("h264"), str):
-        measured += f"; H.264: {gpu['h264']}"
+    elif _unfinished(gpu, "h264"):
+        measured += f"; H.264 not timed: stage {_unfinished(gpu, 'h264')}"
     scale = _decode_scale(gpu)
     paper = "decode 29/19/12 ms + render 3.1/2.5/2.2 ms (High/Mid/Low), phone decode 35/27/19 ms"
     return [
@@ -242,30 +247,56 @@ def decode_rows(gpu: dict) -> list[Claim]:
 
 
 def gpu_rows(gpu) -> list[Claim]:
-    """Rows of the recorded GPU decode benchmark: any version of its JSON (with or without H.264)."""
-    if gpu is None or not gpu.get("per_layer"):
-        return [Claim(claim="real-time decode + render per frame; Low at most half of High",
-                      paper="decode 29/19/12 ms + render 3.1/2.5/2.2 ms (High/Mid/Low)",
-                      measured="no decode timings recorded" if gpu else "no GPU run recorded yet",
-                      scale=_decode_scale(gpu) if gpu else "—",
-                      judgement=not_run("needs benchmarks/gaussian_video_decode.py on one GPU"))]
-    return decode_rows(gpu)
+    """Rows of the recorded GPU decode study, from its ``per_layer`` stage (and ``h264`` where done); not run
+    without a run, or where that stage did not finish or stopped before l = L."""
+    why = "needs `python -m companion.bench gaussian_video` on one GPU"
+    if gpu is None:
+        measured, scale = "no GPU run recorded yet", "—"
+    else:
+        per, L, scale = gpu.get("per_layer") or [], gpu["profile"]["L"], _decode_scale(gpu)
+        done = stage_states(gpu).get("per_layer") == "done"
+        if done and len(per) == L:
+            return decode_rows(gpu)
+        measured = (f"the recorded run timed l = 1..{len(per)} of L = {L} before its deadline" if done else
+                    f"the recorded run's stage {_unfinished(gpu, 'per_layer') or 'per_layer (not run)'}")
+        why = f"{measured}: rerun its per_layer stage"
+    return [Claim(claim="real-time decode + render per frame; Low at most half of High",
+                  paper="decode 29/19/12 ms + render 3.1/2.5/2.2 ms (High/Mid/Low)", measured=measured, scale=scale,
+                  judgement=not_run(why))]
+
+
+def _train3d_text(payload: dict) -> dict:
+    """The ``claim``, ``paper``, ``measured`` and ``scale`` of the 3-D training row from the study's payload
+    (its ``sequence`` stage and profile)."""
+    P, seq = payload["profile"], payload["sequence"]
+    pl, sc = seq["per_layer"], P["scene"]
+    first, last = pl[0], pl[-1]
+    measured = (f"layer 1: {first['psnr_test']:.2f} dB at {first['mb_per_frame']:.3f} MB/frame; layers 1..{last['l']}: "
+                f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame; PSNR "
+                f"{'non-decreasing' if seq['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
+                f"{seq['groups']}; training {seq['train_min_per_frame']:.3f} min/frame")
+    where = "smoke run (CPU)" if payload.get("smoke") else payload.get("device", "one GPU")
+    scale = (f"{where}, one seed, synthetic scene, {sc['n_gt']} ground-truth / ~{round(last['n_gaussians'])} model "
+             f"Gaussians, {sc['n_cameras']} cameras at {sc['width']}² ({len(seq['test_cameras'])} held out), "
+             f"{seq['n_frames_done']} of {seq['n_frames_planned']} frames, {P['backend']} renderer")
+    return {"claim": "one model streams progressively: PSNR and size grow with the layers received",
+            "paper": "High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame; 4.3 min/frame training",
+            "measured": measured, "scale": scale}
 
 
 def train3d_row(payload) -> Claim:
-    """The recorded 3-D training run (``benchmarks/gaussian_video_train3d.py``): held-out PSNR per layer count
-    (:func:`~companion.gaussian_video.train3d.summary`), judged on its worst step in l; one seed."""
-    from companion.gaussian_video.train3d import summary
-
-    if payload is None:
+    """The recorded 3-D training study (``python -m companion.bench gaussian_video_train3d``): held-out PSNR per
+    layer count from its ``sequence`` stage, judged on its worst step in l; one seed."""
+    if payload is None or stage_states(payload).get("sequence") != "done":
         return Claim(claim="one model streams progressively (3-D, multi-view, trained)",
                      paper="High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame",
-                     measured="no GPU run recorded yet", scale="—",
-                     judgement=not_run("needs benchmarks/gaussian_video_train3d.py on one GPU"))
-    row = summary(payload)
+                     measured="no GPU run recorded yet" if payload is None else
+                     f"the recorded run's stage {_unfinished(payload, 'sequence') or 'sequence (not run)'}", scale="—",
+                     judgement=not_run("needs `python -m companion.bench gaussian_video_train3d` on one GPU"))
+    row = _train3d_text(payload)
     if payload.get("smoke"):
         return Claim(**row, judgement=inconclusive("the recorded run is a smoke run (CPU, a few steps)"))
-    worst = float(np.diff([p["psnr_test"] for p in payload["per_layer"]]).min())
+    worst = float(np.diff([p["psnr_test"] for p in payload["sequence"]["per_layer"]]).min())
     row["measured"] += f"; worst step in l {worst:+.3f} dB"
     return Claim(**row, judgement=judge([worst], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db))
 

@@ -1,4 +1,4 @@
-"""Figures of paper 05's Scale-up section, from the recorded GPU runs (decode benchmark, 3-D training)."""
+"""Figures of paper 05's Scale-up section, from the recorded GPU studies (progressive decode, 3-D training)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 def decode_figure(gpu: dict) -> go.Figure:
     """Decode + render per frame against the layers received (zlib chunks, and the H.264 path when the run
-    has it), and PSNR against the bytes of layers ≤ l."""
+    has it), and PSNR against the bytes of layers ≤ l, from the decode study's ``per_layer`` stage."""
     per = gpu["per_layer"]
     ls = [p["l"] for p in per]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("decode + render per frame (ms)",
@@ -27,17 +27,17 @@ def decode_figure(gpu: dict) -> go.Figure:
     fig.update_xaxes(title_text="layers l", row=1, col=1)
     fig.update_xaxes(title_text="MB, layers ≤ l", row=1, col=2)
     fig.update_yaxes(title_text="PSNR (dB)", row=1, col=2)
-    sc = gpu.get("scene", {})
-    fig.update_layout(barmode="stack", height=380, title=f"Progressive decode of {sc.get('n_gaussians', '?')} Gaussians "
-                      f"at {sc.get('width', '?')}² ({gpu.get('device', '?')}, {gpu.get('date', '?')})")
+    pr = gpu["profile"]
+    fig.update_layout(barmode="stack", height=380, title=f"Progressive decode of {pr['n_gaussians']} Gaussians "
+                      f"at {pr['width']}² ({gpu.get('device', '?')}, {gpu.get('date', '?')})")
     return fig
 
 
 def train3d_figure(payload: dict) -> go.Figure:
-    """The trained 3-D model: held-out PSNR against MB per frame for each number of layers received, and the
-    bytes of every frame (keyframes marked) with the group boundaries."""
-    per = payload["per_layer"]
-    frames = payload["frames"]
+    """The trained 3-D model (the 3-D study's ``sequence`` stage): held-out PSNR against MB per frame for each
+    number of layers received, and the bytes of every frame (keyframes marked) with the group boundaries."""
+    seq = payload["sequence"]
+    per, frames = seq["per_layer"], seq["frames"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
                         subplot_titles=("held-out PSNR vs MB per frame (layers ≤ l)", "MB per frame (all layers)"))
     fig.add_scatter(x=[p["mb_per_frame"] for p in per], y=[p["psnr_test"] for p in per], mode="lines+markers+text",
@@ -46,13 +46,13 @@ def train3d_figure(payload: dict) -> go.Figure:
     fig.add_bar(x=[f["t"] for f in frames], y=[f["bytes"][-1] / 1e6 for f in frames], name="frame bytes",
                 marker_color=["#D55E00" if k == "key" else "#0072B2" for k in kinds],
                 hovertext=[f"{k}, mean‖Δμ‖ {f['mean_dmu']}" for k, f in zip(kinds, frames)], row=1, col=2)
-    for t in payload["groups"]:
+    for t in seq["groups"]:
         fig.add_vline(x=t - 0.5, line_dash="dot", line_color="#777777", row=1, col=2)
     fig.update_xaxes(title_text="MB per frame", row=1, col=1)
     fig.update_yaxes(title_text="PSNR (dB)", row=1, col=1)
     fig.update_xaxes(title_text="frame t (orange: keyframe; dotted: group start)", row=1, col=2)
-    sc = payload["scene"]
+    sc = payload["profile"]["scene"]
     fig.update_layout(height=380, showlegend=False,
-                      title=f"3-D training: {sc['n_cameras']} cameras at {sc['width']}², {payload['n_frames_done']} "
+                      title=f"3-D training: {sc['n_cameras']} cameras at {sc['width']}², {seq['n_frames_done']} "
                             f"frames ({payload.get('device', '?')}, {payload.get('date', '?')})")
     return fig

@@ -6,7 +6,8 @@ It mirrors :mod:`companion.gaussian_video.pipeline` (the 2-D CPU version) and re
 Ψ and the layer split (:mod:`.significance`), uniform-noise quantisation and the KDE / Gaussian rate
 models (:mod:`.rate`), the quantiser and the exact rANS coder with its KDE ``Categorical`` and
 ``QuantizedGaussian`` tables (:mod:`.bitstream`), the grouping rule (:func:`.pipeline.motion_groups`),
-the EWA projection and the differentiable splatter (:mod:`.splat`), the scene and cameras (:mod:`.scale`).
+the EWA projection and the differentiable splatter (:mod:`.splat`), the scene and cameras (:mod:`.scene3d`).
+The GPU study :mod:`companion.gaussian_video.scale_train3d` runs it in three stages (the bodies at the end).
 
 **Renderer** (:func:`render`): one signature, two backends. ``"gsplat"`` (CUDA) calls
 ``gsplat.rasterization`` (forward and backward in CUDA, 16 × 16 tiles, classic mode, black background,
@@ -19,13 +20,13 @@ never stops early); gsplat bounds each Gaussian by the screen radius where α' f
 cut-off); gsplat clamps the camera-space position used in the EWA Jacobian to 1.3× the field of view and
 culls outside the image, the torch path only culls depth ≤ 0.01. Both take quaternions (w, x, y, z),
 linear scales, opacities in [0, 1], world-to-camera view matrices and pinhole K, and return
-``[C, H, W, 3]``. They agree to within those cut-offs (:func:`backend_agreement`, run by the benchmark and a
+``[C, H, W, 3]``. They agree to within those cut-offs (:func:`backend_agreement`, run by the study and a
 ``gpu`` test on CUDA; not here: gsplat has no CPU path).
 
-**Scene** (:func:`make_dataset`): the ground-truth Gaussians of :func:`.scale.make_scene` (articulated parts,
+**Scene** (:func:`make_dataset`): the ground-truth Gaussians of :func:`.scene3d.make_scene` (articulated parts,
 rigid rotation + drift + a non-rigid wobble) plus a global jump of ``jump`` scene units from frame
 ``jump_at`` on (added here, as in the 2-D scene, so that motion-aware grouping has something to detect);
-ground-truth images from the same renderer for every camera of :func:`.scale.cameras` and frame; every
+ground-truth images from the same renderer for every camera of :func:`.scene3d.cameras` and frame; every
 ``test_every``-th camera is held out for evaluation.
 
 **Model**: initialised per keyframe from an SfM-like point cloud — a random ``init_fraction`` of the
@@ -76,7 +77,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import struct
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -86,15 +86,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from companion.core import ParameterError, check_choice, check_float, check_int, recorded_results
+from companion.core import ParameterError, check_choice, check_float, check_int, time_ms
+from companion.core.stages import StageContext
 from companion.gaussian_video.bitstream import (
     KDE_LEVELS, EncodedFrame, _assemble, _code_column, _read_varint, _split, _varint, gaussian_freqs, kde_freqs, kde_levels,
     key_dequantise, key_quantise, key_step, rans_decode, rans_encode, read_key_header)
 from companion.gaussian_video.gsplat_peer import load_gsplat
 from companion.gaussian_video.pipeline import motion_groups
 from companion.gaussian_video.rate import gaussian_bits, kde_bits
-from companion.gaussian_video.scale import cameras, make_scene
 from companion.gaussian_video.scene import psnr
+from companion.gaussian_video.scene3d import cameras, make_scene
 from companion.gaussian_video.significance import layer_weights, significance, split_layers
 from companion.gaussian_video.splat import conics, covariance_3d, project_ewa, splat
 
@@ -106,13 +107,6 @@ MOTION_CHANNELS = 6  # Δμ (3) and the rotation vector v (3)
 BLOCK = 2048  # symbols per rANS block
 BACKENDS = ("gsplat", "torch")
 NEAR = 0.01
-
-SCENE_GPU = {"n_gt": 100_000, "n_parts": 12, "n_frames": 30, "n_cameras": 16, "width": 512, "test_every": 4,
-             "jump_at": 15, "jump": 0.04}
-# smoke: 8 cameras (6 training views), not 4: with 3 training views the extra layers overfit and the held-out
-# PSNR fell with l, which says nothing about the method
-SCENE_SMOKE = {"n_gt": 400, "n_parts": 3, "n_frames": 4, "n_cameras": 8, "width": 32, "test_every": 4,
-               "jump_at": 2, "jump": 0.04}
 
 
 @dataclass(frozen=True)
@@ -171,17 +165,11 @@ class Config:
     def replace(self, **kw) -> "Config":
         return Config(**{**asdict(self), **kw})
 
-
-GPU_CONFIG = Config()
-SMOKE_CONFIG = Config(L=3, key_steps=60, rd_steps=20, relayer_every=20, rigid_steps=10, residual_steps=10,
-                      motion_levels=(2, 4), lr_means=3e-3, tau_mu=0.02)
-
-RESULTS_NAME = "gaussian_video_train3d"
-
-
-def recorded() -> dict | None:
-    """The committed results of ``benchmarks/gaussian_video_train3d.py`` (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+    @classmethod
+    def from_profile(cls, profile: dict) -> "Config":
+        """The configuration of a study profile: its ``train`` knobs (``motion_levels`` a list in JSON) and ``seed``."""
+        train = profile["train"]
+        return cls(**{**train, "motion_levels": tuple(train["motion_levels"]), "seed": profile["seed"]})
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -498,10 +486,6 @@ def _pmap(fn, jobs: list, workers: int) -> list:
     return list(_POOLS[workers].map(fn, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
 
 
-def default_workers() -> int:
-    return max(1, min(16, os.cpu_count() or 1))
-
-
 def _bounds(layer: torch.Tensor, L: int) -> list[int]:
     counts = torch.bincount(layer.cpu(), minlength=L + 1)[1:].tolist()
     return [0] + np.cumsum(counts).tolist()
@@ -675,7 +659,7 @@ def evaluate(p: dict, layer: torch.Tensor, L: int, images: torch.Tensor, viewmat
 
 
 def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1, deadline_s: float | None = None,
-                      log=None, on_frame=None) -> Sequence3D:
+                      log=None) -> Sequence3D:
     """Train and code the sequence of ``data`` (:func:`make_dataset`) frame by frame (module docstring).
     Stops adding frames once ``deadline_s`` seconds have passed (the frames done stay valid)."""
     images, views, K = data["images"], data["viewmats"], data["K"]
@@ -732,8 +716,6 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1
             dmu = "-" if mean_dmu is None else f"{mean_dmu:.4f}"
             log(f"frame {t}: {kind}, mean|Δμ| {dmu}, {rec['bytes'][-1] / 1e6:.3f} MB, "
                 f"PSNR {rec['psnr_test'][0]:.2f}..{rec['psnr_test'][-1]:.2f} dB, train {rec['train_s']:.1f} s")
-        if on_frame:
-            on_frame(res)
     return res
 
 
@@ -753,11 +735,11 @@ def decode_sequence3d(encoded: list, cfg: Config, upto: int | None = None, worke
     return out
 
 
-# --- results -------------------------------------------------------------------------------------
+# --- the study's stages (companion.gaussian_video.scale_train3d.STAGES) ---------------------------------
 
 def results(seq: Sequence3D, data: dict) -> dict:
-    """The payload: per layer l the held-out PSNR (mean over frames), MB per frame (keyframes, inter-frames,
-    mean), Gaussians; the groups; training minutes per frame; the per-frame records."""
+    """The ``sequence`` stage's result: per layer l the held-out PSNR (mean over frames), MB per frame (keyframes,
+    inter-frames, mean), Gaussians; the groups; training minutes per frame; the per-frame records."""
     L, fr = seq.cfg.L, seq.frames
     keys = [f for f in fr if f["kind"] == "key"]
     inters = [f for f in fr if f["kind"] == "inter"]
@@ -771,14 +753,13 @@ def results(seq: Sequence3D, data: dict) -> dict:
                           "mb_inter": mean([f["bytes"][l] / 1e6 for f in inters]),
                           "n_gaussians": mean(counts)})
     return {"per_layer": per_layer, "groups": seq.groups, "n_frames_done": len(fr),
-            "n_frames_planned": int(data["images"].shape[0]),
+            "n_frames_planned": int(data["images"].shape[0]), "train_cameras": data["train"], "test_cameras": data["test"],
             "train_min_per_frame": mean([f["train_s"] / 60 for f in fr]),
             "train_min_per_keyframe": mean([f["train_s"] / 60 for f in keys]),
             "train_min_per_inter": mean([f["train_s"] / 60 for f in inters]),
             "code_s_per_frame": mean([f["code_s"] for f in fr]),
             "psnr_monotone_in_l": all(a["psnr_test"] <= b["psnr_test"] + 1e-9 for a, b in zip(per_layer, per_layer[1:])),
-            "gt_mean_motion": data["gt_mean_motion"][:len(fr)],
-            "frames": fr, "config": {**asdict(seq.cfg), "motion_levels": list(seq.cfg.motion_levels)},
+            "gt_mean_motion": data["gt_mean_motion"][:len(fr)], "frames": fr,
             "size_accounting": "bytes of layers <= l = frame header (counts, per-channel min/max and KDE tables; "
                                "for inter-frames the Gaussian tables and the whole motion grid) + chunks 1..l; "
                                "no network weights (the motion model is the coded grid)",
@@ -787,20 +768,72 @@ def results(seq: Sequence3D, data: dict) -> dict:
                              "mean over frames"}
 
 
-def summary(payload: dict) -> dict:
-    """What a claims row would print: ``claim``, ``paper``, ``measured`` and ``scale`` strings, from the
-    benchmark's payload (:func:`results` plus ``scene``, ``test_cameras``, ``backend`` and ``smoke``)."""
-    pl = payload["per_layer"]
-    sc = payload["scene"]
-    first, last = pl[0], pl[-1]
-    measured = (f"layer 1: {first['psnr_test']:.2f} dB at {first['mb_per_frame']:.3f} MB/frame; layers 1..{last['l']}: "
-                f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame; PSNR "
-                f"{'non-decreasing' if payload['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
-                f"{payload['groups']}; training {payload['train_min_per_frame']:.3f} min/frame")
-    where = "smoke run (CPU)" if payload["smoke"] else payload.get("device", "one GPU")
-    scale = (f"{where}, one seed, synthetic scene, {sc['n_gt']} ground-truth / ~{round(last['n_gaussians'])} model "
-             f"Gaussians, {sc['n_cameras']} cameras at {sc['width']}² ({len(payload['test_cameras'])} held out), "
-             f"{payload['n_frames_done']} of {payload['n_frames_planned']} frames, {payload['backend']} renderer")
-    return {"claim": "one model streams progressively: PSNR and size grow with the layers received",
-            "paper": "High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame; 4.3 min/frame training",
-            "measured": measured, "scale": scale}
+def _dataset(ctx: StageContext) -> dict:
+    """The profile's scene and its ground-truth renders (:func:`make_dataset`), built once per call."""
+    if "dataset" not in ctx.shared:
+        P = ctx.profile
+        ctx.shared["dataset"] = make_dataset(**P["scene"], backend=P["backend"], device=ctx.device, seed=ctx.seed)
+    return ctx.shared["dataset"]
+
+
+def renderer_stage(ctx: StageContext) -> dict:
+    """The renderer before any training: gsplat's load time (it compiles its CUDA extension on first import
+    unless ``COMPANION_GSPLAT_SO`` points at a prebuilt one), the ground-truth renders of every camera and frame,
+    forward + backward of the L progressive renders c^1..c^L of one training camera (median ms) and, with
+    gsplat, its agreement with the torch backend on 4000 Gaussians at 128² (:func:`backend_agreement`)."""
+    P, cfg, dev = ctx.profile, Config.from_profile(ctx.profile), torch.device(ctx.device)
+    backend = check_choice("backend", P["backend"], BACKENDS)
+    out = {}
+    if backend == "gsplat":
+        t0 = time.perf_counter()
+        load_gsplat()
+        out["gsplat_load_s"] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    data = _dataset(ctx)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    out["gt_render_s"] = round(time.perf_counter() - t0, 2)
+    p = {k: v.requires_grad_(True)
+         for k, v in init_model(data["means"][0].to(dev), cfg, torch.Generator().manual_seed(ctx.seed)).items()}
+    layer = layering(p, cfg.L, cfg.lambda_psi)
+    cam, W = data["train"][:1], data["width"]
+
+    def step():
+        imgs = render_layers(p, layer, cfg.L, data["viewmats"][cam], data["K"], W, W, backend)
+        sum(img.sum() for img in imgs).backward()
+
+    out["render_layers_fwd_bwd_ms"] = round(time_ms(step, dev, warmup=3, rep=10), 3)
+    out["render_note"] = (f"forward + backward of the {cfg.L} progressive renders c^1..c^L of one camera, "
+                          f"{len(layer)} Gaussians at {W}², {backend}")
+    out["agreement"] = None
+    if backend == "gsplat":  # the two backends' conventions on a 128² pair of cameras (the torch path is dense)
+        views, K = cameras(2, 128)
+        out["agreement"] = backend_agreement(data["means"][0][:4000].to(dev), views.to(dev), K.to(dev), 128)
+    ctx.log(f"[renderer] {out}")
+    return out
+
+
+def sequence_stage(ctx: StageContext) -> dict:
+    """Train and code the sequence frame by frame (:func:`encode_sequence3d`), adding no frame once
+    ``ctx.left()`` has run out (the frames done stay valid: ``n_frames_done`` of ``n_frames_planned``), then
+    its results per layer (:func:`results`)."""
+    P = ctx.profile
+    data = _dataset(ctx)
+    seq = encode_sequence3d(data, Config.from_profile(P), P["backend"], workers=P["workers"], deadline_s=ctx.left(),
+                            log=ctx.log)
+    ctx.shared["sequence"] = seq
+    return results(seq, data)
+
+
+def decode_stage(ctx: StageContext) -> dict:
+    """The client: every coded frame decoded from its bytes alone (:func:`decode_sequence3d`), the seconds it
+    took and whether every frame equals the encoder's state bit for bit."""
+    seq = ctx.shared.get("sequence")
+    if seq is None:
+        raise RuntimeError("decode needs the coded frames of this call's sequence stage (they are not saved): "
+                           "run the stages sequence,decode together")
+    t0 = time.perf_counter()
+    decoded = decode_sequence3d(seq.encoded, seq.cfg, workers=ctx.profile["workers"])
+    return {"decode_all_s": round(time.perf_counter() - t0, 2),
+            "decode_check": all(torch.equal(a[k], b[k]) and torch.equal(la, lb)
+                                for (a, la), (b, lb) in zip(decoded, seq.states) for k in a)}

@@ -19,9 +19,10 @@ heads.
   views, D_disagree and symmetric KL;
 * :mod:`~companion.graph_multiview.data` — planted-motif graphs (local ``InMemoryDataset``) and the DGCNN-format
   TU loader;
+* :mod:`~companion.graph_multiview.experiments` — the stages of the one-GPU study;
 * :mod:`~companion.graph_multiview.explorer`, :mod:`~companion.graph_multiview.claims`,
   :mod:`~companion.graph_multiview.figures`, :mod:`~companion.graph_multiview.scale` — the notebook's explorer,
-  rows, figures and the GPU profile.
+  rows, figures, and the study's profiles and recorded results.
 """
 
 from companion.core import Paper

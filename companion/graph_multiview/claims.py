@@ -4,14 +4,15 @@ Inputs: ``runs`` — ``{method: [RunResult per fold]}`` from :func:`~companion.g
 (each fold is its own seed, so per-fold values are the per-seed values the rule needs); ``invariants`` —
 :func:`~companion.graph_multiview.submix.mixing_invariants`; ``ppr`` — :func:`~companion.graph_multiview.sampling.ppr_reference`
 (the sampler's PPR matrix against networkx's PageRank); ``scale`` — what the run was; ``gpu`` — the recorded
-GPU payload or None. Every threshold is a named constant, tested just inside and just outside in
-``tests/unit/test_graph_multiview_claims.py``.
+GPU study (:func:`companion.graph_multiview.scale.recorded`) or None. Every threshold is a named constant, tested
+just inside and just outside in ``tests/unit/test_graph_multiview_claims.py``.
 
 GPU rows are judged from the recorded JSON by the same rule: on the per-fold accuracies (``acc``) where the
 JSON holds them. A JSON written before they were recorded holds means only; its rows are judged on the one
 value it has (the difference of the means), which the rule calls inconclusive. A ``heads_sweep`` recorded
-before the fix of the M > 2 label weights (no ``weight_rule`` for it) is stale: shown, judged on one value
-(inconclusive), and marked as such until it is rerun.
+under an older M > 2 label-weight rule (its profile names none, or an older ``weight_rule``) is stale: shown,
+judged on one value (inconclusive), and marked as such until it is rerun. A stage that did not finish
+(``payload["stages"]``), or an encoder the ``main`` stage did not reach, gives a not-run row that says so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
+from companion.graph_multiview.experiments import ENCODERS
 from companion.graph_multiview.scale import heads_stale
 from companion.graph_multiview.training import LABELS
 
@@ -34,8 +37,7 @@ BASELINES = ("vanilla", "dropedge", "dropnode", "ensemble", "gmimo")  # Table 1'
 SHORT_RUN = "short CPU runs on small synthetic graphs, not the paper's long 10-fold runs on TU sets"
 MEANS_ONLY = ("per-fold accuracies not recorded in this JSON (means only): judged on the one value it holds, the "
               "difference of the means")
-RERUN = ("python benchmarks/graph_multiview_gpu.py --stages heads_sweep "
-         "--resume benchmarks/results/graph_multiview_gpu.json")
+COMMAND = "python -m companion.bench graph_multiview"  # the study that records the GPU rows
 
 
 def _ms(values) -> str:
@@ -164,38 +166,54 @@ def gpu_where(gpu: dict) -> str:
 
 
 def _gpu_scale(gpu: dict, folds, what: str) -> str:
-    cfg = gpu.get("config", {})
-    return (f"{gpu_where(gpu)}, {folds} folds (one seed each), {cfg.get('epochs', '?')} epochs, {cfg.get('graphs', '?')} "
-            f"motif graphs{what}, {gpu.get('date', '?')}")
+    prof = gpu.get("profile", {})
+    return (f"{gpu_where(gpu)}, {folds} folds (one seed each), {prof.get('train', {}).get('epochs', '?')} epochs, "
+            f"{prof.get('graphs', '?')} motif graphs{what}, {gpu.get('date', '?')}")
+
+
+def _missing(gpu: dict, stage: str) -> str | None:
+    """Why the recorded study holds no finished ``stage`` (its state and reason, or its absence); None when it does."""
+    left = next((s for s in not_finished(gpu) if s.split(" ", 1)[0] == stage), None)
+    if left:
+        return f"stage {left}"
+    return None if stage in gpu else f"stage {stage} not in the recorded run"
+
+
+def _not_recorded(claim: str, paper: str, why: str, gpu: dict) -> Claim:
+    return Claim(claim, paper, f"not recorded: {why}", _gpu_scale(gpu, "?", ""), not_run(why))
 
 
 def _main_rows(gpu: dict) -> list[Claim]:
-    rows = []
+    claim, paper = "{}: GMV beats the baselines on the noisy motif set", "GMV best in Table 1 (vanilla, DropEdge, " \
+        "DropNode, ensembles, G-MIMO)"
+    why = _missing(gpu, "main")
+    if why:
+        return [_not_recorded(claim.format("GCN / GIN / GraphGPS"), paper, why, gpu)]
+    rows = [_not_recorded(claim.format(conv.upper()), paper, "the main stage stopped before this encoder (deadline)", gpu)
+            for conv in ENCODERS if conv not in gpu["main"]]
     for conv, table in gpu["main"].items():
         text = ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for m, v in table.items())
         base = [m for m in BASELINES if m in table]
         if "gmv" not in table or not base:
-            rows.append(Claim(f"{conv.upper()}: GMV beats the baselines on the noisy motif set",
-                              "GMV best in Table 1", text + " %", _gpu_scale(gpu, "?", ""),
+            rows.append(Claim(claim.format(conv.upper()), paper, text + " %", _gpu_scale(gpu, "?", ""),
                               not_run(f"the {conv.upper()} table has no GMV or no baseline")))
             continue
         gains, per_fold = _per_fold(table["gmv"], [table[m] for m in base])
         note = f"GMV − best baseline per fold (pp): {_pp(gains)}" if per_fold else \
             f"GMV − best baseline (means): {_pp(gains)} pp; {MEANS_ONLY}"
-        rows.append(Claim(f"{conv.upper()}: GMV beats the baselines on the noisy motif set",
-                          "GMV best in Table 1 (vanilla, DropEdge, DropNode, ensembles, G-MIMO)",
-                          f"{text} %; {note}", _gpu_scale(gpu, table["gmv"]["folds"], ""),
+        rows.append(Claim(claim.format(conv.upper()), paper, f"{text} %; {note}", _gpu_scale(gpu, table["gmv"]["folds"], ""),
                           judge(gains, BEST_MARGIN_PP, direction="higher")))
     return rows
 
 
-def _heads_row(gpu: dict, sub) -> Claim | None:
-    sweep = gpu.get("heads_sweep")
-    if not sweep:
-        return None
+def _heads_row(gpu: dict, sub) -> Claim:
+    claim, paper = "More sub-networks do not lower accuracy", "2 sub-networks by default; sweep 2–10 (gains saturate)"
+    why = _missing(gpu, "heads_sweep")
+    if why:
+        return _not_recorded(claim, paper, why, gpu)
+    sweep = gpu["heads_sweep"]
     text = ", ".join(f"M = {k}: {v['acc_mean']:.1f} ± {v['acc_std']:.1f}" for k, v in sweep.items()) + " %"
     more = [k for k in sweep if int(k) > 2]
-    claim, paper = "More sub-networks do not lower accuracy", "2 sub-networks by default; sweep 2–10 (gains saturate)"
     if "2" not in sweep or not more:
         return Claim(claim, paper, text, sub(sweep), not_run("the sweep holds no M = 2 or no M > 2"))
     stale = heads_stale(gpu)
@@ -206,17 +224,18 @@ def _heads_row(gpu: dict, sub) -> Claim | None:
     else:
         values = [float(np.mean([sweep[k]["acc_mean"] for k in more])) - sweep["2"]["acc_mean"]]
         note = f"mean over M > 2 of acc(M) − acc(2) (means): {_pp(values)} pp; " + (
-            f"STALE: recorded before the fix of the M > 2 label weights (edges between two sources were credited to "
-            f"the target), so these numbers do not measure this code and count as one value until rerun ({RERUN})"
+            f"STALE: recorded under an older M > 2 label-weight rule (edges between two sources were credited to "
+            f"the target), so these numbers do not measure this code and count as one value until the study is rerun ({COMMAND}; a resume refuses a file of another weight rule)"
             if stale else MEANS_ONLY)
     return Claim(claim + (" (stale: recorded before the fix)" if stale else ""), paper, f"{text}; {note}",
                  sub(sweep), judge(values, HEADS_MIN_GAIN_PP, direction="higher"))
 
 
-def _label_row(gpu: dict, setting: str, claim: str, paper: str, sub) -> Claim | None:
-    study = gpu.get(setting)
-    if not study:
-        return None
+def _label_row(gpu: dict, setting: str, claim: str, paper: str, sub) -> Claim:
+    why = _missing(gpu, setting)
+    if why:
+        return _not_recorded(claim, paper, why, gpu)
+    study = gpu[setting]
     text = "; ".join(f"{k}: " + ", ".join(f"{LABELS.get(m, m)} {v['acc_mean']:.1f}" for m, v in t.items())
                      for k, t in study.items())
     levels = [t for t in study.values() if "gmv" in t and "vanilla" in t]
@@ -233,10 +252,10 @@ def _label_row(gpu: dict, setting: str, claim: str, paper: str, sub) -> Claim | 
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or "main" not in gpu:
+    if not gpu:
         return [Claim("GCN / GIN / GraphGPS × methods on larger motif sets (one H200)",
                       "GMV beats augmentation and ensembles for GNNs and Graph Transformers",
-                      "no GPU run recorded", "H200", not_run("no GPU run recorded (benchmarks/graph_multiview_gpu.py)"))]
+                      "no GPU run recorded", "H200", not_run(f"no GPU run recorded ({COMMAND})"))]
     rows = _main_rows(gpu)
 
     def sub(stage: dict) -> str:
@@ -244,21 +263,21 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         folds = sorted({e.get("folds", "?") for e in entries}, key=str)
         return _gpu_scale(gpu, "/".join(map(str, folds)), " (GCN)")
 
-    for row in (_heads_row(gpu, sub),
-                _label_row(gpu, "label_noise", "GMV is more robust to label noise",
-                           "GMV more robust to 10/20/40 % label noise", sub),
-                _label_row(gpu, "label_ratio", "GMV is better with fewer labels",
-                           "label ratios 75 / 50 / 25 / 10 %: GMV above the vanilla GNN", sub)):
-        if row is not None:
-            rows.append(row)
-    lat = gpu.get("latency_ms")
-    if lat and "vanilla" in lat and "gmv" in lat:
-        ratio = lat["gmv"] / lat["vanilla"]
-        rows.append(Claim("Inference cost: one forward pass plus an extra head", "one forward pass plus an extra head",
-                          ", ".join(f"{LABELS.get(m, m)} {v:.2f} ms" for m, v in lat.items())
-                          + f" per test batch; GMV / vanilla = {ratio:.2f}× (two passes would be ≈ 2×)",
-                          f"{gpu_where(gpu)}, timed side by side in one run (time_ms), {gpu.get('date', '?')}",
-                          judge(ratio, INFERENCE_RATIO_MAX, kind="timing", direction="lower")))
+    rows += [_heads_row(gpu, sub),
+             _label_row(gpu, "label_noise", "GMV is more robust to label noise", "GMV more robust to 10/20/40 % label noise",
+                        sub),
+             _label_row(gpu, "label_ratio", "GMV is better with fewer labels",
+                        "label ratios 75 / 50 / 25 / 10 %: GMV above the vanilla GNN", sub)]
+    claim = paper = "Inference cost: one forward pass plus an extra head"
+    why = _missing(gpu, "latency_ms")
+    if why:
+        return [*rows, _not_recorded(claim, paper, why, gpu)]
+    lat = gpu["latency_ms"]
+    ratio = lat["gmv"] / lat["vanilla"]
+    rows.append(Claim(claim, paper, ", ".join(f"{LABELS.get(m, m)} {v:.2f} ms" for m, v in lat.items())
+                      + f" per test batch; GMV / vanilla = {ratio:.2f}× (two passes would be ≈ 2×)",
+                      f"{gpu_where(gpu)}, timed side by side in one run (time_ms), {gpu.get('date', '?')}",
+                      judge(ratio, INFERENCE_RATIO_MAX, kind="timing", direction="lower")))
     return rows
 
 

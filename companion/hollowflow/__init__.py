@@ -21,7 +21,9 @@ diagonal (Theorem 1), and ∇·b = Σ_{c=1}^{d} v_cᵀ J_τ v_c (v_c = e_c ⊗ 1
 * :mod:`~companion.hollowflow.experiments` -- the notebook's runs (cost scaling, toy flow, checks);
 * :mod:`~companion.hollowflow.explorer`, :mod:`~companion.hollowflow.figures`,
   :mod:`~companion.hollowflow.claims`, :mod:`~companion.hollowflow.scale` -- explorer, figures, claim rows,
-  GPU profile and recorded results.
+  the GPU study's profiles and stages, and its recorded results;
+* :mod:`~companion.hollowflow.study` -- the GPU study's stage bodies (likelihood-step timing with a memory model
+  and an out-of-memory guard, the segment-sum kernel against ``index_add_``, the LJ13 / LJ55 toys).
 """
 
 from companion.core import Paper

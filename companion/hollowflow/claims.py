@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from companion.core import Claim, inconclusive, judge, not_run
+from companion.core.stages import not_finished
 
 DIV_TOL = 1e-10  # |d-VJP divergence − trace of the full Jacobian| counted as equal (float64)
 LEAK_MIN = 1e-6  # without pruning the two must differ by at least this (per seed) to count as "wrong"
@@ -173,19 +174,29 @@ def _gpu_where(gpu: dict) -> str:
     return f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
 
 
+def _not_done(gpu: dict, *stages: str) -> str:
+    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
+    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
+    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
+
+
 def _timing_row(gpu: dict, paper: str) -> Claim:
-    rows = gpu["likelihood_step"]
-    where = (_gpu_where(gpu) + f", one run, ms per {gpu.get('batch', '?')} samples"
+    claim = "Per-step likelihood time on one H200"
+    why = _not_done(gpu, "likelihood_step")
+    if why:
+        return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
+                     not_run(f"the likelihood-step stage did not finish: {why}"))
+    stage = gpu["likelihood_step"]
+    rows = stage["rows"]
+    where = (_gpu_where(gpu) + f", one run, ms per {stage['batch']} samples"
              + (" (timed at the per-n batches that fit, scaled)" if any("hollow_batch" in r for r in rows) else ""))
-    sizes = [s for s in gpu.get("skipped", []) if isinstance(s, dict) and "n" in s and "stage" not in s]
-    if sizes:
-        where += "; skipped: " + ", ".join(f"n = {s['n']} ({s['reason']})" for s in sizes)
+    if stage["skipped"]:
+        where += "; skipped: " + ", ".join(f"n = {s['n']} ({s['reason']})" for s in stage["skipped"])
     parts = [f"n = {r['n']}, k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs {r['hollow_ms']:.1f} ms)"
              for r in rows]
     at55 = [r["speedup"] for r in rows if r["n"] == 55]
-    claim = "Per-step likelihood time on one H200"
     text = ("RK4 step with exact likelihood, fully connected vs hollow: " + "; ".join(parts)
-            + f"; fitted exponents {gpu.get('exponents')}")
+            + f"; fitted exponents {stage['exponents']}")
     if not at55:
         return Claim(claim, paper, text, where, not_run("n = 55 was not timed in the recorded run"))
     return Claim(claim, paper, text + " (judged at n = 55, both k)", where,
@@ -203,14 +214,18 @@ def _kernel_words(r: dict) -> str:
 
 
 def kernel_row(gpu: dict) -> Claim:
-    """The Triton segment-sum kernel against ``index_add_`` (``gpu["segment_sum"]``), judged on the RK4 likelihood
-    step (index_add_ time / kernel time per size); "not run here" when absent."""
+    """The Triton segment-sum kernel against ``index_add_`` (the ``segment_sum`` stage), judged on the RK4
+    likelihood step (index_add_ time / kernel time per size); "not run here" when the stage did not finish."""
     claim = "Triton segment sum for gather–message–scatter makes the RK4 likelihood step faster than index_add_"
     paper = "the issue: a fused gather–message–scatter kernel, timed against index_add_ (not a paper claim)"
-    rows = gpu.get("segment_sum")
+    why = _not_done(gpu, "segment_sum")
+    if why:
+        return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
+                     not_run(f"the kernel stage did not finish: {why}"))
+    rows = gpu["segment_sum"]["rows"]
     if not rows:
-        why = "no size fitted the time budget" if isinstance(rows, list) else "not in the recorded results (older run)"
-        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"the kernel stage did not run: {why}"))
+        why = "; ".join(f"n = {s['n']}: {s['reason']}" for s in gpu["segment_sum"]["skipped"]) or "no size was timed"
+        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"no size was timed: {why}"))
     parts = []
     for r in rows:
         rk4 = (f", RK4 step {r['rk4_index_add_ms']:.1f} vs {r['rk4_segment_sum_ms']:.1f} ms"
@@ -230,17 +245,17 @@ def kernel_row(gpu: dict) -> Claim:
 
 
 def toy_rows(gpu: dict) -> list[Claim]:
-    """One EffSU row per system of the GPU toy (LJ13, LJ55), judged like the CPU row (a seed whose ESS is below
-    ``ESS_FLOOR`` effective samples gives no EffSU); a system that did not run says why."""
-    toy = gpu.get("toy")
+    """One EffSU row per system of the GPU toy (stages ``toy_LJ13``, ``toy_LJ55``), judged like the CPU row (a seed
+    whose ESS is below ``ESS_FLOOR`` effective samples gives no EffSU); a stage that did not finish says so."""
     out = []
     for system, paper in GPU_TOY_PAPER.items():
         claim = f"{system} EffSU of briefly trained models on one H200"
-        t = toy.get(system) if isinstance(toy, dict) else None
-        if not isinstance(t, dict) or "effsu" not in t:
-            why = t if isinstance(t, str) else toy if isinstance(toy, str) else "not in the recorded results (older run)"
-            out.append(Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"not recorded: {why}")))
+        why = _not_done(gpu, f"toy_{system}")
+        if why:
+            out.append(Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
+                             not_run(f"the {system} stage did not finish: {why}")))
             continue
+        t = gpu[f"toy_{system}"]
         seeds = t.get("seeds") or [t]  # the recorded JSON holds one seed per system
         h, b = t["hollow"], t["baseline"]
         judgement, note = effsu_judgement([(s["hollow"], s["baseline"], s["hollow"]["samples"], s["baseline"]["samples"])
@@ -258,12 +273,12 @@ def toy_rows(gpu: dict) -> list[Claim]:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    """Rows from the recorded H200 run: per-step likelihood time, the segment-sum kernel (when recorded) and the
-    LJ13 / LJ55 toy rows. Older JSON without the kernel or the per-system toy gives the rows it can."""
+    """Rows from the recorded H200 run: per-step likelihood time, the segment-sum kernel and the LJ13 / LJ55 toy
+    rows; a row whose stage did not finish says so and is not judged."""
     paper = "LJ55: 1,370 s vs 529,793 s for 4e4 samples (≈10²× effective); speed-up grows with n"
-    if not gpu or "likelihood_step" not in gpu:
+    if not gpu:
         return [Claim("Per-step likelihood time on one H200", paper, "no GPU run recorded yet", "H200",
-                      not_run("no GPU run recorded yet: benchmarks/hollowflow_gpu.py on one H200"))]
+                      not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one H200"))]
     return [_timing_row(gpu, paper), kernel_row(gpu), *toy_rows(gpu)]
 
 

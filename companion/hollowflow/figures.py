@@ -95,7 +95,8 @@ def toy_figure(toy: dict) -> go.Figure:
 
 
 def gpu_figure(gpu: dict) -> go.Figure:
-    rows = gpu["likelihood_step"]
+    """ms per RK4 step with likelihood against n, from the recorded run's ``likelihood_step`` stage."""
+    rows = gpu["likelihood_step"]["rows"]
     fig = go.Figure()
     ks = sorted({r["k_label"] for r in rows})
     base = {r["n"]: r["baseline_ms"] for r in rows}
@@ -103,6 +104,7 @@ def gpu_figure(gpu: dict) -> go.Figure:
     for kl in ks:
         sel = [r for r in rows if r["k_label"] == kl]
         fig.add_scatter(x=[r["n"] for r in sel], y=[r["hollow_ms"] for r in sel], mode="lines+markers", name=f"HollowFlow {kl}")
-    fig.update_layout(title=f"ms per RK4 step with likelihood, batch {gpu.get('batch')} ({gpu.get('device')}, {gpu.get('date')})",
+    fig.update_layout(title=f"ms per RK4 step with likelihood, batch {gpu['likelihood_step']['batch']} "
+                            f"({gpu.get('device')}, {gpu.get('date')})",
                       xaxis_title="particles n", yaxis_title="ms", xaxis_type="log", yaxis_type="log", height=380)
     return fig

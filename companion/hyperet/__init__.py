@@ -4,11 +4,12 @@ Paper: *HyperET: Efficient Training in Hyperbolic Space for Multi-modal Large La
 Xu, Liu, Yang, Shen; NeurIPS 2025), arXiv 2510.20322; official code https://github.com/godlin-sjtu/HyperET.
 
 Modules: :mod:`.poincare` (Poincaré-ball operations, the official numerical guards), :mod:`.hra` (the HRA
-module and its Euclidean twin), :mod:`.vit` (a tiny CLIP-style ViT whose q/v projections take adapters),
+module and its Euclidean twin), :mod:`.vit` (the q/v adapters on the shared tiny CLIP-style ViT),
 :mod:`.data` (multi-granularity toy data, MiniLM prompt embeddings), :mod:`.align` (pre-training, the
 alignment stage and its variants). :mod:`.explorer` holds the explorers and :mod:`.figures` the static
 figures (imported separately: they need plotly, which the GPU machine lacks); :mod:`.claims` builds the
-claims table; :mod:`.scale` is the GPU section (kernel timing, a larger alignment run).
+claims table; :mod:`.scale` holds the GPU study's profiles and recorded results, :mod:`.study` its stages
+(kernel timing, a larger alignment run).
 """
 
 from companion.core import Paper

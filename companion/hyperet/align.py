@@ -3,7 +3,7 @@
 The paper tunes CLIP's q/v projections with HRA inside a multi-modal LLM trained by next-token loss. We
 keep the mechanism and shrink the world (not from the paper; stated in the notebook):
 
-1. **Pre-training.** A tiny ViT (:class:`companion.hyperet.vit.TinyViT`) and a projector to the text
+1. **Pre-training.** A tiny ViT (:func:`companion.hyperet.vit.adaptable_vit`) and a projector to the text
    space are trained CLIP-style against the MiniLM prompt embeddings of *one* granularity level
    (``pretrain_level``): cross-entropy of cosine logits / τ over that level's prompts. Then the
    encoder is frozen — it is aligned with language at one granularity only.
@@ -34,7 +34,8 @@ from companion.core import limit_threads
 from companion.core.validation import ParameterError, check_choice, check_float, check_int
 from companion.hyperet.data import LEVELS, Task
 from companion.hyperet.poincare import _expmap0, check_curvature
-from companion.hyperet.vit import TinyViT, attach_adapters, encoder_param_count, trainable_params
+from companion.hyperet.vit import adaptable_vit, attach_adapters, encoder_param_count, trainable_params
+from companion.models.tiny import TinyViT
 
 __all__ = ["DEFAULT_VARIANTS", "VARIANTS", "AlignConfig", "align_variant", "evaluate", "pretrain", "run_alignment", "seed_spread",
            "summary_rows", "token_radius_stats"]
@@ -157,7 +158,7 @@ def pretrain(task: Task, text: dict[str, torch.Tensor], cfg: AlignConfig, device
     """Stage 1: train encoder + projector CLIP-style on ``cfg.pretrain_level`` prompts only."""
     cfg.validate()
     torch.manual_seed(cfg.seed)
-    encoder = TinyViT(task.image_shape, cfg.patch, cfg.dim, cfg.depth, cfg.heads, cfg.mlp_ratio).to(device)
+    encoder = adaptable_vit(task.image_shape, cfg.patch, cfg.dim, cfg.depth, cfg.heads, cfg.mlp_ratio).to(device)
     projector = nn.Linear(cfg.dim, text[cfg.pretrain_level].shape[1]).to(device)
     params = list(encoder.parameters()) + list(projector.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.pretrain_lr, weight_decay=0.0)

@@ -5,7 +5,8 @@ of the project; every threshold is a named constant below, tested just inside an
 ``tests/unit/test_hyperet_claims.py``. The theorems and the parameter count are exact claims (one run).
 The accuracy comparisons are effects: one value per alignment seed, inconclusive below three seeds. The
 main run aligns every variant once (one seed); banded vs diagonal is repeated over ``SPREAD_SEEDS``
-alignment seeds. The recorded GPU run (one seed) is judged by the same rule.
+alignment seeds. The recorded GPU study's ``alignment`` stage (one seed) is judged by the same rule; when
+that stage did not finish (``payload["stages"]``), its rows are not run and say so.
 
 The paper's Möbius-vs-Euclidean ablation is not a row that a run can decide here: HRA-diagonal and its
 Euclidean twin ``W0 W_sᵀ`` are the same function (``log0(W_s ⊗_c exp0(w)) = W_s w``), so the row says so and
@@ -15,6 +16,7 @@ is *not run here*; the identity itself is checked in the notebook's Checks.
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
 from companion.hyperet.data import LEVELS
 
 __all__ = ["BANDED_MARGIN", "GAIN_MARGIN", "THEOREM_TOL", "VIT_L_DIAG_PARAMS", "banded_vs_diagonal", "claim_rows", "gpu_rows",
@@ -26,6 +28,7 @@ GAIN_MARGIN = 0.005
 #: banded W_s beats diagonal when the paired gain per alignment seed is at least this mean accuracy (0.5
 #: points, three of the 599 test digits per level). The paper's gap is 0.17 points.
 BANDED_MARGIN = 0.005
+COMMAND = "python -m companion.bench hyperet"  # the study that records the GPU rows
 #: Theorems 1 and 2 hold when the radius identities agree to this relative error (fp64).
 THEOREM_TOL = 1e-10
 #: the paper's count for diagonal W_s on CLIP ViT-L/14's q and v: 24 blocks x 2 x 1024.
@@ -146,13 +149,15 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
 
 
 def gpu_rows(recorded: dict | None) -> list[Claim]:
-    """The recorded GPU alignment (shapes hierarchy, bf16 autocast, one seed), judged by the same rule."""
+    """The recorded study's ``alignment`` stage (shapes hierarchy, bf16 autocast, one seed), judged by the same rule."""
     gain_claim = "HRA on q/v improves alignment (larger run)"
     band_claim = "banded W_s is slightly better than diagonal (larger run)"
-    al = (recorded or {}).get("alignment")
+    left = [s for s in not_finished(recorded) if s.split(" ", 1)[0] == "alignment"]
+    al = None if left else (recorded or {}).get("alignment")
     by = {r["variant"]: r for r in (al or {}).get("rows", [])}
     if not al or not {_HRA, _PROJ, _BAND} <= set(by):
-        why = "no GPU alignment recorded yet (benchmarks/hyperet_gpu.py)"
+        why = (f"the GPU study's stage {left[0]}" if left else f"no GPU alignment recorded yet ({COMMAND})" if not al
+               else "the GPU alignment skipped HRA-diag, banded or projector only (time budget)")
         return [Claim(claim=c, paper=p, measured=why, scale="GPU", judgement=not_run(why))
                 for c, p in ((gain_claim, "ScienceQA +0.96 / +0.94 with 0.05 M parameters"), (band_claim, "+0.17 points"))]
     cfg = al["config"]

@@ -1,9 +1,10 @@
-"""A tiny CLIP-style ViT whose attention q/v projections take weight adapters (HyperET placement).
+"""HyperET's placement of weight adapters on a tiny CLIP-style ViT: the attention q/v projections.
 
 The official code wraps each CLIP ``ResidualAttentionBlock``: the fused ``in_proj_weight`` [3d, d] is
 split into q, k, v; q and v are re-parametrised by HRA and k is left untouched (``Adapter_qv``). This
-module reproduces that placement on a small pre-LN ViT (CLS token, learned positions, fused in-proj,
-``F.scaled_dot_product_attention``) so the same adapters can be compared:
+module reproduces that placement on the shared pre-LN :class:`~companion.models.tiny.TinyViT` (CLS token,
+learned positions, fused in-proj, ``F.scaled_dot_product_attention``) built with :class:`QVAttention`, so the
+same adapters can be compared:
 
 * ``hra``   — :class:`companion.hyperet.hra.HRA` (hyperbolic) on q and v,
 * ``euclid`` — the Euclidean twin ``W0 W_sᵀ`` with the same structure and init,
@@ -20,15 +21,16 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from companion.core.validation import ParameterError, check_choice, check_int
 from companion.hyperet.hra import HRA, STRUCTURES
+from companion.models.tiny import SelfAttention, TinyViT
 
 METHODS = ("none", "hra", "euclid", "lora", "full")
 
-__all__ = ["METHODS", "LoRAWeight", "QVAdapter", "TinyViT", "attach_adapters", "encoder_param_count", "trainable_params"]
+__all__ = ["METHODS", "LoRAWeight", "QVAdapter", "QVAttention", "adaptable_vit", "attach_adapters", "encoder_param_count",
+           "trainable_params"]
 
 
 class LoRAWeight(nn.Module):
@@ -56,74 +58,23 @@ class QVAdapter(nn.Module):
         return torch.cat([self.adapter_q(q), k, self.adapter_v(v)], dim=0)
 
 
-class Attention(nn.Module):
+class QVAttention(SelfAttention):
+    """The shared :class:`~companion.models.tiny.SelfAttention` whose projection goes through ``qv_adapter`` (a
+    :class:`QVAdapter`) when :func:`attach_adapters` sets one."""
+
     def __init__(self, dim: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * dim, dim))
-        self.in_proj_bias = nn.Parameter(torch.zeros(3 * dim))
-        nn.init.xavier_uniform_(self.in_proj_weight)
-        self.out_proj = nn.Linear(dim, dim)
+        super().__init__(dim, heads)
         self.qv_adapter: QVAdapter | None = None
 
     def effective_weight(self) -> torch.Tensor:
         w = self.in_proj_weight
         return self.qv_adapter(w) if self.qv_adapter is not None else w
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, d = x.shape
-        qkv = F.linear(x, self.effective_weight(), self.in_proj_bias)
-        q, k, v = qkv.view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v)
-        return self.out_proj(y.transpose(1, 2).reshape(b, n, d))
 
-
-class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, mlp_ratio: int):
-        super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class TinyViT(nn.Module):
-    """Pre-LN ViT: patchify → linear embed → [CLS] + learned positions → blocks → LN.
-
-    ``forward(x)`` returns the CLS feature after the final LayerNorm ([B, dim]);
-    ``tokens(x)`` returns the residual-stream tokens before it ([B, 1 + patches, dim]).
-    """
-
-    def __init__(self, image_shape=(1, 8, 8), patch: int = 2, dim: int = 64, depth: int = 2, heads: int = 4, mlp_ratio: int = 2):
-        super().__init__()
-        ch, h, w = image_shape
-        check_int("patch", patch, lo=1)
-        if h % patch or w % patch:
-            raise ParameterError("patch", patch, f"a divisor of the image size {h}×{w}")
-        if dim % heads:
-            raise ParameterError("heads", heads, f"a divisor of dim={dim}")
-        self.patch, self.dim = patch, dim
-        n_tokens = (h // patch) * (w // patch)
-        self.embed = nn.Linear(ch * patch * patch, dim)
-        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos = nn.Parameter(torch.randn(1, n_tokens + 1, dim) * 0.02)
-        self.blocks = nn.ModuleList([Block(dim, heads, mlp_ratio) for _ in range(depth)])
-        self.ln = nn.LayerNorm(dim)
-
-    def tokens(self, x: torch.Tensor) -> torch.Tensor:
-        p = self.patch
-        patches = F.unfold(x, kernel_size=p, stride=p).transpose(1, 2)  # [B, L, C·p·p]
-        t = self.embed(patches)
-        t = torch.cat([self.cls.expand(len(t), -1, -1), t], dim=1) + self.pos
-        for block in self.blocks:
-            t = block(t)
-        return t
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ln(self.tokens(x)[:, 0])
+def adaptable_vit(image_shape=(1, 8, 8), patch: int = 2, dim: int = 64, depth: int = 2, heads: int = 4,
+                  mlp_ratio: int = 2) -> TinyViT:
+    """The shared pre-LN :class:`~companion.models.tiny.TinyViT` with :class:`QVAttention` in every block."""
+    return TinyViT(image_shape, patch, dim, depth, heads, mlp_ratio, attention=QVAttention)
 
 
 def encoder_param_count(model: nn.Module) -> int:
@@ -153,6 +104,8 @@ def attach_adapters(
     """
     check_choice("method", method, METHODS)
     check_choice("structure", structure, STRUCTURES)
+    if not all(isinstance(block.attn, QVAttention) for block in model.blocks):
+        raise ParameterError("model", type(model).__name__, "a TinyViT with QVAttention blocks (adaptable_vit)")
     for p in model.parameters():
         p.requires_grad_(method == "full")
     for block in model.blocks:

@@ -11,9 +11,10 @@ the solution of a constrained weighted least-squares problem (Thm 2.1); estimato
 Modules: :mod:`games` (the interventional game, exact values), :mod:`sampling` (distributions,
 with/without replacement, paired), :mod:`estimators` (LS and MV, the named estimators, shap's
 KernelExplainer on the same game), :mod:`experiment` (the error-vs-m study of the notebook and the
-GPU scale study), :mod:`polynomial` (a game with closed-form Shapley values at any d), and the role
-files :mod:`explorer` (the estimator explorer), :mod:`figures` (plotly figures), :mod:`claims` (the
-claims table) and :mod:`scale` (the GPU profile and its recorded results). Only ``explorer`` and
+GPU scale study), :mod:`polynomial` (a game with closed-form Shapley values at any d), :mod:`study` (the
+stage bodies of the two studies), and the role files :mod:`explorer` (the estimator explorer),
+:mod:`figures` (plotly figures), :mod:`claims` (the claims table), :mod:`scale` (the GPU study and its
+recorded results) and :mod:`scale_cpu` (the CPU study against shap). Only ``explorer`` and
 ``figures`` import plotly.
 """
 

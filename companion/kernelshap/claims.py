@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
 from companion.kernelshap.estimators import ESTIMATORS
 from companion.kernelshap.experiment import SHAP, loglog_slope, without_replacement
 
@@ -177,30 +178,33 @@ def study_advantage(studies, ours: str, peer: str) -> list[float]:
     return [float(v) for v in np.min(per, axis=0)]
 
 
-def scale_claim_rows(studies, *, measured_here: bool, source: str | None) -> list[Claim]:
+def scale_claim_rows(payload) -> list[Claim]:
     """The Scale-up row: LS against MV on the polynomial game, per seed over every budget of each study.
 
-    ``studies``: ``experiment.scale_study`` dicts (run here on the GPU profile, or the recorded ones);
-    ``measured_here``: whether this run computed them (else ``source`` says where they were recorded).
+    ``payload``: the GPU study's results (:func:`companion.kernelshap.scale.recorded`, or a run of
+    :func:`~companion.kernelshap.scale.run_scale_up` with its ``device`` and ``date`` added), or None. A
+    ``studies`` stage that did not finish gives a "not run here" row that names its state.
     """
     from companion.kernelshap.experiment import scale_rows
 
-    if not studies:
-        return [Claim(claim="at d = 784 and 3072 LS stays far ahead of MV", paper="MNIST m=500: LS 6.1e-2 vs MV 2.7e4",
-                      measured="no GPU results recorded yet", scale="-",
-                      judgement=not_run("needs the GPU run (benchmarks/kernelshap_gpu.py)"))]
+    claim, paper = "at d = 784 and 3072 LS stays far ahead of MV", "MNIST m=500: LS 6.1e-2 vs MV 2.7e4; CIFAR-10 m=1e5: LS 0.43"
+    if not ((payload or {}).get("stages", {}).get("studies", {}).get("state") == "done" and payload["studies"]):
+        left = [s for s in not_finished(payload) if s.split(" ")[0] == "studies"]
+        why = (f"the GPU study's stage {left[0]}" if left else "no GPU results recorded yet") + " (python -m companion.bench kernelshap)"
+        return [Claim(claim=claim, paper=paper, measured=why, scale="-", judgement=not_run(why))]
+    studies = payload["studies"]
     by = {(r["d"], r["method"], r["m"]): r["median_nmse"] for s in studies for r in scale_rows(s)}
     at = [(s["d"], s["budgets"][-1]) for s in studies]
     values = study_advantage(studies, LEVERAGE, MV_LEVERAGE)
     seeds = "/".join(str(np.asarray(s["methods"][LEVERAGE]["nmse"]).shape[1]) for s in studies)
     return [Claim(
         claim=f"at d = {' and '.join(str(s['d']) for s in studies)} LS stays far ahead of MV",
-        paper="MNIST m=500: LS 6.1e-2 vs MV 2.7e4; CIFAR-10 m=1e5: LS 0.43",
+        paper=paper,
         measured="LeverageSHAP vs MV-leverage, log10(MV error / LS error) per seed, mean over the budgets, worst d; medians "
         + "; ".join(f"d={d} m={m}: LS-leverage {by[(d, LEVERAGE, m)]:.1e}, MV-leverage {by[(d, MV_LEVERAGE, m)]:.1e}"
                     for d, m in at),
         scale=f"polynomial game (closed-form truth), {seeds} seeds (judged on the {len(values)} every study has), budgets "
-        + "…".join(str(m) for m in (studies[0]['budgets'][0], studies[0]['budgets'][-1])) + ", "
-        + ("GPU, this run" if measured_here else (source or "recorded")),
+        + "…".join(str(m) for m in (studies[0]['budgets'][0], studies[0]['budgets'][-1]))
+        + f", {payload.get('device', '?')}, {payload.get('date', '?')}",
         judgement=_beats(values),
     )]

@@ -5,7 +5,7 @@ fitted on an ordered 80/20 split, baseline = the first training row, query = the
 ground truth from the interventional TreeExplainer with that baseline. ``digits`` (d = 64) stands in
 for the paper's MNIST experiments, which cannot be downloaded here.
 
-:func:`scale_study` is the scale-up (GPU script and the notebook's GPU profile): a
+:func:`scale_study` is the scale-up (the GPU study :mod:`companion.kernelshap.scale`): a
 :class:`~companion.kernelshap.polynomial.PolynomialGame` at d = 784 or 3072 with exact values in closed
 form, the coalitions drawn, evaluated and solved on the device, each phase timed. It does not import
 shap or plotly, so it runs on a bare GPU machine.
@@ -130,13 +130,14 @@ def slope_table(results: dict, methods=None):
 
 
 def scale_study(d: int, budgets, seeds: int, methods=None, device="cuda", *, order: int = 3,
-                terms_per_feature: int = 2, game_seed: int = 0) -> dict:
+                terms_per_feature: int = 2, game_seed: int = 0, seed0: int = 0) -> dict:
     """NMSE, Spearman rank correlation and wall time against m for a polynomial game of dimension d.
 
     Returns a JSON-ready dict: ``{"d", "budgets", "seeds", "device", "methods": {name: {"nmse",
     "spearman", "seconds", "sample_seconds", "eval_seconds", "solve_seconds"}}}``, each a list per
-    budget of lists per seed. Times are wall-clock with CUDA synchronisation; the first call of each
-    method is repeated once untimed (warm-up: kernel compilation, cuSOLVER handles).
+    budget of lists per seed (sampling seeds ``seed0 … seed0 + seeds − 1``). Times are wall-clock with CUDA
+    synchronisation; the first call of each method is repeated once untimed (warm-up: kernel compilation,
+    cuSOLVER handles).
     """
     from scipy.stats import spearmanr
 
@@ -157,7 +158,7 @@ def scale_study(d: int, budgets, seeds: int, methods=None, device="cuda", *, ord
         for m in budgets:
             rows = {key: [] for key in record}
             for seed in range(-1, seeds):  # seed -1: warm-up, not recorded
-                rng = np.random.default_rng(max(seed, 0))
+                rng = np.random.default_rng(seed0 + max(seed, 0))
                 with Timer(cuda_sync=sync) as total:
                     with Timer(cuda_sync=sync) as t_sample:
                         sample = sample_subsets(d, int(m), distribution, rng=rng, device=device)
@@ -177,17 +178,19 @@ def scale_study(d: int, budgets, seeds: int, methods=None, device="cuda", *, ord
     return out
 
 
+def summary(errors, seconds) -> dict:
+    """Median and quartiles of the normalised errors, median of the wall seconds, over seeds."""
+    return {"median_nmse": float(np.median(errors)), "nmse_q25": float(np.quantile(errors, 0.25)),
+            "nmse_q75": float(np.quantile(errors, 0.75)), "median_seconds": float(np.median(seconds))}
+
+
 def scale_rows(study: dict) -> list[dict]:
     """One row per (method, m) of a :func:`scale_study`: medians (and IQR) over seeds."""
     rows = []
     for method, rec in study["methods"].items():
         for i, m in enumerate(study["budgets"]):
-            rows.append({"d": study["d"], "method": method, "m": m,
-                         "median_nmse": float(np.median(rec["nmse"][i])),
-                         "nmse_q25": float(np.quantile(rec["nmse"][i], 0.25)),
-                         "nmse_q75": float(np.quantile(rec["nmse"][i], 0.75)),
+            rows.append({"d": study["d"], "method": method, "m": m, **summary(rec["nmse"][i], rec["seconds"][i]),
                          "median_spearman": float(np.median(rec["spearman"][i])),
-                         "median_seconds": float(np.median(rec["seconds"][i])),
                          "median_solve_seconds": float(np.median(rec["solve_seconds"][i]))})
     return rows
 
@@ -214,4 +217,4 @@ def speed_summary(speed_rows) -> tuple[str, bool]:
 
 
 __all__ = ["DATASETS", "ERROR_RATIO_MAX", "SPEEDUP_TARGET", "speed_summary", "ESTIMATORS", "SHAP", "WITHOUT", "Setup", "error_curves", "loglog_slope", "make_setup",
-           "median_table", "run_estimator", "scale_rows", "scale_study", "slope_table", "without_replacement"]
+           "median_table", "run_estimator", "scale_rows", "scale_study", "slope_table", "summary", "without_replacement"]

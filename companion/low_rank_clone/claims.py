@@ -9,7 +9,7 @@ Every threshold is a named constant below, tested just inside and just outside i
 * ``encoder``: a MiniLM study (:func:`~companion.low_rank_clone.experiments.run_encoder_study` or its saved
   form), or a list of them, one per seed, and ``encoder_scale`` (what it was and whether it was run live or loaded);
 * ``causal``: :func:`~companion.low_rank_clone.experiments.run_causal_study` results, or a list of them, one per seed;
-* ``gpu``: the recorded GPU payload (or None).
+* ``gpu``: the recorded GPU payload (:func:`companion.low_rank_clone.scale.recorded`, or None).
 
 Effect rows take one value per seed (a study is one seed); with fewer than three seeds they are inconclusive.
 """
@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
-from companion.low_rank_clone.experiments import BASELINE, tokens_to_reach
+from companion.core.stages import not_finished
+from companion.low_rank_clone.experiments import BASELINE, CAUSAL_METHODS, tokens_to_reach
 
 LEMMA_TOL = 1e-6  # max |o_S - o_T W^p_down| under an exact up/gate clone (float64 rounding)
 MERGE_TOL = 1e-5  # max |merged - projected| student output (float32)
@@ -166,45 +167,70 @@ def _tokens(to_target: dict) -> str:
     return ", ".join(f"{m} {'—' if t is None else f'{t / 1e6:.2f}M'}" for m, t in to_target.items()) + " (— = not reached)"
 
 
+# (claim, paper) of the GPU study's rows
+_EFFICIENCY_CLAIM = ("One-GPU causal study: LRC reaches random init + KD's final loss in far fewer tokens",
+                     "LRC reaches a given loss with far fewer tokens (>1,000× at paper scale)")
+_PRUNING_CLAIM = ("One-GPU causal study: soft pruning beats hard pruning + distillation",
+                  "LRC-2.7B-B 52.67 (10B tokens) vs Sheared-Llama-2.7B-B 52.55 (50B tokens)")
+_THROUGHPUT_CLAIM = ("LRC's training throughput relative to plain training of the same student",
+                     f"84K vs 146K tok/s ≈ 58 % (issue's target ≥ {THROUGHPUT_MIN:.0%})")
+
+
+def _causal_rows(gpu: dict) -> list[Claim]:
+    """The efficiency and pruning rows of the ``causal`` stage; a row whose students the stage left out (its
+    deadline) is not run."""
+    c = gpu["causal"]
+    runs, prof = c["runs"], gpu["profile"]
+    where = (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, one seed, teacher d {c['d_teacher']} → students d "
+             f"{c['d_student']}, {prof['student_steps']} steps of {prof['batch']} × {prof['seq_len']} bytes")
+    finals = ", ".join(f"{m} {r['final_val_loss']:.3f}" for m, r in runs.items())
+    why = "the causal stage left out " + ", ".join(m for m in CAUSAL_METHODS if m not in runs) + " (its deadline)"
+    if {"LRC", "random init + KD"} <= set(runs):
+        to = c["tokens_to_target"]
+        ratio = _ratio(to["LRC"], to["random init + KD"])
+        rows = [Claim(*_EFFICIENCY_CLAIM,
+                      f"tokens to random init + KD's final loss {c['target_loss']:.3f}: {_tokens(to)}; LRC / random init + KD "
+                      f"= {ratio:.2f} (target ≤ {EFFICIENCY_RATIO}, partly < 1); final validation loss {finals}", where,
+                      judge([ratio], EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}"))]
+    else:
+        rows = [Claim(*_EFFICIENCY_CLAIM, f"{why}; final validation loss {finals or 'of no student'}", where, not_run(why))]
+    if {"LRC", "hard pruning + KD"} <= set(runs):
+        lrc_f, pr_f = runs["LRC"]["final_val_loss"], runs["hard pruning + KD"]["final_val_loss"]
+        rows.append(Claim(*_PRUNING_CLAIM, f"{_pruning_text(lrc_f, pr_f)}; hard pruning − LRC {pr_f - lrc_f:+.3f} "
+                                           f"(LRC must be lower by {PRUNE_MARGIN})", where,
+                          judge([pr_f - lrc_f], PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
+    else:
+        rows.append(Claim(*_PRUNING_CLAIM, f"{why}; final validation loss {finals or 'of no student'}", where, not_run(why)))
+    return rows
+
+
+def _throughput_row(gpu: dict) -> Claim:
+    thr, prof = gpu["throughput"], gpu["profile"]
+    return Claim(*_THROUGHPUT_CLAIM,
+                 f"{thr['lrc_tok_s']:,.0f} vs {thr['plain_tok_s']:,.0f} tok/s = {thr['ratio']:.0%} (plain step timed "
+                 f"first, then LRC's, teacher forward included); x·Pᵀ·W_Tᵀ {thr['factored_ms']:.3f} ms "
+                 f"vs materialised W_S {thr['materialised_ms']:.3f} ms",
+                 f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, one step of {prof['batch']} × {prof['seq_len']} bytes, "
+                 "do_bench median",
+                 judge([thr["ratio"]], THROUGHPUT_MIN, kind="timing", direction="higher", fmt=lambda x: f"{x:.0%}"))
+
+
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or "causal" not in gpu:
+    """The rows of the recorded GPU study (:mod:`companion.low_rank_clone.scale`); a row whose stage did not
+    finish (:func:`companion.core.stages.not_finished`) says which and why, and is not run."""
+    if not gpu:
         return [Claim("One-GPU study: tokens to a loss and throughput", "LRC 84K vs plain 146K tok/s (≈58 %) on 8 × H800",
                       "no GPU results recorded yet", "H200",
-                      not_run("no GPU results recorded: run benchmarks/low_rank_clone_gpu.py on one GPU"))]
-    c = gpu["causal"]
-    runs = c["runs"]
-    prof = gpu.get("profile", {})
-    where = (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, one seed, teacher d {c['d_teacher']} → students d "
-             f"{c['d_student']}, {prof.get('student_steps', '?')} steps of {prof.get('batch', '?')} × {prof.get('seq_len', '?')} bytes")
-    finals = ", ".join(f"{m} {r['final_val_loss']:.3f}" for m, r in runs.items())
-    to = c.get("tokens_to_target") or {}
-    rows = []
-    if "LRC" in runs and "random init + KD" in runs:
-        ratio = _ratio(to.get("LRC"), to.get("random init + KD"))
-        rows.append(Claim("One-GPU causal study: LRC reaches random init + KD's final loss in far fewer tokens",
-                          "LRC reaches a given loss with far fewer tokens (>1,000× at paper scale)",
-                          f"tokens to random init + KD's final loss {c.get('target_loss', float('nan')):.3f}: {_tokens(to)}; "
-                          f"LRC / random init + KD = {ratio:.2f} (target ≤ {EFFICIENCY_RATIO}, partly < 1); "
-                          f"final validation loss {finals}", where,
-                          judge([ratio], EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}")))
-    if "LRC" in runs and "hard pruning + KD" in runs:
-        lrc_f, pr_f = runs["LRC"]["final_val_loss"], runs["hard pruning + KD"]["final_val_loss"]
-        rows.append(Claim("One-GPU causal study: soft pruning beats hard pruning + distillation",
-                          "LRC-2.7B-B 52.67 (10B tokens) vs Sheared-Llama-2.7B-B 52.55 (50B tokens)",
-                          f"{_pruning_text(lrc_f, pr_f)}; hard pruning − LRC {pr_f - lrc_f:+.3f} "
-                          f"(LRC must be lower by {PRUNE_MARGIN})", where,
-                          judge([pr_f - lrc_f], PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
-    thr = gpu.get("throughput")
-    if isinstance(thr, dict):
-        rows.append(Claim("LRC's training throughput relative to plain training of the same student",
-                          f"84K vs 146K tok/s ≈ 58 % (issue's target ≥ {THROUGHPUT_MIN:.0%})",
-                          f"{thr['lrc_tok_s']:,.0f} vs {thr['plain_tok_s']:,.0f} tok/s = {thr['ratio']:.0%} (plain step timed "
-                          f"first, then LRC's, teacher forward included); x·Pᵀ·W_Tᵀ {thr.get('factored_ms', float('nan')):.3f} ms "
-                          f"vs materialised W_S {thr.get('materialised_ms', float('nan')):.3f} ms",
-                          f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, one step of {prof.get('batch', '?')} × "
-                          f"{prof.get('seq_len', '?')} bytes, do_bench median",
-                          judge([thr["ratio"]], THROUGHPUT_MIN, kind="timing", direction="higher", fmt=lambda x: f"{x:.0%}")))
-    return rows
+                      not_run("no GPU results recorded: run `python -m companion.bench low_rank_clone` on one GPU"))]
+    left = {s.split(" ", 1)[0]: s for s in not_finished(gpu)}
+    where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
+
+    def missed(texts, stage):
+        why = f"stage {left.get(stage, f'{stage} (not recorded)')}"
+        return Claim(*texts, why, where, not_run(why))
+
+    causal = _causal_rows(gpu) if "causal" in gpu else [missed(_EFFICIENCY_CLAIM, "causal"), missed(_PRUNING_CLAIM, "causal")]
+    return [*causal, _throughput_row(gpu) if "throughput" in gpu else missed(_THROUGHPUT_CLAIM, "throughput")]
 
 
 def claim_rows(*, checks: dict, encoder, encoder_scale: str, causal, causal_scale: str,

@@ -57,13 +57,14 @@ def causal_figure(causal: dict, title: str) -> go.Figure:
 
 
 def gpu_figure(gpu: dict) -> go.Figure:
+    """The recorded ``causal`` stage (validation loss against tokens) and, when done, the ``throughput`` stage."""
     c = gpu["causal"]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("validation loss vs tokens", "training throughput (tokens/s)"))
     for k, (m, r) in enumerate(c["runs"].items()):
         fig.add_trace(go.Scatter(x=r["curve"]["tokens"], y=r["curve"]["val_loss"], mode="lines", name=m,
                                  line=dict(color=_PALETTE[k % len(_PALETTE)])), row=1, col=1)
-    thr = gpu.get("throughput")
-    if isinstance(thr, dict):
+    if "throughput" in gpu:
+        thr = gpu["throughput"]
         fig.add_trace(go.Bar(x=["plain training", "LRC"], y=[thr["plain_tok_s"], thr["lrc_tok_s"]], showlegend=False,
                              marker_color=[_PALETTE[1 % len(_PALETTE)], _PALETTE[0]]), row=1, col=2)
     fig.update_xaxes(title_text="tokens", row=1, col=1)

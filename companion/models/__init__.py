@@ -1,4 +1,5 @@
-"""Shared model pieces: the offline MiniLM loader, attention interception and capture, tiny decoders, offline text, RoPE."""
+"""Shared model pieces: the offline MiniLM loader, attention interception and capture, tiny decoders and a tiny ViT,
+offline text, RoPE."""
 
 from companion.models.attention import (
     AttentionCaptureError,
@@ -11,7 +12,7 @@ from companion.models.capture import AttentionCapture, attention_probs, capture_
 from companion.models.loading import ModelUnavailableError, load_minilm, load_model
 from companion.models.rope import apply_rope, rope_cos_sin, rotate_half
 from companion.models.texts import stdlib_source_bytes, stdlib_source_files, stdlib_texts
-from companion.models.tiny import tiny_gpt2, tiny_llama
+from companion.models.tiny import TinyCausalLM, TinyViT, tiny_gpt2, tiny_llama
 
 __all__ = [
     "AttentionCapture",
@@ -31,6 +32,8 @@ __all__ = [
     "stdlib_source_bytes",
     "stdlib_source_files",
     "stdlib_texts",
+    "TinyCausalLM",
+    "TinyViT",
     "tiny_gpt2",
     "tiny_llama",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.stages import not_finished
 
 DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (the issue's target)
 DEPTH_LATENCY_WEAKER = 1.0    # ... partly reproduced when the deepest point is slower at all
@@ -40,13 +41,17 @@ def depth_ratio(dw) -> float:
     return rows[-1]["ms_batch1"] / rows[0]["ms_batch1"]
 
 
+DEPTH_CLAIM = "at equal parameters, deeper-thinner models are slower at batch 1"
+DEPTH_PAPER = "batch-1 latency grows ~linearly with depth; deep-thin models may leave the accuracy-latency front"
+
+
 def depth_row(dw, how="median of repeated steps per point") -> Claim:
     rows = sorted(dw["rows"], key=lambda r: r["depth"])
     lo, hi = rows[0], rows[-1]
     ratio = depth_ratio(dw)
     return Claim(
-        claim="at equal parameters, deeper-thinner models are slower at batch 1",
-        paper="batch-1 latency grows ~linearly with depth; deep-thin models may leave the accuracy-latency front",
+        claim=DEPTH_CLAIM,
+        paper=DEPTH_PAPER,
         measured=(f"({hi['depth']}, {hi['width']}) takes {hi['ms_batch1']:.3g} ms/token vs {lo['ms_batch1']:.3g} for "
                   f"({lo['depth']}, {lo['width']}): {ratio:.2f}x; the grid "
                   + ", ".join(f"({r['depth']}, {r['width']}) {r['ms_batch1']:.3g}" for r in rows)),
@@ -188,35 +193,57 @@ def meta_row() -> Claim:
                  scale="—", judgement=not_run("no meta-token ablation was trained (it needs the paper's token budget)"))
 
 
+def _not_done(gpu: dict, *stages: str) -> str:
+    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
+    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
+    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
+
+
 def gpu_rows(gpu) -> list[Claim]:
+    """Rows from the recorded H200 run: batch-1 latency and max-batch throughput (stages transformer and hybrid)
+    and the depth-width grid (stage depth_width); a row whose stages did not finish says so and is not judged."""
     paper_lat = "NF-1B vs Qwen3-0.6B on H100, 8k decode at batch 1: 14.45 s vs 27.55 s (1.9x lower latency)"
     paper_thr = "NF-1B vs Qwen3-0.6B on H100, max-batch throughput: 7,289 vs 160 tok/s (45.6x)"
     claim_lat = "the hybrid decodes faster than the transformer at batch 1"
     claim_thr = "the hybrid's max-batch throughput is far higher than the transformer's"
-    if gpu is None or "hybrid_vs_transformer" not in gpu:
-        why = not_run("no GPU run recorded: benchmarks/nemotron_flash_latency.py on one H200")
+    if gpu is None:
+        why = not_run("no GPU run recorded: python -m companion.bench nemotron_flash on one H200")
         return [Claim(claim=claim_lat, paper=paper_lat, measured="not recorded yet", scale="—", judgement=why),
                 Claim(claim=claim_thr, paper=paper_thr, measured="not recorded yet", scale="—", judgement=why)]
-    h = gpu["hybrid_vs_transformer"]
-    nf, qw = h["hybrid"], h["transformer"]
-    lat = nf["decode_seconds"] / qw["decode_seconds"]
-    thr = nf["max_throughput"] / qw["max_throughput"]
-    scale = (f"{gpu['device']}, one run, transformer timed first; random weights, NF-1B-shaped "
-             f"({nf['params'] / 1e9:.2f}B) vs Qwen3-0.6B-shaped ({qw['params'] / 1e9:.2f}B), "
-             f"{gpu.get('config', {}).get('dtype', 'bfloat16')}, {nf['mode']}, our PyTorch Mamba2 (no mamba-ssm), "
-             f"{gpu['date']}")
-    rows = [
-        Claim(claim=claim_lat, paper=paper_lat,
-              measured=(f"{h['n_tokens']}-token decode {nf['decode_seconds']:.2f} s vs {qw['decode_seconds']:.2f} s: "
-                        f"latency ratio hybrid / transformer {lat:.2f} ({1 / lat:.2f}x faster; the paper: 0.52)"),
-              scale=scale, judgement=judge(lat, LATENCY_RATIO_MAX, kind="timing", direction="lower", fmt=lambda x: f"{x:.2f}")),
-        Claim(claim=claim_thr, paper=paper_thr,
-              measured=(f"throughput {nf['max_throughput']:,.0f} tok/s (batch {nf.get('max_throughput_batch')}) vs "
-                        f"{qw['max_throughput']:,.0f} tok/s (batch {qw.get('max_throughput_batch')}): {thr:.2f}x"),
-              scale=scale, judgement=judge(thr, THROUGHPUT_RATIO_MIN, kind="timing", direction="higher", fmt=_ratio)),
-    ]
-    if gpu.get("depth_width"):
-        rows.append(depth_row(gpu["depth_width"], how=f"one run, bf16, {gpu['date']}"))
+    where = f"{gpu['device']}, one run, {gpu['date']}"
+    missing = _not_done(gpu, "transformer", "hybrid")
+    if missing:
+        why = not_run(f"the stages it rests on did not finish: {missing}")
+        rows = [Claim(claim=claim_lat, paper=paper_lat, measured=f"not recorded: did not finish: {missing}",
+                      scale=where, judgement=why),
+                Claim(claim=claim_thr, paper=paper_thr, measured=f"not recorded: did not finish: {missing}",
+                      scale=where, judgement=why)]
+    else:
+        nf, qw = gpu["hybrid"], gpu["transformer"]
+        lat = nf["decode_seconds"] / qw["decode_seconds"]
+        thr = nf["max_throughput"] / qw["max_throughput"]
+        scale = (f"{gpu['device']}, one run, transformer timed first; random weights, NF-1B-shaped "
+                 f"({nf['params'] / 1e9:.2f}B) vs Qwen3-0.6B-shaped ({qw['params'] / 1e9:.2f}B), "
+                 f"{gpu['profile'].get('dtype', 'bfloat16')}, {nf['mode']}, our PyTorch Mamba2 (no mamba-ssm), "
+                 f"{gpu['date']}")
+        rows = [
+            Claim(claim=claim_lat, paper=paper_lat,
+                  measured=(f"{gpu['profile']['n_tokens']}-token decode {nf['decode_seconds']:.2f} s vs "
+                            f"{qw['decode_seconds']:.2f} s: latency ratio hybrid / transformer {lat:.2f} ({1 / lat:.2f}x "
+                            "faster; the paper: 0.52)"),
+                  scale=scale,
+                  judgement=judge(lat, LATENCY_RATIO_MAX, kind="timing", direction="lower", fmt=lambda x: f"{x:.2f}")),
+            Claim(claim=claim_thr, paper=paper_thr,
+                  measured=(f"throughput {nf['max_throughput']:,.0f} tok/s (batch {nf['max_throughput_batch']}) vs "
+                            f"{qw['max_throughput']:,.0f} tok/s (batch {qw['max_throughput_batch']}): {thr:.2f}x"),
+                  scale=scale, judgement=judge(thr, THROUGHPUT_RATIO_MIN, kind="timing", direction="higher", fmt=_ratio)),
+        ]
+    missing = _not_done(gpu, "depth_width")
+    if missing:
+        rows.append(Claim(claim=DEPTH_CLAIM, paper=DEPTH_PAPER, measured=f"not recorded: did not finish: {missing}",
+                          scale=where, judgement=not_run(f"the stage it rests on did not finish: {missing}")))
+    else:
+        rows.append(depth_row(gpu["depth_width"], how=f"one run, {gpu['profile'].get('dtype', 'bfloat16')}, {gpu['date']}"))
     return rows
 
 

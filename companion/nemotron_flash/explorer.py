@@ -7,8 +7,9 @@ Right: decode time per token against context length for each operator at the cho
 attention timed at every context (the KV cache grows); for DeltaNet, Mamba2 and the FFN timed once at the shortest
 context and drawn flat (a fixed-size state: flat by construction here, see the operator sweep for a measurement).
 
-``device="cpu"`` uses the timings this run measured on this CPU; ``device="h200"`` the committed H200 timings
-of ``benchmarks/nemotron_flash_latency.py`` (the figure says "not recorded yet" when there are none).
+``device="cpu"`` uses the timings this run measured on this CPU; ``device="h200"`` the committed H200 timings of
+the ``explorer_layer_ms`` stage of ``python -m companion.bench nemotron_flash`` (the figure says "not recorded
+yet" when there are none).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def explorer_view(data: ExplorerData, budget=EXPLORER_BUDGETS[0], depth=EXPLORER
         fig.add_annotation(text=f"{label}: measurements not recorded yet", x=0.5, y=0.5, xref="paper", yref="paper",
                            showarrow=False, font={"size": 16})
         fig.update_layout(height=430, title="Latency frontier")
-        return fig, f"{label}: measurements not recorded yet (run benchmarks/nemotron_flash_latency.py on an H200)."
+        return fig, f"{label}: measurements not recorded yet (run python -m companion.bench nemotron_flash on an H200)."
     runs = [r for r in data.runs if r["budget"] == budget]
     xs = [_x(table, r, context, 1 if metric == "latency" else batch, metric) for r in runs]
     ys = [r["loss"] for r in runs]

@@ -6,7 +6,7 @@ Every threshold is a named constant below (tested just inside and just outside i
 
 * ``vit``: ``{mode: [train_vit result, one per seed]}`` for ``"linear"``, ``"feature"``, ``"global"``;
 * ``lm``: ``{mode: [train_char_lm result, one per seed]}`` for ``"linear"``, ``"feature"``;
-* ``gpu``: the recorded GPU payload (or None).
+* ``gpu``: the recorded GPU payload (:func:`companion.ortho_residual.scale.recorded`, or None).
 
 The precision table (the official code's bf16 coefficient against an fp32 one) is an audit of the official
 code, not a paper claim: the notebook's Checks section shows and asserts it
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run, seeds_text
+from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.stages import not_finished
 from companion.ortho_residual.experiments import stream_summary
+from companion.ortho_residual.scale import STAGES, TIMINGS, step_times, when
 
 COS_TOL = 1e-4  # |cos(x, update)| an orthogonal add may show (fp32 rounding and eps)
 GROWTH_TOL = 1e-5  # relative shrink of ||x||^2 at one add still counted as rounding
@@ -95,75 +97,80 @@ def lm_row(lm: dict, scale: str) -> Claim:
                  f"{scale}, {seeds_text(len(gaps))}", judge(gaps, LOSS_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))
 
 
-def _bf16_rows(study, where: str) -> list[Claim]:
+# (claim, paper) of the GPU study's rows
+_TRAINING_CLAIM = ("135M LLaMA-shaped decoder: Orthogonal-F gives a lower validation loss than linear",
+                  "no published LM result (the repository ships an OrthoLlama preset)")
+_TIMING_CLAIM = ("The projection adds little training-step time",
+                "an extra O(d) reduction per residual add, against the block's O(d²) matrix products")
+_BF16_CLAIM = ("bf16 training: the official bf16 projection coefficient trains as well as an fp32 one",
+              "the official code casts the coefficient to the activation dtype (bf16 under autocast); "
+              "the paper reports no effect of it")
+
+
+def _training_row(gpu: dict) -> Claim:
+    tr = gpu["training"]
+    gaps = [tr["linear"]["val_loss"] - tr["feature"]["val_loss"]]  # the study trains one seed
+    return Claim(*_TRAINING_CLAIM,
+                 f"validation loss after {tr['linear']['seconds']:.0f} s each: linear {tr['linear']['val_loss']:.3f} "
+                 f"({tr['linear']['steps']} steps), orthogonal {tr['feature']['val_loss']:.3f} ({tr['feature']['steps']} steps); "
+                 f"linear − orthogonal {gaps[0]:+.3f} (counts beyond {LOSS_MARGIN})",
+                 f"{when(gpu, 'training')}, one seed, {tr['linear']['seconds']:.0f} s of training each",
+                 judge(gaps, LOSS_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))
+
+
+def _timing_row(gpu: dict, missing: list[str]) -> Claim:
+    """Judged on the eager and the compiled ratio; with one of them ``missing`` (its stage did not finish)
+    inconclusive, with both not run."""
+    timing = step_times(gpu)
+    measured = "; ".join(f"{'torch.compile' if k == 'compiled' else k}: {t['linear']:.1f} → {t['feature']:.1f} ms "
+                         f"({t['overhead_pct']:+.1f}%)" for k, t in timing.items())
+    why = "stage " + "; ".join(missing)
+    if not missing:
+        judgement = judge([t["feature"] / t["linear"] for t in timing.values()], OVERHEAD_MAX, kind="timing", direction="lower")
+    else:
+        judgement = inconclusive(why) if timing else not_run(why)
+        measured = "; ".join(filter(None, (measured, why)))
+    return Claim(*_TIMING_CLAIM, f"training-step time (Orthogonal-F / linear): {measured} (counts within ×{OVERHEAD_MAX})",
+                 f"{when(gpu, 'step_time_eager')}, one step of batch {gpu['profile']['batch']} × {gpu['profile']['seq_len']}, "
+                 "do_bench median", judgement)
+
+
+def _bf16_row(gpu: dict) -> Claim:
     """The bf16-coefficient training study: per seed, the official bf16 coefficient's validation loss minus
-    the fp32 coefficient's, with a bf16 residual stream. A study without ``stream_dtype == "bfloat16"`` was
-    recorded before the fix: its residual stream was fp32 under autocast, so both arms computed an fp32
-    coefficient and ran the same computation; its row says so and stays inconclusive until it is rerun."""
-    claim = "bf16 training: the official bf16 projection coefficient trains as well as an fp32 one"
-    paper = ("the official code casts the coefficient to the activation dtype (bf16 under autocast); "
-             "the paper reports no effect of it")
-    if study.get("stream_dtype") != "bfloat16":  # the pre-fix format: {"float32": {...}, "input": {...}}
-        arms = {k: v for k, v in study.items() if isinstance(v, dict)}
-        gap = arms["input"]["val_loss"] - arms["float32"]["val_loss"]
-        first = [arms[k]["curve_loss"][:3] for k in ("float32", "input") if "curve_loss" in arms[k]]
-        same = len(first) == 2 and first[0] == first[1]
-        return [Claim(claim, paper,
-                      "invalid study, rerun pending (`benchmarks/ortho_residual_gpu.py --only bf16`): the residual stream "
-                      "stayed fp32 under bf16 autocast, so coef_dtype='input' computed an fp32 coefficient and the two arms "
-                      "ran the same computation"
-                      + (f" (their first losses are identical: {', '.join(str(x) for x in first[0])})" if same else "")
-                      + f"; recorded validation loss: fp32 coefficient {arms['float32']['val_loss']:.3f}, "
-                        f"'bf16' coefficient {arms['input']['val_loss']:.3f} ({gap:+.3f}: run-to-run noise)",
-                      f"{where}, one seed, {min(a['steps'] for a in arms.values())} steps each, fp32 stream",
-                      judge([gap], LOSS_MARGIN, direction="lower", fmt=lambda x: f"{x:.3f}"))]
-    runs = study["runs"]
+    the fp32 coefficient's. Only a bf16 residual stream makes it a comparison: with an fp32 stream the official
+    cast gives an fp32 coefficient too and both arms compute the same thing, so the row stays inconclusive."""
+    study = gpu["bf16_coef_training"]
+    runs, stream = study["runs"], {"bfloat16": "bf16", "float32": "fp32"}[study["stream_dtype"]]
     gaps = [b["val_loss"] - a["val_loss"] for a, b in zip(runs["float32"], runs["input"])]
     per = "; ".join(f"{coef} coefficient: validation loss {_mean_std([r['val_loss'] for r in rs], 3)}, "
                     f"{sum(r['spikes'] for r in rs)} loss spikes, max mean |cos(x, f_⊥)| "
                     f"{max(r['cos_perp_max'] for r in rs):.1e}" for coef, rs in runs.items())
-    when = f"{study.get('device', where)}, {study.get('date', '?')}" if "date" in study else where
-    return [Claim(claim, paper,
-                  f"bf16 residual stream; {per}; bf16 − fp32 per seed: " + ", ".join(f"{g:+.3f}" for g in gaps)
-                  + f" (counts within {LOSS_MARGIN})",
-                  f"{when}, {seeds_text(len(gaps))}, {_steps([r['steps'] for r in runs['float32']])} steps per arm "
-                  f"({study.get('seconds_each', '?')} s of the fp32 arm; the bf16 arm runs as many steps)",
-                  judge(gaps, LOSS_MARGIN, direction="lower", fmt=lambda x: f"{x:.3f}"))]
+    judgement = (judge(gaps, LOSS_MARGIN, direction="lower", fmt=lambda x: f"{x:.3f}") if stream == "bf16" else
+                 inconclusive(f"a {stream} residual stream: both arms compute an fp32 coefficient"))
+    return Claim(*_BF16_CLAIM,
+                 f"{stream} residual stream; {per}; bf16 − fp32 per seed: " + ", ".join(f"{g:+.3f}" for g in gaps)
+                 + f" (counts within {LOSS_MARGIN})",
+                 f"{when(gpu, 'bf16_coef_training')}, {seeds_text(len(gaps))}, {_steps([r['steps'] for r in runs['float32']])} "
+                 f"steps per arm ({study['seconds_each']} s of the fp32 arm; the bf16 arm runs as many steps)", judgement)
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or "training" not in gpu:
-        return [Claim("135M LLaMA-shaped decoder with orthogonal updates", "OrthoLlama preset (SmolLM-135M shape)",
-                      "no GPU results recorded", "H200",
-                      not_run("no GPU results recorded: run benchmarks/ortho_residual_gpu.py on one GPU"))]
-    tr = gpu["training"]
-    where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
-    gaps = [tr["linear"]["val_loss"] - tr["feature"]["val_loss"]]  # the recorded run is one seed
-    rows = [Claim("135M LLaMA-shaped decoder: Orthogonal-F gives a lower validation loss than linear",
-                  "no published LM result (the repository ships an OrthoLlama preset)",
-                  f"validation loss after {tr['linear']['seconds']:.0f} s each: linear {tr['linear']['val_loss']:.3f} "
-                  f"({tr['linear']['steps']} steps), orthogonal {tr['feature']['val_loss']:.3f} ({tr['feature']['steps']} steps); "
-                  f"linear − orthogonal {gaps[0]:+.3f} (counts beyond {LOSS_MARGIN})",
-                  f"{where}, one seed, {tr['linear']['seconds']:.0f} s of training each",
-                  judge(gaps, LOSS_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))]
-    timing = gpu.get("step_time_ms", {})
-    ratios = {k: t["feature"] / t["linear"] for k, t in timing.items() if isinstance(t, dict)}
-    if ratios:
-        missing = [k for k in ("eager", "compiled") if k not in ratios]
-        rows.append(Claim("The projection adds little training-step time",
-                          "an extra O(d) reduction per residual add, against the block's O(d²) matrix products",
-                          "training-step time (Orthogonal-F / linear): "
-                          + "; ".join(f"{'torch.compile' if k == 'compiled' else k}: {timing[k]['linear']:.1f} → "
-                                      f"{timing[k]['feature']:.1f} ms ({timing[k]['overhead_pct']:+.1f}%)" for k in ratios)
-                          + "".join(f"; {'torch.compile' if k == 'compiled' else k} not measured" for k in missing)
-                          + f" (counts within ×{OVERHEAD_MAX})",
-                          f"{where}, one step of batch {gpu.get('profile', {}).get('batch', '?')} × "
-                          f"{gpu.get('profile', {}).get('seq_len', '?')}, do_bench median",
-                          judge(list(ratios.values()), OVERHEAD_MAX, kind="timing", direction="lower")))
-    study = gpu.get("bf16_coef_training")
-    if isinstance(study, dict):
-        rows += _bf16_rows(study, where)
-    return rows
+    """The rows of the recorded GPU study (:mod:`companion.ortho_residual.scale`); a row whose stage did not
+    finish (:func:`companion.core.stages.not_finished`) says which and why, and is not run."""
+    if not gpu:
+        return [Claim(*_TRAINING_CLAIM, "no GPU results recorded", "H200",
+                      not_run("no GPU results recorded: run `python -m companion.bench ortho_residual` on one GPU"))]
+    left = {s.split(" ", 1)[0]: s for s in not_finished(gpu)}
+    why = {s.name: left.get(s.name, f"{s.name} (not recorded)") for s in STAGES if s.name not in gpu}
+
+    def row(stage, build, texts):
+        if stage in gpu:
+            return build(gpu)
+        return Claim(*texts, f"stage {why[stage]}", when(gpu, stage), not_run(f"stage {why[stage]}"))
+
+    return [row("training", _training_row, _TRAINING_CLAIM),
+            _timing_row(gpu, [why[f"step_time_{k}"] for k in TIMINGS if f"step_time_{k}" in why]),
+            row("bf16_coef_training", _bf16_row, _BF16_CLAIM)]
 
 
 def claim_rows(*, vit: dict, lm: dict, vit_scale: str, lm_scale: str, gpu: dict | None = None) -> list[Claim]:

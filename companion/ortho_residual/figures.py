@@ -7,6 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from companion.ortho_residual.explorer import _MODEL_COLOR
+from companion.ortho_residual.scale import when
+from companion.ortho_residual.study import RULES
 
 
 def _smooth(y, k):
@@ -32,11 +34,11 @@ def loss_figure(runs: dict, title: str, *, metric: str = "test_acc", metric_labe
 
 
 def gpu_figure(gpu: dict) -> go.Figure:
-    """Recorded 135M run: loss curves and per-layer ||x||, |cos(x, update)| for both rules."""
+    """The recorded ``training`` stage: loss curves and per-layer ||x||, |cos(x, update)| for both rules."""
     tr = gpu["training"]
     fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "‖x_l‖ per add", "|cos(x_l, added update)|"))
-    for mode, r in tr.items():
-        c = _MODEL_COLOR.get(mode)
+    for mode in RULES:
+        r, c = tr[mode], _MODEL_COLOR.get(mode)
         fig.add_trace(go.Scatter(x=r["curve_steps"], y=r["curve_loss"], name=mode, line=dict(color=c)), row=1, col=1)
         fig.add_trace(go.Scatter(y=[x["x_norm"] for x in r["layers"]], name=mode, line=dict(color=c), showlegend=False),
                       row=1, col=2)
@@ -47,6 +49,7 @@ def gpu_figure(gpu: dict) -> go.Figure:
     fig.update_xaxes(title_text="step", row=1, col=1)
     fig.update_xaxes(title_text="residual add (2 per layer)", row=1, col=2)
     fig.update_xaxes(title_text="residual add (2 per layer)", row=1, col=3)
-    fig.update_layout(title=f"Recorded: {gpu.get('profile', {}).get('model', '135M decoder')} on {gpu.get('device')}, "
-                            f"{gpu.get('date')}", height=400)
+    m = tr["config"]
+    fig.update_layout(title=f"Recorded: {tr['parameters'] / 1e6:.0f}M decoder ({m['n_layers']} layers, d={m['d']}, byte "
+                            f"vocabulary) on {when(gpu, 'training')}", height=400)
     return fig

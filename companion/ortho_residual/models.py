@@ -356,12 +356,6 @@ def wrap_timm_vit(model: nn.Module, methods="feature", **kw) -> nn.Module:
     return model
 
 
-def init_like(src: nn.Module, dst: nn.Module) -> nn.Module:
-    """Copy ``src``'s parameters into ``dst`` (same architecture, other rules): same-seed comparisons."""
-    dst.load_state_dict(src.state_dict(), strict=False)
-    return dst
-
-
 __all__ = [
     "SMOLLM_135M",
     "STREAM_DTYPES",
@@ -374,7 +368,6 @@ __all__ = [
     "ViTBlock",
     "byte_config",
     "connections",
-    "init_like",
     "n_parameters",
     "recording",
     "set_coef_dtype",

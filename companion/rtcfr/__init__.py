@@ -8,12 +8,13 @@ arXiv 2308.11256; official code https://github.com/menglinjian/NeurIPS-2025-RTCF
 * :mod:`companion.rtcfr.solvers`: CFR, CFR+, PCFR+, DCFR and RTCFR+ (Eq. 3, Alg. 1) on numpy.
 * :mod:`companion.rtcfr.batched`: the same algorithms batched over hyperparameters in torch (GPU).
 * :mod:`companion.rtcfr.policy`: conversion to and from OpenSpiel ``TabularPolicy``.
-* :mod:`companion.rtcfr.study`: batched (μ, T_u) grid studies and throughput (the GPU section).
+* :mod:`companion.rtcfr.study`: batched (μ, T_u) grid studies and throughput, and the stage bodies of the studies.
 * role files: :mod:`~companion.rtcfr.explorer` (the convergence explorer), :mod:`~companion.rtcfr.figures`
   (plotly figures), :mod:`~companion.rtcfr.claims` (the claims table), :mod:`~companion.rtcfr.scale`
-  (the GPU profile and the recorded results). Only ``explorer`` and ``figures`` need plotly.
+  (the GPU study and its recorded results) and :mod:`~companion.rtcfr.scale_cpu` (the CPU study against
+  OpenSpiel's C++ CFR+). Only ``explorer`` and ``figures`` need plotly.
 
-Nothing here imports plotly at package import, so the GPU benchmark can use it.
+Nothing here imports plotly at package import, so the GPU study can use it.
 """
 
 from companion.core import Paper

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
 
 __all__ = ["KEEP_CEILING", "KUHN_NASHCONV", "LATE_FRACTION", "MACHINE", "RESET_FLOOR", "SPREAD_MARGIN", "WIN_FACTOR",
            "beats", "claim_rows", "late_window", "mu_tu_spread", "recorded_rows", "win_log_ratio"]
@@ -165,13 +166,15 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
 
 
 def recorded_rows(rec: dict | None) -> list[Claim]:
-    """The rows from the committed GPU grids (``benchmarks/rtcfr_gpu.py``), or a "not run here" row."""
+    """The rows from the GPU study's ``grids`` stage (:mod:`companion.rtcfr.scale`), or a "not run here" row that
+    says why (no results, or the stage's state where it did not finish)."""
     larger = "The same on the larger games (Liar's Dice(5/6), Goofspiel(5/6), Battleship(3))"
-    if not rec or not rec.get("grids"):
-        why = "no GPU run recorded yet: run benchmarks/rtcfr_gpu.py on a GPU"
+    if not ((rec or {}).get("stages", {}).get("grids", {}).get("state") == "done" and rec["grids"]):
+        left = [s for s in not_finished(rec) if s.split(" ")[0] == "grids"]
+        why = (f"the GPU study's stage {left[0]}" if left else "no GPU run recorded yet") + ": python -m companion.bench rtcfr"
         return [Claim(claim=larger, paper="all games but Liar's Dice(6)", measured=why,
-                      scale="GPU (benchmarks/rtcfr_gpu.py)", judgement=not_run(why))]
-    grid = rec["grid"]
+                      scale="GPU (python -m companion.bench rtcfr)", judgement=not_run(why))]
+    grid = rec["profile"]["grids"]
     names = list(rec["grids"])
     points = len(grid["mus"]) * len(grid["T_us"])
     scale = (f"{rec['device']}, {rec['date']}; {len(names)} games, {grid['iterations']} iterations, "

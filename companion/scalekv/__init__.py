@@ -9,9 +9,9 @@ offline stand-in for a VQ tokenizer), ``model`` (a tiny next-scale transformer w
 them), ``asi`` (Attention Selectivity Index, z-scores, drafters: Eq. 1-2, the calibration the
 official code does not ship), ``budgets`` (Eq. 3 and the baselines' tables), ``cache`` (when and how
 a layer's cache is compressed, as ``update_kv`` does), ``metrics``, ``planted`` (a model with known
-drafters), ``experiment`` (the protocol shared by notebook and GPU script), ``claims`` (the claims
-table's rows and their margins), ``scale`` (the GPU profile and the recorded results), ``bench`` (the GPU
-scale-up: larger model, attention latency per scale, kernel timing), and, imported separately because
+drafters), ``experiment`` (the protocol shared by notebook and GPU study), ``claims`` (the claims
+table's rows and their margins), ``scale`` (the GPU study: profiles, stages, the recorded results), ``bench`` (the
+study's stage bodies: larger model, attention latency per scale, kernel timing), and, imported separately because
 they import plotly, ``explorer`` (the KV-cache-groups explorer) and ``figures``. The fused selection
 kernel is ``companion_kernels.scalekv_select``.
 """

@@ -1,21 +1,22 @@
-"""The GPU scale-up of paper 03 (ScaleKV), shared by ``benchmarks/scalekv_gpu.py`` and the notebook's GPU profile.
+"""The GPU study of paper 03 (ScaleKV): the stage bodies of :mod:`companion.scalekv.scale`.
 
-Three parts, each a function returning plain dicts (JSON-ready):
+``python -m companion.bench scalekv`` runs them in this order (each ``fn(ctx) -> JSON-able``, the profile's
+part of the same name as its knobs):
 
-* :func:`larger_model_protocol`: a larger next-scale model on more scales (10 scales up to 16x16,
-  8 layers, width 256) trained for a time budget on the digits, then the Table 1 protocol: ASI
-  calibration, every method at 4 / 10 / 20 % of the cache with the official 16-token window,
+* :func:`analytic_memory_stage` (:func:`analytic_memory`): retained K/V bytes of ScaleKV's budgets on
+  Infinity's 1024^2 schedule (40 layers, drafters = blocks 0-2 as in the shipped 8B budgets) against the
+  full cache: pure arithmetic, no GPU needed.
+* :func:`larger_model_stage` (:func:`larger_model_protocol`): a larger next-scale model on more scales
+  (10 scales up to 16x16, 8 layers, width 256) trained for a time budget on the digits, then the Table 1
+  protocol: ASI calibration, every method at 4 / 10 / 20 % of the cache with the official 16-token window,
   fidelity to the full cache (PSNR, token agreement, teacher-forced hidden error) and retained bytes.
-* :func:`attention_latency`: one attention layer at Infinity-8B geometry (28 heads of 128, bf16) at
-  every scale of the 1024^2 schedule, with the full cache and with a cache compressed to a fixed
-  budget (650 tokens, the paper's 10 %) from the first scale that exceeds it; median of
-  ``triton.testing.do_bench`` (wall clock on a CPU smoke run).
-* :func:`selection_timing`: the fused Triton selection (window scores -> max-pool -> top-k ->
-  gather) against its PyTorch reference, eager and ``torch.compile``-d, on random tensors at
-  Infinity-8B geometry, with the share of kept indices both agree on.
-* :func:`analytic_memory`: retained K/V bytes of ScaleKV's budgets on Infinity's 1024^2 schedule
-  (40 layers, drafters = blocks 0-2 as in the shipped 8B budgets) against the full cache: pure
-  arithmetic, no GPU needed.
+* :func:`latency_stage` (:func:`attention_latency`): one attention layer at Infinity-8B geometry (28 heads
+  of 128, bf16) at every scale of the 1024^2 schedule, with the full cache (timed first) and with a cache
+  compressed to a fixed budget (650 tokens, the paper's 10 %) from the first scale that exceeds it; median
+  of ``triton.testing.do_bench`` (wall clock on a CPU smoke run).
+* :func:`selection_stage` (:func:`selection_timing`): the PyTorch reference of the token selection (window
+  scores -> max-pool -> top-k -> gather), eager and ``torch.compile``-d, then our fused Triton kernel, on
+  random tensors at Infinity-8B geometry, with the share of kept indices both agree on.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ import time
 import torch
 import torch.nn.functional as F
 
-from companion.core import check_float, check_int, time_ms
+from companion.core import check_choice, check_float, check_int, time_ms
 from companion.scalekv.budgets import expected_retained, retained_lengths, scalekv_budgets, uniform_budget
 from companion.scalekv.schedule import INFINITY_1024, INFINITY_8B, cumulative_tokens, kv_bytes, map_sizes
 
-__all__ = ["larger_model_protocol", "attention_latency", "selection_timing", "analytic_memory"]
+__all__ = ["larger_model_protocol", "attention_latency", "selection_timing", "analytic_memory", "analytic_memory_stage",
+           "larger_model_stage", "latency_stage", "selection_stage"]
 
 LARGE_SIDES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 # companion.core.time_ms settings: do_bench warm-up / repetition ms on CUDA, untimed / timed calls on a CPU.
 TIMING = {"warmup": 5, "rep": 25, "cpu_warmup": 2, "cpu_reps": 5}
+DTYPES = ("bfloat16", "float16", "float32")
+COMPILED = "reference (torch.compile)"
 
 
 def larger_model_protocol(device, *, sides=LARGE_SIDES, layers: int = 8, dim: int = 256, heads: int = 8, train_seconds: float = 60.0,
@@ -99,14 +103,14 @@ def _compressed_lengths(sides, budget: int) -> list[int]:
 
 
 def attention_latency(device, *, sides=INFINITY_1024, geometry=None, batch: int = 2, budget: int = 650,
-                      dtype=torch.bfloat16, log=print) -> list[dict]:
+                      dtype=torch.bfloat16, seed: int = 0, log=print) -> list[dict]:
     """One layer's attention per scale: full cache vs a cache compressed to ``budget`` tokens."""
     device = torch.device(device)
     geometry = geometry or INFINITY_8B
     h, d = geometry["heads"], geometry["head_dim"]
     sizes, cum = map_sizes(sides), cumulative_tokens(sides)
     comp = _compressed_lengths(sides, budget)
-    g = torch.Generator(device="cpu").manual_seed(0)
+    g = torch.Generator(device="cpu").manual_seed(seed)
     kk = torch.randn(batch, h, cum[-1], d, generator=g).to(device=device, dtype=dtype)
     vv = torch.randn(batch, h, cum[-1], d, generator=g).to(device=device, dtype=dtype)
     rows = []
@@ -123,8 +127,9 @@ def attention_latency(device, *, sides=INFINITY_1024, geometry=None, batch: int 
 
 
 def selection_timing(device, *, geometry=None, batch: int = 2, cases=((2954, 48), (6425, 48), (10521, 64)), capacity: int = 650,
-                     window: int = 16, dtype=torch.bfloat16, compile_reference: bool = True, log=print) -> list[dict]:
-    """Fused selection vs the PyTorch reference (eager and compiled) at Infinity-8B geometry, random tensors.
+                     window: int = 16, dtype=torch.bfloat16, compile_reference: bool = True, seed: int = 1, log=print) -> list[dict]:
+    """The PyTorch reference (eager, then ``torch.compile``-d on CUDA) and the fused kernel (on CUDA, or in the
+    Triton interpreter) at Infinity-8B geometry, random tensors: the peers first at every size.
 
     ``cases``: (keys, side of the current map). Defaults: 2,954 keys = the steady state before the
     last map at 10 % (650 kept + the 48x48 map), 6,425 = a full cache before the last map, 10,521 =
@@ -132,44 +137,45 @@ def selection_timing(device, *, geometry=None, batch: int = 2, cases=((2954, 48)
     """
     from companion.scalekv.cache import window_positions
 
+    from companion_kernels.dispatch import interpreting
     from companion_kernels.scalekv_select import scalekv_select
 
     device = torch.device(device)
     geometry = geometry or INFINITY_8B
     h, d = geometry["heads"], geometry["head_dim"]
     check_int("capacity", capacity, lo=window)
-    impls = ["reference"] + (["triton"] if device.type == "cuda" else [])
     compiled = None
     if compile_reference and device.type == "cuda":
         from companion_kernels.scalekv_select.reference import scalekv_select_reference
 
         compiled = torch.compile(scalekv_select_reference, dynamic=False)
     rows = []
-    g = torch.Generator(device="cpu").manual_seed(1)
+    g = torch.Generator(device="cpu").manual_seed(seed)
     for n, side in cases:
         q = torch.randn(batch, h, window, d, generator=g).to(device=device, dtype=dtype)
         k = torch.randn(batch, h, n, d, generator=g).to(device=device, dtype=dtype)
         v = torch.randn(batch, h, n, d, generator=g).to(device=device, dtype=dtype)
         widx = window_positions(side, n - side * side, n, window)[0].to(device)
         label = f"N={n}, C={capacity}"
-        outs = {}
-        for impl in impls:
-            fn = lambda impl=impl: scalekv_select(q, k, v, widx, capacity, impl=impl)  # noqa: E731
-            outs[impl] = fn()[2]
-            ms = time_ms(fn, device, **TIMING)
-            rows.append({"label": label, "key_len": n, "capacity": capacity, "impl": impl, "ms": round(ms, 5)})
-            log(f"  {label:<22} {impl:<20} {ms:.4f} ms")
+        contenders = {"reference": lambda: scalekv_select(q, k, v, widx, capacity, impl="reference")}
         if compiled is not None:
+            contenders[COMPILED] = lambda: compiled(q, k, v, widx, capacity)
+        if device.type == "cuda" or interpreting():
+            contenders["triton"] = lambda: scalekv_select(q, k, v, widx, capacity, impl="triton")
+        kept = {}
+        for impl, fn in contenders.items():
+            row = {"label": label, "key_len": n, "capacity": capacity, "impl": impl}
             try:
-                fn = lambda: compiled(q, k, v, widx, capacity)  # noqa: E731
-                fn()
-                ms = time_ms(fn, device, **TIMING)
-                rows.append({"label": label, "key_len": n, "capacity": capacity, "impl": "reference (torch.compile)", "ms": round(ms, 5)})
-                log(f"  {label:<22} {'reference (compile)':<20} {ms:.4f} ms")
-            except Exception as exc:  # a compile failure must not cost the other rows
-                rows.append({"label": label, "key_len": n, "capacity": capacity, "impl": "reference (torch.compile)", "error": repr(exc)[:300]})
-        if "triton" in outs:
-            a, b = outs["triton"], outs["reference"]
+                kept[impl] = fn()[2]
+                row["ms"] = round(time_ms(fn, device, **TIMING), 5)
+            except Exception as exc:  # noqa: BLE001 - a failing compile must not cost the other contenders' rows
+                if impl != COMPILED:
+                    raise
+                row["error"] = repr(exc)[:300]
+            rows.append(row)
+            log(f"  {label:<22} {impl:<26} {row.get('ms', row.get('error'))}")
+        if "triton" in kept:
+            a, b = kept["triton"], kept["reference"]
             same = torch.stack([torch.isin(a[i, j], b[i, j]) for i in range(a.shape[0]) for j in range(a.shape[1])]).float().mean().item()
             for r in rows:
                 if r["label"] == label:
@@ -195,3 +201,57 @@ def analytic_memory(*, sides=INFINITY_1024, geometry=None, fraction: float = 0.1
             "heads": h, "head_dim": d, "rows": rows,
             "drafter_budget_range": [int(b.table[:, b.first:][b.drafters[:, b.first:]].min()), int(b.table[:, b.first:][b.drafters[:, b.first:]].max())],
             "refiner_budget_range": [int(b.table[:, b.first:][~b.drafters[:, b.first:]].min()), int(b.table[:, b.first:][~b.drafters[:, b.first:]].max())]}
+
+
+# ---------------------------------------------------------------- the stages of companion.scalekv.scale
+def _dtype(name: str, key: str) -> torch.dtype:
+    return getattr(torch, check_choice(key, name, DTYPES))
+
+
+def analytic_memory_stage(ctx) -> dict:
+    """Retained K/V bytes per scale of ScaleKV's budgets vs the full cache at Infinity-8B scale (arithmetic)."""
+    p = ctx.profile["analytic_memory"]
+    return analytic_memory(fraction=p["fraction"], batch=p["batch"])
+
+
+def larger_model_stage(ctx) -> dict:
+    """The larger model trained for ``train_seconds`` and the Table 1 protocol on it (:func:`larger_model_protocol`)."""
+    p = ctx.profile["larger_model"]
+    if ctx.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    out = larger_model_protocol(ctx.device, **{**p, "sides": tuple(p["sides"]), "fractions": tuple(p["fractions"])},
+                                seed=ctx.seed, log=ctx.log)
+    for r in out["rows"]:
+        ctx.log(f"  {r['method']:<10} {r['fraction']:.0%}: PSNR {r['psnr']:6.2f} dB, agreement {r['agreement']:.3f}, "
+                f"hidden error {r['hidden_error']:.4f}, memory {r['memory_fraction']:.3f}")
+    return out
+
+
+def latency_stage(ctx) -> dict:
+    """One attention layer per scale, full vs compressed cache (:func:`attention_latency`): ``rows`` and their
+    sum over the scales, ``total`` (``speedup`` = full / compressed)."""
+    p = ctx.profile["latency"]
+    rows = attention_latency(ctx.device, sides=tuple(p["sides"]), geometry={"heads": p["heads"], "head_dim": p["head_dim"]},
+                             batch=p["batch"], budget=p["budget"], dtype=_dtype(p["dtype"], "latency.dtype"), seed=ctx.seed,
+                             log=ctx.log)
+    full_ms, comp_ms = sum(r["full_ms"] for r in rows), sum(r["compressed_ms"] for r in rows)
+    ctx.log(f"  all scales: {full_ms:.3f} ms full vs {comp_ms:.3f} ms compressed ({full_ms / comp_ms:.2f}x)")
+    return {"rows": rows, "total": {"full_ms": round(full_ms, 4), "compressed_ms": round(comp_ms, 4),
+                                    "speedup": round(full_ms / comp_ms, 3)}}
+
+
+def selection_stage(ctx) -> list[dict]:
+    """The fused selection against its reference at every batch of the profile (:func:`selection_timing`); rows
+    carry their ``batch``. A batch is started only while the stage has time left."""
+    p = ctx.profile["selection"]
+    rows: list[dict] = []
+    for batch in p["batches"]:
+        if rows and ctx.left() <= 0:
+            ctx.log(f"  selection: no time left, batches after B={rows[-1]['batch']} not timed")
+            break
+        part = selection_timing(ctx.device, geometry={"heads": p["heads"], "head_dim": p["head_dim"]}, batch=batch,
+                                cases=[tuple(c) for c in p["cases"]], capacity=p["capacity"], window=p["window"],
+                                dtype=_dtype(p["dtype"], "selection.dtype"), compile_reference=p["compile_reference"],
+                                seed=ctx.seed + 1, log=ctx.log)
+        rows += [{**r, "batch": batch, "label": f"B={batch}, {r['label']}"} for r in part]
+    return rows

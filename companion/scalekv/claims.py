@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
 from companion.scalekv.schedule import cumulative_tokens
 
 __all__ = ["claim_rows", "recorded_rows", "memory_deviation_tokens", "memory_matches", "seed_gains", "Claim", "PSNR_MARGIN_DB",
@@ -211,16 +212,26 @@ def memory_matches(table, sides) -> bool:
     return memory_deviation_tokens(table, sides) <= MEMORY_ROUNDING_TOKENS + 1e-9
 
 
+def _not_recorded(rec: Mapping | None, stage: str) -> str:
+    """Why the recorded results have no ``stage``: the stage's state where the study ran but it did not finish."""
+    left = [s for s in not_finished(rec) if s.split(" ")[0] == stage]
+    if left:
+        return f"the GPU study's stage {left[0]} (python -m companion.bench scalekv)"
+    return f"no {stage} stage recorded (python -m companion.bench scalekv)"
+
+
 def recorded_rows(rec: Mapping | None) -> list[Claim]:
-    """Rows of the committed GPU results (``benchmarks/results/scalekv_gpu.json``), judged by the same rule. The
+    """Rows of the committed GPU results (:mod:`companion.scalekv.scale`'s study: ``larger_model`` and ``latency``
+    stages), judged by the same rule; a stage that did not finish gives a "not run here" row that says so. The
     fused selection kernel is ours, not a paper claim: the notebook's Scale up and Checks show it."""
     lm_claim, lm_paper = "ScaleKV beats uniform and PyramidKV on a larger model", "ScaleKV best at 4/10/20% (Table 1)"
     lat_claim = "less attention time with the compressed cache (attention only; end to end not measured)"
     lat_paper = "up to 1.25x faster end to end (Infinity-8B, 1024^2, one H20)"
     where = f"{(rec or {}).get('device', '?')} ({(rec or {}).get('date', '?')})"
+    done = {name for name, s in ((rec or {}).get("stages") or {}).items() if s.get("state") == "done"}
     rows: list[Claim] = []
-    lm = (rec or {}).get("larger_model")
-    if lm:
+    if "larger_model" in done:
+        lm = rec["larger_model"]
         cfg, lrows = lm["config"], lm["rows"]
         ps = {(r["method"], float(r["fraction"])): float(r["psnr"]) for r in lrows}
         lf = sorted({f for _, f in ps})
@@ -235,19 +246,20 @@ def recorded_rows(rec: Mapping | None) -> list[Claim]:
                   f"window {cfg['window_size']}, {cfg['n_eval']} images, one seed, {where}",
             judgement=judge([min(gains.values())], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
     else:
-        why = "no larger-model run recorded (benchmarks/scalekv_gpu.py)"
+        why = _not_recorded(rec, "larger_model")
         rows.append(Claim(claim=lm_claim, paper=lm_paper, measured=why, scale="GPU", judgement=not_run(why)))
-    lt = (rec or {}).get("latency_total")
-    if lt:
+    if "latency" in done:
+        lt, lp = rec["latency"]["total"], rec["profile"]["latency"]
         rows.append(Claim(
             claim=lat_claim, paper=lat_paper,
-            measured=f"one attention layer summed over the 13 scales: {lt['full_ms']:.2f} ms full vs {lt['compressed_ms']:.2f} ms "
-                     f"with a 650-token cache ({lt['speedup']:.2f}x; attention only, not end to end)",
-            scale=f"{rec.get('device', '?')}, batch {rec.get('latency_batch', '?')}, 28 heads x 128, bf16, random tensors, "
-                  f"one run ({rec.get('date', '?')})",
+            measured=f"one attention layer summed over the {len(lp['sides'])} scales: {lt['full_ms']:.2f} ms full vs "
+                     f"{lt['compressed_ms']:.2f} ms with a {lp['budget']}-token cache ({lt['speedup']:.2f}x; attention only, "
+                     "not end to end)",
+            scale=f"{rec.get('device', '?')}, batch {lp['batch']}, {lp['heads']} heads x {lp['head_dim']}, {lp['dtype']}, "
+                  f"random tensors, one run ({rec.get('date', '?')})",
             judgement=judge([lt["full_ms"] / lt["compressed_ms"]], LATENCY_SPEEDUP, kind="timing", direction="higher",
                             fmt=lambda x: f"{x:.2f}x")))
     else:
-        why = "no latency recorded (benchmarks/scalekv_gpu.py)"
+        why = _not_recorded(rec, "latency")
         rows.append(Claim(claim=lat_claim, paper=lat_paper, measured=why, scale="H200, Infinity-8B geometry", judgement=not_run(why)))
     return rows

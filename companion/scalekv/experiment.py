@@ -1,4 +1,4 @@
-"""End-to-end protocol shared by the notebook and ``benchmarks/scalekv_gpu.py`` (paper 03, Sec. 4).
+"""End-to-end protocol shared by the notebook and its GPU study (``python -m companion.bench scalekv``; paper 03, Sec. 4).
 
 calibrate (ASI, z-scores on a few calibration images with the full cache) -> plan (budgets of each
 method at a memory fraction) -> generate with each policy from the same labels and seed -> compare

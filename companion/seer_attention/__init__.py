@@ -5,7 +5,7 @@ Paper: *SeerAttention: Self-distilled Attention Gating for Efficient Long-contex
 NeurIPS 2025), arXiv 2410.13276; official code https://github.com/microsoft/SeerAttention.
 
 Modules (no plotly import here; ``explorer`` holds the explorer, ``figures`` the static figures,
-``claims`` the claims table, ``scale`` the GPU section):
+``claims`` the claims table, ``scale`` and ``scale_kernel`` the two GPU studies):
 
 * ``gate``: ``AttnGate`` (pooled Q/K, per-head linear maps, block RoPE, softmax), ``GateSet``
   (one gate per layer, safetensors save/load);
@@ -15,8 +15,10 @@ Modules (no plotly import here; ``explorer`` holds the explorer, ``figures`` the
 * ``evaluate``: threshold / top-k masks, baselines, recall, output similarity;
 * ``ops``: dispatch to ``companion_kernels.block_sparse`` for any block size, the attention-mass map,
   and the paper's R-buffer ground-truth algorithm as an independent check;
-* ``data``: offline text windows; ``synthetic``: the planted long-context decoder; ``scale``: the GPU
-  section (long-context distillation and kernel timing).
+* ``data``: offline text windows; ``synthetic``: the planted long-context decoder;
+* ``scale`` (stages in ``study``): long-context distillation and kernel timing with the gate's masks;
+  ``scale_kernel`` (stages in ``kernel_bench``): the block-sparse kernel against SDPA and FlexAttention;
+  ``timing``: the timing helpers of these and of paper 09's ladder.
 """
 
 from companion.core import Paper

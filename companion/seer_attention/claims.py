@@ -4,12 +4,14 @@ Every verdict comes from :func:`companion.core.judge` (or :func:`~companion.core
 of the project; every threshold is a named constant below, tested just inside and just outside in
 ``tests/unit/test_seer_attention_claims.py``. The CPU run trains one gate set (one seed), and so does the
 recorded GPU run: their effect rows show the measured value against the target and stay *inconclusive*
-until a run has three seeds. The kernel speed-up is a timing claim, judged on the ratios of one run.
+until a run has three seeds. The kernel speed-up is a timing claim, judged on the ratios of one run. A GPU
+stage the recorded run did not finish (``companion.core.stages.not_finished``) leaves its rows not run, saying so.
 """
 
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished
 
 __all__ = ["COSINE_LOSSLESS", "COSINE_PARTLY", "KL_REDUCTION", "LONG_RECALL_SHARE", "PAPER_SPEEDUPS", "RECALL_MARGIN",
            "SPEEDUP_SHARE", "claim_rows", "recorded_rows"]
@@ -102,6 +104,12 @@ def _where(rec: dict) -> str:
     return f"{rec.get('device', 'GPU')}, {rec.get('date', '?')}"
 
 
+def _unfinished(rec: dict | None, stage: str) -> str | None:
+    """Why the recorded run did not finish ``stage`` (None when it did, or when nothing is recorded)."""
+    left = [s for s in not_finished(rec) if s.split(" ")[0] == stage]
+    return f"the GPU run's stage {left[0]}" if left else None
+
+
 def recorded_rows(rec: dict | None) -> list[Claim]:
     """Rows from the committed GPU run: the kernel speed-up (timing), and what block RoPE does for the gate."""
     speed_claim = "block-sparse kernel speed-up at 90% sparsity"
@@ -110,15 +118,16 @@ def recorded_rows(rec: dict | None) -> list[Claim]:
     long_paper = "block RoPE lets a gate trained at 8k work beyond 8k (Fig. 4)"
     rope_claim = "without block RoPE the gate fails"
     rope_paper = "without block RoPE a gate trained at 8k fails beyond 8k (Fig. 4)"
-    script = "needs a GPU (benchmarks/seer_attention_gpu.py)"
+    script = "needs a GPU (python -m companion.bench seer_attention)"
     rows = []
-    timings = (rec or {}).get("timings") or []
+    cut = _unfinished(rec, "timings")
+    timings = [] if cut else (rec or {}).get("timings") or []
     ours = {r["seq_len"]: r["speedup_vs_dense"] for r in timings
             if r["backend"] == "block-sparse Triton" and "90%" in r["mask"] and r.get("speedup_vs_dense")}
     common = sorted(set(ours) & set(PAPER_SPEEDUPS))
     if not common:
-        rows.append(Claim(claim=speed_claim, paper=speed_paper, measured="no GPU timing at the paper's lengths recorded yet",
-                          scale=script, judgement=not_run("no recorded kernel timing at 8k/32k/128k")))
+        why = f"{cut}: no kernel timing recorded" if cut else "no recorded kernel timing at 8k/32k/128k"
+        rows.append(Claim(claim=speed_claim, paper=speed_paper, measured=why, scale=script, judgement=not_run(why)))
     else:
         shares = [ours[n] / PAPER_SPEEDUPS[n] for n in common]
         rows.append(Claim(
@@ -130,16 +139,18 @@ def recorded_rows(rec: dict | None) -> list[Claim]:
             judgement=judge(shares, SPEEDUP_SHARE, kind="timing", direction="higher"),
         ))
 
-    recall = {(r["length"], r["method"], r["sparsity"]): r["mass_recall"] for r in (rec or {}).get("recall", [])}
-    kl = (rec or {}).get("heldout_kl", {})
+    cut = _unfinished(rec, "distil")
+    study = {} if cut else (rec or {}).get("distil") or {}
+    recall = {(r["length"], r["method"], r["sparsity"]): r["mass_recall"] for r in study.get("recall", [])}
+    kl = study.get("heldout_kl", {})
     need = [(length, m, _SPARSITY) for length in ("train_len", "long") for m in ("gate", "gate (no block RoPE)", "oracle", "a-shape")]
     if not all(k in recall for k in need) or not {"block_rope", "no_rope", "block_rope_long"} <= set(kl):
-        why = "no block-RoPE study recorded yet"
+        why = f"{cut}: no block-RoPE study recorded" if cut else "no block-RoPE study recorded yet"
         return rows + [Claim(claim=c, paper=p, measured=why, scale=script, judgement=not_run(why))
                        for c, p in ((long_claim, long_paper), (rope_claim, rope_paper))]
 
-    cfg = rec["config"]
-    lens = f"trained at {cfg['seq_len'] // 1024}k, tested at {cfg['seq_len'] // 1024}k and {cfg['long_len'] // 1024}k"
+    train_len = rec["profile"]["seq_len"]
+    lens = f"trained at {train_len // 1024}k, tested at {train_len // 1024}k and {study['long_len'] // 1024}k"
     scale = f"planted tiny RoPE decoder, {lens}, one seed ({_where(rec)})"
 
     def at(length, method):

@@ -4,7 +4,7 @@
 (Giannoulis, Pantis, Tzamos), NeurIPS 2025, arXiv 2509.22023; official code
 https://github.com/gpt-reasoning/ReasoningCombinatorials.
 
-Modules (the notebook is ``notebooks/06_sudoku_dfs.ipynb``, the GPU run ``benchmarks/sudoku_train_gpu.py``):
+Modules (the notebook is ``notebooks/06_sudoku_dfs.ipynb``, the GPU study ``python -m companion.bench sudoku_dfs``):
 
 * :mod:`~companion.sudoku_dfs.board` - boards, the 1001-token vocabulary, the statuses, input checks;
 * :mod:`~companion.sudoku_dfs.solver` - sequential rules (naked/hidden singles), the DFS transcript
@@ -21,7 +21,7 @@ Modules (the notebook is ``notebooks/06_sudoku_dfs.ipynb``, the GPU run ``benchm
   :mod:`~companion.sudoku_dfs.training`, :mod:`~companion.sudoku_dfs.decoding` (greedy and
   grammar-constrained decoding, accuracies), :mod:`~companion.sudoku_dfs.checkpoints`;
 * :mod:`~companion.sudoku_dfs.claims` - the claims table; :mod:`~companion.sudoku_dfs.scale` - the
-  one-GPU run and its recorded results (no plotly);
+  one-GPU study and its recorded results, its stages in :mod:`~companion.sudoku_dfs.study` (no plotly);
 * :mod:`~companion.sudoku_dfs.explorer` - the DFS-trace explorer, :mod:`~companion.sudoku_dfs.figures` -
   the other figures (plotly, ipywidgets; notebook only).
 """

@@ -16,7 +16,8 @@ from companion.sudoku_dfs.model import GPTConfig, build_model
 __all__ = ["load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
 
 
-def resolve_checkpoint(value: str, name: str = "CHECKPOINT", made_by: str = "benchmarks/sudoku_train_gpu.py") -> Path | None:
+def resolve_checkpoint(value: str, name: str = "CHECKPOINT",
+                       made_by: str = "python -m companion.bench sudoku_dfs") -> Path | None:
     """A checkpoint path parameter resolved by :func:`companion.core.paths.resolve_path_parameter`
     (``""`` is none; absolute as given; relative to the repository root)."""
     return resolve_path_parameter(value, name, made_by=made_by)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from companion.core import Claim, judge, not_run
+from companion.core.stages import not_finished, stage_states
 
 __all__ = [
     "FourByFour",
@@ -136,10 +137,13 @@ def generalisation_row(open_set: FourByFour) -> Claim:
     )
 
 
+NINE_STAGES = ("training", "evaluation")  # the recorded GPU study's stages the 9x9 row reads
+
+
 def nine_by_nine_row(checkpoint: dict | None = None, recorded: dict | None = None) -> Claim:
     """9x9 board accuracy: a checkpoint evaluated in this run (``{"accuracy", "puzzles", "parameters",
-    "steps", "device"}``), else the recorded GPU run (its JSON, shown with the configuration that ran).
-    Either is one trained model, one seed."""
+    "steps", "device"}``), else the recorded GPU study (its JSON, shown with the configuration that ran; not run
+    where its training or evaluation stage did not finish). Either is one trained model, one seed."""
     paper = "98.9% on random puzzles"
     if checkpoint is not None:
         acc = checkpoint["accuracy"]
@@ -150,7 +154,8 @@ def nine_by_nine_row(checkpoint: dict | None = None, recorded: dict | None = Non
                    f"steps on {checkpoint.get('device')}"),
             judgement=judge([acc], MIN_BOARD_ACCURACY_9X9, direction="higher", fmt=_pct),
         )
-    if recorded is not None:
+    states = stage_states(recorded)
+    if recorded is not None and all(states.get(s) == "done" for s in NINE_STAGES):
         from companion.sudoku_dfs.scale import recorded_config
 
         ev = recorded["evaluation"]
@@ -162,8 +167,14 @@ def nine_by_nine_row(checkpoint: dict | None = None, recorded: dict | None = Non
             scale=f"{recorded['device']}, one seed, recorded run: {recorded_config(recorded)}, {recorded['date']}",
             judgement=judge([acc], MIN_BOARD_ACCURACY_9X9, direction="higher", fmt=_pct),
         )
-    return Claim(claim="9x9 board accuracy", paper=paper, measured="no checkpoint given and no GPU run recorded",
-                 scale="—", judgement=not_run("needs benchmarks/sudoku_train_gpu.py on a GPU, or a CHECKPOINT"))
+    if recorded is None:
+        measured = "no checkpoint given and no GPU run recorded"
+    else:
+        missing = [s for s in not_finished(recorded) if s.split(" (")[0] in NINE_STAGES]
+        missing += [f"{s} (not run)" for s in NINE_STAGES if s not in states]
+        measured = f"no checkpoint given; in the recorded GPU run: {'; '.join(missing)}"
+    return Claim(claim="9x9 board accuracy", paper=paper, measured=measured, scale="—",
+                 judgement=not_run("needs `python -m companion.bench sudoku_dfs` on a GPU, or a CHECKPOINT"))
 
 
 def one_guess_row(solved: list, n_rules_only: int) -> Claim:

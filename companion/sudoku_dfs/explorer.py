@@ -248,7 +248,7 @@ def trace_figure(transcript, step: int, probs=None, title: str | None = None, mo
                         f"token{'s' if len(valid) > 1 else ''}; its top choice, {token_name(pick, n)}, is {verdict}.")
     else:
         fig.add_annotation(text=f"No {n}x{n} model is trained in this run.<br>"
-                                + ("The 9x9 GPT-2 is trained by<br>benchmarks/sudoku_train_gpu.py on a GPU;<br>pass its checkpoint with<br>-p CHECKPOINT /path/to/file.safetensors"
+                                + ("The 9x9 GPT-2 is trained by<br>python -m companion.bench sudoku_dfs on a GPU;<br>pass its checkpoint with<br>-p CHECKPOINT /path/to/file.safetensors"
                                    if n == 9 else "Run the training cell above."),
                            x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False, font=dict(size=12, color="#555"))
         fig.update_xaxes(visible=False, row=1, col=3)

@@ -27,40 +27,53 @@ def transcript_depth_figure(transcript, title: str) -> go.Figure:
 
 
 def scale_table(r: dict):
-    """The GPU run (a payload of :func:`companion.sudoku_dfs.scale.run_scale_up`, or its recorded JSON) as a
-    two-column table; L1 vs L2 shows the median and the mean (they can disagree)."""
+    """The GPU study's payload (:func:`companion.sudoku_dfs.scale.run_scale_up`, or its recorded JSON) as a
+    two-column table, a row per finished stage and one naming the stages that did not finish; L1 vs L2 shows the
+    median and the mean (they can disagree)."""
     import pandas as pd
 
+    from companion.core.stages import not_finished, stage_states
     from companion.sudoku_dfs.scale import recorded_config
 
-    ev, prop = r["evaluation"], r["propagation"]
-    rows = [
-        ("configuration that ran", recorded_config(r)),
-        ("training data", f"{r['data']['puzzles']} generated puzzles, {r['data']['transcripts']} transcripts ({r['data']['filter']})"),
-        ("board accuracy (held out)", f"{ev['board_accuracy']:.1%} on {ev['held_out_puzzles']} puzzles; "
-                                      f"{ev['board_accuracy_needs_guess']:.1%} of those needing a guess"),
-        ("board accuracy, grammar-constrained", f"{ev['board_accuracy_protocol']:.1%}"),
-        ("guesses per puzzle", f"model {ev['model_guesses_mean']} (teacher DFS {ev['teacher_guesses_mean']})"),
-        ("ended with 0", f"{ev['ended_with_0']:.1%}"),
-        ("teacher-forced accuracy (held out)", ", ".join(f"{k} {v:.3f}" for k, v in ev["teacher_forced_accuracy"].items())),
-    ]
-    for row in prop["rows"]:
-        gpu = f"GPU {row['gpu_boards_per_s']:,} boards/s" if "gpu_boards_per_s" in row else ""
-        cpu = f"numpy CPU {row['numpy_cpu_boards_per_s']:,} boards/s" if "numpy_cpu_boards_per_s" in row else ""
-        rows.append((f"propagation, {row['boards']:,} boards", "; ".join(x for x in (gpu, cpu) if x)))
-    rows.append(("propagation, sequential Python", f"{prop['sequential_python_boards_per_s']:,} boards/s"))
-    ol = r.get("one_level_guessing", {})
-    if "l1" in ol:
+    done = {name for name, state in stage_states(r).items() if state == "done"}
+    rows = []
+    if "training" in done:
+        rows.append(("configuration that ran", recorded_config(r)))
+    if "data" in done:
+        rows.append(("training data", f"{r['data']['puzzles']} generated puzzles, {r['data']['transcripts']} "
+                                      f"transcripts ({r['data']['filter']})"))
+    if "evaluation" in done:
+        ev = r["evaluation"]
+        rows += [
+            ("board accuracy (held out)", f"{ev['board_accuracy']:.1%} on {ev['held_out_puzzles']} puzzles; "
+                                          f"{ev['board_accuracy_needs_guess']:.1%} of those needing a guess"),
+            ("board accuracy, grammar-constrained", f"{ev['board_accuracy_protocol']:.1%}"),
+            ("guesses per puzzle", f"model {ev['model_guesses_mean']} (teacher DFS {ev['teacher_guesses_mean']})"),
+            ("ended with 0", f"{ev['ended_with_0']:.1%}"),
+            ("teacher-forced accuracy (held out)",
+             ", ".join(f"{k} {v:.3f}" for k, v in ev["teacher_forced_accuracy"].items())),
+        ]
+    if "propagation" in done:
+        prop = r["propagation"]
+        for row in prop["rows"]:
+            gpu = f"GPU {row['gpu_boards_per_s']:,} boards/s" if "gpu_boards_per_s" in row else ""
+            cpu = f"numpy CPU {row['numpy_cpu_boards_per_s']:,} boards/s" if "numpy_cpu_boards_per_s" in row else ""
+            rows.append((f"propagation, {row['boards']:,} boards", "; ".join(x for x in (gpu, cpu) if x)))
+        rows.append(("propagation, sequential Python", f"{prop['sequential_python_boards_per_s']:,} boards/s"))
+    if "one_level_guessing" in done:
+        ol = r["one_level_guessing"]
         for stat in ("median", "mean"):
             key = f"{stat}_expected_guesses"
             rows.append((f"one guess: {stat} expected guesses",
                          f"L1 {ol['l1'][key]}, L2 {ol['l2'][key]}, upper oracle {ol['upper_oracle'][key]}, "
                          f"lower oracle {ol['lower_oracle'][key]} ({ol['test_puzzles']} held-out stuck puzzles)"))
+    if not_finished(r):
+        rows.append(("stages not finished", "; ".join(not_finished(r))))
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
 def scale_figure(r: dict) -> go.Figure:
-    """Training loss and teacher-forced accuracy on held-out transcripts of the GPU run."""
+    """Training loss and teacher-forced accuracy on held-out transcripts of the GPU study (its ``training`` stage)."""
     tr = r["training"]
     fig = go.Figure()
     fig.add_scatter(x=tr["loss_curve"]["step"], y=tr["loss_curve"]["loss"], mode="lines", name="training loss", yaxis="y")

@@ -7,10 +7,9 @@ arXiv 2602.05230; official code https://github.com/LJC-FVNR/SequenceLab (``src/s
 * :mod:`.layer` -- :class:`ZeroSAttention` (ZeroS and ZeroS-SM) as an ``nn.Module``.
 * :mod:`.experiments` -- baselines (softmax, linear attention), property measurements, the
   expressivity toy and an MQAR-style recall task.
-* :mod:`.bench` -- the kernel benchmark shared by ``benchmarks/zeros_attention_kernel.py`` and the
-  notebook's GPU profile.
+* :mod:`.bench` -- the stage bodies of the kernel study (peers first, then ours; checks, accuracy, targets).
 * :mod:`.claims` -- the claims table's rows and their thresholds.
-* :mod:`.scale` -- the GPU profile and the reader of the recorded kernel benchmark.
+* :mod:`.scale` -- the GPU study (``python -m companion.bench zeros_attention``) and the reader of its results.
 * :mod:`.explorer` -- the signed-attention explorer and the figure builders (imports plotly; not imported here).
 
 The Triton kernel lives in ``companion_kernels/zeros_linear`` (``companion_kernels.zeros_linear``).

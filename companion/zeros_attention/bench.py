@@ -1,22 +1,24 @@
-"""The ZeroS kernel benchmark, shared by ``benchmarks/zeros_attention_kernel.py`` and the notebook's
-GPU profile (paper 04, ZeroS, NeurIPS 2025).
+"""The ZeroS kernel study (paper 04, ZeroS, NeurIPS 2025): the stage bodies of :mod:`companion.zeros_attention.scale`.
 
 At every headline size the peers are measured FIRST, then ours, all in one run (issue 28):
 
 * ``fla_dk192``  -- flash-linear-attention's ``chunk_linear_attn(q, k, v, scale=1.0, normalize=False)``
-                    with key width 3d = 192: the same computation as ZeroS's three-part key
-                    (recorded absent, with the import error, if ``fla`` does not import);
+                    with key width 3d = 192: the same computation as ZeroS's three-part key;
 * ``sdpa_flash`` -- ``scaled_dot_product_attention(is_causal=True)`` with the flash backend;
 * ``zeros``      -- ``companion_kernels.zeros_linear`` (Triton, chunked, scalars in-kernel).
 
 Rows: ``{"T", "impl", "mode": "fwd" | "fwd_bwd", "ms", "peak_mib", "extra_mib"}`` (``ms``: median of
 ``companion.core.time_ms``, i.e. ``triton.testing.do_bench``; ``peak_mib``: the allocator's peak
 during one call, inputs included; ``extra_mib``: that peak minus what was allocated before). A
-failing contender gets a row with ``"error"`` instead and the run goes on. Optional extras, after
-every headline row: other chunk sizes of ours (``variants``) and the per-kernel split of our time
-(``pieces``). The accuracy check (``accuracy``) compares ours at the longest T with a float64
-evaluation of the exact ZeroS weights on sampled rows (max and mean relative error per row), and
-fla dk192 on the same rows.
+failing contender gets a row with ``"error"`` instead and the run goes on. flash-linear-attention is
+required on the GPU profile (``require_fla``): there a missing package fails the stage that needs it;
+the smoke profile records the peer as absent, with the reason.
+
+The stages, in order: :func:`fla_stage` (the peer's version), :func:`rows_stage` (the headline rows),
+:func:`checks_stage` (ours against the oracle on this device), :func:`accuracy_stage` (ours and fla dk192 at
+the longest T against a float64 evaluation of the exact ZeroS weights on sampled rows),
+:func:`variants_stage` (other chunk sizes of ours), :func:`pieces_stage` (the per-kernel split of our
+time) and :func:`targets_stage` (issue 28's targets, evaluated on the rows).
 
 No plotly here: this module must import on the bare GPU machine.
 """
@@ -24,17 +26,17 @@ No plotly here: this module must import on the bare GPU machine.
 from __future__ import annotations
 
 import math
-import time
 import traceback
 
 import torch
 import torch.nn.functional as F
 
-from companion.core import time_ms
+from companion.core import check_choice, time_ms
 from companion.zeros_attention import functional as Fz
 
-__all__ = ["run_kernel_benchmark", "summarize_targets", "sampled_rows_reference", "ANCHOR_FLA", "ANCHOR_SDPA",
-           "TARGET_FWD_VS_FLA", "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
+__all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "pieces_stage", "rows_stage", "sampled_rows_reference",
+           "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
+           "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
 # The anchors (shared/anchors/README.md, "Linear attention"): H200, torch 2.11, triton 3.6,
 # fla-core 0.6.0, B=1, H=16, value width 64, bf16. {T: (fwd ms, fwd+bwd ms, peak MiB)}.
@@ -50,8 +52,7 @@ TARGET_FWD_VS_FLA = 1.0
 TARGET_FWD_BWD_VS_FLA = 1.5
 TARGET_SDPA_SPEEDUP_TMAX = 30.0
 TARGET_SDPA_FROM_T = 8192
-
-_OLD_OPS = {"ours": "zeros", "fla_chunk_dk192": "fla_dk192", "fla_chunk_dk64": "fla_dk64", "sdpa_flash": "sdpa_flash"}
+DTYPES = ("bfloat16", "float16", "float32")
 
 
 def _inputs(B, T, H, d, dtype, device, seed=0, requires_grad=False):
@@ -86,12 +87,13 @@ def _peak_mib(fn, device):
     return peak / 2**20, (peak - before) / 2**20
 
 
-def _measure(impl, T, mode, make, device, log, **extra):
-    """One contender, one T, one mode -> a row (an ``error`` row if it fails)."""
+def _measure(impl, T, mode, make, device, log, timing, **extra):
+    """One contender, one T, one mode -> a row (an ``error`` row if it fails: the other contenders still run).
+    ``timing``: :func:`companion.core.time_ms`'s settings."""
     row = {"T": T, "impl": impl, "mode": mode, **extra}
     try:
         fn, leaves = make()
-        row["ms"] = time_ms(fn, device, grad_to_none=leaves)
+        row["ms"] = time_ms(fn, device, grad_to_none=leaves, **timing)
         row["peak_mib"], row["extra_mib"] = _peak_mib(fn, device)
         del fn, leaves
         log(f"  {impl:12s} {mode:8s} T={T:6d} {row['ms']:9.3f} ms  peak {row['peak_mib']} MiB")
@@ -141,80 +143,8 @@ def _row_errors(got_rows, want_rows, rows):
     return out
 
 
-def _accuracy(zeros_linear, fla_fn, T, B, H, d, dtype, device, n_rows, log, chunk):
-    """Ours (and fla dk192) at length T against float64 on ``n_rows`` sampled rows."""
-    out = {"T": T, "rows": n_rows, "dtype": str(dtype).split(".")[-1], "chunk": chunk}
-    try:
-        q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, device, seed=4)
-        g = torch.Generator().manual_seed(5)
-        rows = sorted(set(torch.randint(0, T, (n_rows - 4,), generator=g).tolist()) | {0, 63, T // 2, T - 1})
-        want = sampled_rows_reference(q, k, v, s, s1, sh, rows)
-        o = zeros_linear(q, k, v, s, s1, sh, impl="triton", chunk_size=chunk)
-        out["zeros"] = _row_errors(o[:, rows].permute(1, 0, 2, 3), want, rows)
-        del o
-        if fla_fn is not None:
-            Qp, Kp = Fz.three_key_features(q.float(), k.float(), s, s1, sh)
-            o_fla = fla_fn(Qp.to(dtype).contiguous(), Kp.to(dtype).contiguous(), v, scale=1.0, normalize=False)[0]
-            out["fla_dk192"] = _row_errors(o_fla[:, rows].permute(1, 0, 2, 3), want, rows)
-            del o_fla, Qp, Kp
-        # the same computation in fp32 inputs (bounds what bf16 storage costs)
-        o32 = zeros_linear(q.float(), k.float(), v.float(), s, s1, sh, impl="triton", chunk_size=chunk)
-        out["zeros_fp32_inputs"] = _row_errors(o32[:, rows].permute(1, 0, 2, 3), want, rows)
-        del o32
-    except Exception as exc:  # noqa: BLE001
-        out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    log(f"  accuracy: {out}")
-    return out
-
-
-def _checks(zeros_linear, zeros_linear_reference, device, dtype, H, d, log, check_T=1024):
-    """Small correctness checks on this device: ours vs the oracle (fp32 forward; bench dtype with grads)."""
-    out = {}
-    try:
-        args = _inputs(2, 333, 3, 32, torch.float32, device, seed=1)
-        out["fp32_T333_max_abs_err"] = (zeros_linear(*args, impl="triton") - zeros_linear_reference(*args)).abs().max().item()
-    except Exception as exc:  # noqa: BLE001
-        out["fp32_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    try:
-        T = check_T
-        leaves = _inputs(1, T, H, d, dtype, device, seed=2, requires_grad=True)
-        ref_leaves = [x.detach().float().requires_grad_() for x in leaves]
-        do = torch.randn(1, T, H, d, device=device)
-        o = zeros_linear(*leaves, impl="triton")
-        o.float().backward(do)
-        r = zeros_linear_reference(*ref_leaves)
-        r.backward(do)
-        tag = f"{str(dtype).split('.')[-1]}_T{T}"
-        out[f"{tag}_rel_err_out"] = _rel(o, r)
-        for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), leaves, ref_leaves):
-            out[f"{tag}_rel_err_grad_{name}"] = _rel(a.grad, b.grad)
-    except Exception as exc:  # noqa: BLE001
-        out["grad_check_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    log(f"  checks: {out}")
-    return out
-
-
-def _normalize_rows(rows):
-    """Rows in the current format; rows of the earlier format ({"op", "fwd_ms", ...}) are converted."""
-    out = []
-    for r in rows:
-        if "impl" in r:
-            out.append(r)
-            continue
-        impl = _OLD_OPS.get(r.get("op"), r.get("op"))
-        for old, mode in (("fwd", "fwd"), ("fwdbwd", "fwd_bwd")):
-            if any(f"{old}_{x}" in r for x in ("ms", "peak_mib", "extra_mib")):
-                row = {"T": r["T"], "impl": impl, "mode": mode, "peak_mib": r.get(f"{old}_peak_mib"),
-                       "extra_mib": r.get(f"{old}_extra_mib")}
-                if f"{old}_ms" in r:
-                    row["ms"] = r[f"{old}_ms"]
-                out.append(row)
-    return out
-
-
 def summarize_targets(rows, fla_available):
     """The issue's targets, evaluated on the recorded rows (None where a number is missing)."""
-    rows = _normalize_rows(rows)
     by = {(r["impl"], r["mode"], r["T"]): r for r in rows if "error" not in r}
     Ts = sorted({r["T"] for r in rows if r["impl"] == "zeros" and "ms" in r})
     out = {}
@@ -265,11 +195,11 @@ def summarize_targets(rows, fla_available):
     return out
 
 
-def _time_pieces(T, B, H, d, dtype, dev, chunk):
+def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed):
     """Milliseconds of each kernel of ours at one T (the forward and backward pieces, launched alone)."""
     from companion_kernels.zeros_linear import triton as zt
 
-    q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, dev)
+    q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, dev, seed=seed)
     do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
     g = zt._geometry(q, v, chunk)
     BH, NT = B * H, g["NT"]
@@ -306,7 +236,7 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk):
     out = {}
     for name, fn in (("scalars", scalars), ("state_fwd", state_fwd), ("out_fwd", out_fwd), ("dq_bwd", dq_bwd),
                      ("state_bwd", state_bwd), ("dkv_bwd", dkv_bwd)):
-        out[name] = time_ms(fn, dev)
+        out[name] = time_ms(fn, dev, **timing)
     cfg = {}
     for name in ("_state_fwd", "_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
         best = getattr(getattr(zt, name), "best_config", None)
@@ -315,146 +245,210 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk):
     return out
 
 
-def run_kernel_benchmark(
-    T_list=(2048, 8192, 32768, 65536),
-    *,
-    B: int = 1,
-    H: int = 16,
-    d: int = 64,
-    dtype: torch.dtype = torch.bfloat16,
-    device: str = "cuda",
-    chunk_size: int | None = None,
-    variant_chunks=(64, 128),
-    pieces: bool = True,
-    accuracy_rows: int = 64,
-    budget_s: float | None = None,
-    log=print,
-) -> dict:
-    """Peers first, then ours, at every T (ascending); then the optional extras; returns the payload.
+# ---------------------------------------------------------------- the stages of companion.zeros_attention.scale
+class _Setup:
+    """The profile's sizes as the stages use them (``B, T_list, H, d, dtype, chunk``, ``timing``) and the device."""
 
-    ``chunk_size``: the chunk of the ``zeros`` rows (None: the kernel's default). ``variant_chunks``:
-    other chunk sizes timed after every headline row (``variants``). ``pieces``: time each kernel
-    at the longest T. ``accuracy_rows``: sampled rows of the float64 check at the longest T (0: skip).
-    ``budget_s``: seconds after which the optional variants and pieces are skipped (the headline
-    rows, the checks and the accuracy check always run).
-    """
-    from companion_kernels.zeros_linear import zeros_linear, zeros_linear_reference
-    from companion_kernels.zeros_linear.triton import CHUNK
+    def __init__(self, ctx):
+        p = ctx.profile
+        self.p, self.dev, self.log, self.seed = p, torch.device(ctx.device), ctx.log, ctx.seed
+        self.B, self.H, self.d, self.T_list = p["B"], p["H"], p["d"], list(p["T_list"])
+        self.dtype = getattr(torch, check_choice("dtype", p["dtype"], DTYPES))
+        self.chunk, self.timing = p["chunk_size"], p["timing"]
 
-    chunk = chunk_size or CHUNK
-    dev = torch.device(device)
-    t_start = time.perf_counter()
-    fla_info = {"available": False, "version": None, "error": None}
-    fla_fn = None
-    try:
-        from fla.ops.linear_attn import chunk_linear_attn as fla_fn  # type: ignore
+    def inputs(self, T, *, seed_offset=0, requires_grad=False):
+        return _inputs(self.B, T, self.H, self.d, self.dtype, self.dev, seed=self.seed + seed_offset,
+                       requires_grad=requires_grad)
 
-        import fla  # type: ignore
 
-        fla_info.update(available=True, version=getattr(fla, "__version__", "unknown"))
-    except Exception as exc:  # noqa: BLE001
-        fla_fn = None
-        fla_info["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-    if dev.type != "cuda":
-        fla_fn = None
-        fla_info["available"] = False
-    log(f"ZeroS kernel benchmark on {dev}, B={B} H={H} d={d} {dtype}, chunk {chunk}; fla: {fla_info}")
+def fla_peer(device, required: bool):
+    """flash-linear-attention's ``chunk_linear_attn`` and ``{"available", "version", "error"}``. It runs on CUDA
+    only; where it cannot run, ``required`` (the GPU profile's ``require_fla``) raises, otherwise the function is
+    None and ``error`` says why (the smoke profile records the peer as absent)."""
+    if torch.device(device).type != "cuda":
+        why = f"its Triton kernels run on CUDA only, not on {device}"
+    else:
+        try:
+            import fla  # type: ignore
+            from fla.ops.linear_attn import chunk_linear_attn  # type: ignore
+        except Exception as exc:  # noqa: BLE001 - any import failure means the peer is absent
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"
+        else:
+            return chunk_linear_attn, {"available": True, "version": getattr(fla, "__version__", "unknown"), "error": None}
+    if required:
+        raise ImportError(f"flash-linear-attention, the strongest linear-attention peer, cannot run here ({why}); "
+                          "install fla-core on the GPU machine (the smoke profile, require_fla=False, records it absent)")
+    return None, {"available": False, "version": None, "error": why}
 
-    def ours(T, c, backward):
-        def make():
-            leaves = _inputs(B, T, H, d, dtype, dev, requires_grad=backward)
-            if not backward:
-                return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=c)), None
-            do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
-            return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=c).backward(do)), leaves
-        return make
 
-    def sdpa(T, backward):
-        def make():
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+def fla_stage(ctx) -> dict:
+    """The linear-attention peer: ``{"available", "version", "error"}`` (:func:`fla_peer`)."""
+    info = fla_peer(ctx.device, ctx.profile["require_fla"])[1]
+    ctx.log(f"  flash-linear-attention: {info}")
+    return info
 
-            q, k, v = (torch.randn(B, H, T, d, device=dev, dtype=dtype) for _ in range(3))
+
+def _ours(S, T, chunk, backward):
+    from companion_kernels.zeros_linear import zeros_linear
+
+    def make():
+        leaves = S.inputs(T, requires_grad=backward)
+        if not backward:
+            return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=chunk)), None
+        do = torch.randn(S.B, T, S.H, S.d, device=S.dev, dtype=S.dtype)
+        return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=chunk).backward(do)), leaves
+    return make
+
+
+def _sdpa(S, T, backward):
+    def make():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v = (torch.randn(S.B, S.H, T, S.d, device=S.dev, dtype=S.dtype) for _ in range(3))
+        if backward:
+            q, k, v = (x.requires_grad_() for x in (q, k, v))
+            do = torch.randn(S.B, S.H, T, S.d, device=S.dev, dtype=S.dtype)
+        backends = [SDPBackend.FLASH_ATTENTION] if S.dev.type == "cuda" else [SDPBackend.MATH]
+
+        def fn():
+            with sdpa_kernel(backends):
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             if backward:
-                q, k, v = (x.requires_grad_() for x in (q, k, v))
-                do = torch.randn(B, H, T, d, device=dev, dtype=dtype)
-            backends = [SDPBackend.FLASH_ATTENTION] if dev.type == "cuda" else [SDPBackend.MATH]
+                o.backward(do)
+        return fn, ([q, k, v] if backward else None)
+    return make
 
-            def fn():
-                with sdpa_kernel(backends):
-                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                if backward:
-                    o.backward(do)
-            return fn, ([q, k, v] if backward else None)
-        return make
 
-    def fla(T, backward, dk=3 * d):
-        def make():
-            q = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
-            k = (torch.randn(B, T, H, dk, device=dev) / math.sqrt(dk)).to(dtype)
-            v = torch.randn(B, T, H, d, device=dev, dtype=dtype)
+def _fla(S, fla_fn, T, backward):
+    dk = 3 * S.d
+
+    def make():
+        q = (torch.randn(S.B, T, S.H, dk, device=S.dev) / math.sqrt(dk)).to(S.dtype)
+        k = (torch.randn(S.B, T, S.H, dk, device=S.dev) / math.sqrt(dk)).to(S.dtype)
+        v = torch.randn(S.B, T, S.H, S.d, device=S.dev, dtype=S.dtype)
+        if backward:
+            q, k, v = (x.requires_grad_() for x in (q, k, v))
+            do = torch.randn(S.B, T, S.H, S.d, device=S.dev, dtype=S.dtype)
+
+        def fn():
+            o = fla_fn(q, k, v, scale=1.0, normalize=False)[0]
             if backward:
-                q, k, v = (x.requires_grad_() for x in (q, k, v))
-                do = torch.randn(B, T, H, d, device=dev, dtype=dtype)
+                o.backward(do)
+        return fn, ([q, k, v] if backward else None)
+    return make
 
-            def fn():
-                o = fla_fn(q, k, v, scale=1.0, normalize=False)[0]
-                if backward:
-                    o.backward(do)
-            return fn, ([q, k, v] if backward else None)
-        return make
 
+def rows_stage(ctx) -> list[dict]:
+    """The headline rows: at every T (ascending), fla dk192 and SDPA flash first, then ours; forward, then
+    forward+backward."""
+    S = _Setup(ctx)
+    fla_fn, info = fla_peer(ctx.device, S.p["require_fla"])
+    S.log(f"ZeroS kernel benchmark on {S.dev}, B={S.B} H={S.H} d={S.d} {S.dtype}, chunk {S.chunk}; fla: {info}")
     rows = []
-    for T in T_list:
+    for T in S.T_list:
         for mode, bw in (("fwd", False), ("fwd_bwd", True)):
             if fla_fn is not None:
-                rows.append(_measure("fla_dk192", T, mode, fla(T, bw), dev, log))
+                rows.append(_measure("fla_dk192", T, mode, _fla(S, fla_fn, T, bw), S.dev, S.log, S.timing))
             else:
-                rows.append({"T": T, "impl": "fla_dk192", "mode": mode, "error": f"fla absent: {fla_info['error']}"})
-            rows.append(_measure("sdpa_flash", T, mode, sdpa(T, bw), dev, log))
-            rows.append(_measure("zeros", T, mode, ours(T, chunk, bw), dev, log, chunk=chunk))
+                rows.append({"T": T, "impl": "fla_dk192", "mode": mode, "error": f"fla absent: {info['error']}"})
+            rows.append(_measure("sdpa_flash", T, mode, _sdpa(S, T, bw), S.dev, S.log, S.timing))
+            rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw), S.dev, S.log, S.timing, chunk=S.chunk))
+    return rows
 
-    # ---- optional extras, after every headline row
-    checks = _checks(zeros_linear, zeros_linear_reference, dev, dtype, H, d, log,
-                     check_T=1024 if dev.type == "cuda" else 128)
-    Tmax = max(T_list)
-    accuracy = (_accuracy(zeros_linear, fla_fn, Tmax, B, H, d, dtype, dev, accuracy_rows, log, chunk)
-                if accuracy_rows else None)
-    def over():
-        return budget_s is not None and time.perf_counter() - t_start > budget_s
 
-    variants = []
-    for c in variant_chunks or ():
-        if c == chunk or over():
+def checks_stage(ctx) -> dict:
+    """Ours against the oracle on this device: an fp32 forward (B=2, H=3, d=32, T = ``checks.fp32_T``, the
+    kernel's default chunk) and, in the profile's dtype at T = ``checks.grad_T``, the output and every gradient
+    (relative errors against the fp32 oracle)."""
+    from companion_kernels.zeros_linear import zeros_linear, zeros_linear_reference
+
+    S, c = _Setup(ctx), ctx.profile["checks"]
+    T = c["fp32_T"]
+    args = _inputs(2, T, 3, 32, torch.float32, S.dev, seed=S.seed + 1)
+    out = {f"fp32_T{T}_max_abs_err": (zeros_linear(*args, impl="triton") - zeros_linear_reference(*args)).abs().max().item()}
+    T = c["grad_T"]
+    leaves = _inputs(1, T, S.H, S.d, S.dtype, S.dev, seed=S.seed + 2, requires_grad=True)
+    ref_leaves = [x.detach().float().requires_grad_() for x in leaves]
+    do = torch.randn(1, T, S.H, S.d, device=S.dev)
+    o = zeros_linear(*leaves, impl="triton")
+    o.float().backward(do)
+    r = zeros_linear_reference(*ref_leaves)
+    r.backward(do)
+    tag = f"{S.p['dtype']}_T{T}"
+    out[f"{tag}_rel_err_out"] = _rel(o, r)
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), leaves, ref_leaves):
+        out[f"{tag}_rel_err_grad_{name}"] = _rel(a.grad, b.grad)
+    S.log(f"  checks: {out}")
+    return out
+
+
+def accuracy_stage(ctx) -> dict:
+    """Ours (and fla dk192) at the longest T against float64 on ``accuracy_rows`` sampled rows (rows 0, 63, T/2
+    and T-1 always among them), and ours on fp32 inputs (what bf16 storage costs)."""
+    from companion_kernels.zeros_linear import zeros_linear
+
+    S = _Setup(ctx)
+    fla_fn = fla_peer(ctx.device, S.p["require_fla"])[0]
+    T, n_rows = max(S.T_list), S.p["accuracy_rows"]
+    out = {"T": T, "rows": n_rows, "dtype": S.p["dtype"], "chunk": S.chunk}
+    q, k, v, s, s1, sh = S.inputs(T, seed_offset=4)
+    g = torch.Generator().manual_seed(S.seed + 5)
+    rows = sorted(set(torch.randint(0, T, (n_rows - 4,), generator=g).tolist()) | {0, 63, T // 2, T - 1})
+    want = sampled_rows_reference(q, k, v, s, s1, sh, rows)
+    o = zeros_linear(q, k, v, s, s1, sh, impl="triton", chunk_size=S.chunk)
+    out["zeros"] = _row_errors(o[:, rows].permute(1, 0, 2, 3), want, rows)
+    del o
+    if fla_fn is not None:
+        Qp, Kp = Fz.three_key_features(q.float(), k.float(), s, s1, sh)
+        o_fla = fla_fn(Qp.to(S.dtype).contiguous(), Kp.to(S.dtype).contiguous(), v, scale=1.0, normalize=False)[0]
+        out["fla_dk192"] = _row_errors(o_fla[:, rows].permute(1, 0, 2, 3), want, rows)
+        del o_fla, Qp, Kp
+    o32 = zeros_linear(q.float(), k.float(), v.float(), s, s1, sh, impl="triton", chunk_size=S.chunk)
+    out["zeros_fp32_inputs"] = _row_errors(o32[:, rows].permute(1, 0, 2, 3), want, rows)
+    S.log(f"  accuracy: {out}")
+    return out
+
+
+def variants_stage(ctx) -> list[dict]:
+    """Ours at the other chunk sizes of ``variant_chunks``, every T and mode; a chunk size is started only while
+    the stage has time left (the rows say which ran)."""
+    S = _Setup(ctx)
+    rows = []
+    for c in S.p["variant_chunks"]:
+        if c == S.chunk:
             continue
-        for T in T_list:
+        if ctx.left() <= 0:
+            S.log(f"  variants: no time left, chunk {c} and later not timed")
+            break
+        for T in S.T_list:
             for mode, bw in (("fwd", False), ("fwd_bwd", True)):
-                variants.append(_measure("zeros", T, mode, ours(T, c, bw), dev, log, chunk=c))
-    piece_ms = {}
-    if pieces and dev.type == "cuda" and not over():
-        for c in sorted({chunk, *(variant_chunks or ())}):
-            try:
-                piece_ms[str(c)] = _time_pieces(Tmax, B, H, d, dtype, dev, c)
-            except Exception as exc:  # noqa: BLE001
-                piece_ms[str(c)] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-            log(f"  pieces chunk {c} T={Tmax}: {piece_ms[str(c)]}")
+                rows.append(_measure("zeros", T, mode, _ours(S, T, c, bw), S.dev, S.log, S.timing, chunk=c))
+    return rows
 
-    payload = {
-        "config": {"B": B, "H": H, "d": d, "dv": d, "dtype": str(dtype).split(".")[-1], "T_list": list(T_list),
-                   "chunk_size": chunk, "variant_chunks": list(variant_chunks or ()),
-                   "timing": "companion.core.time_ms: triton.testing.do_bench median" if dev.type == "cuda"
-                   else "companion.core.time_ms: perf_counter median",
-                   "order": "at every T: fla_dk192, sdpa_flash, zeros (fwd, then fwd_bwd)"},
-        "fla": fla_info,
-        "rows": rows,
-        "accuracy": accuracy,
-        "checks": checks,
-        "variants": variants,
-        "pieces_ms": piece_ms,
-        "targets": summarize_targets(rows, fla_info["available"]),
-        "anchors": {"fla": {str(k): {str(t): v for t, v in d_.items()} for k, d_ in ANCHOR_FLA.items()},
-                    "sdpa_flash": {str(t): v for t, v in ANCHOR_SDPA.items()},
-                    "note": "shared/anchors/README.md: H200, torch 2.11, triton 3.6, fla-core 0.6.0; (fwd ms, fwd+bwd ms, peak MiB)"},
-        "elapsed_s": time.perf_counter() - t_start,
-    }
-    log(f"targets: {payload['targets']}; elapsed {payload['elapsed_s']:.1f} s")
-    return payload
+
+def pieces_stage(ctx) -> dict:
+    """``{chunk: {kernel: ms, "configs": the autotuner's choices}}``: each kernel of ours launched alone at the
+    longest T, for the headline chunk and every variant, while the stage has time left."""
+    S = _Setup(ctx)
+    out = {}
+    for c in sorted({S.chunk, *S.p["variant_chunks"]}):
+        if out and ctx.left() <= 0:
+            S.log(f"  pieces: no time left, chunk {c} and later not timed")
+            break
+        out[str(c)] = _time_pieces(max(S.T_list), S.B, S.H, S.d, S.dtype, S.dev, c, S.timing, S.seed)
+        S.log(f"  pieces chunk {c} T={max(S.T_list)}: {out[str(c)]}")
+    return out
+
+
+def targets_stage(ctx) -> dict:
+    """Issue 28's targets on the ``rows`` stage's rows (:func:`summarize_targets`), with the anchors they fall
+    back on where fla was not measured in this run."""
+    if ctx.results.get("stages", {}).get("rows", {}).get("state") != "done":
+        raise RuntimeError("the targets need the rows stage's results: run it first (--stages rows,targets)")
+    fla_ok = ctx.results.get("fla", {}).get("available", False)
+    out = summarize_targets(ctx.results["rows"], fla_ok)
+    out["anchors"] = {"fla": {str(k): {str(t): v for t, v in d_.items()} for k, d_ in ANCHOR_FLA.items()},
+                      "sdpa_flash": {str(t): v for t, v in ANCHOR_SDPA.items()},
+                      "note": "shared/anchors/README.md: H200, torch 2.11, triton 3.6, fla-core 0.6.0; (fwd ms, fwd+bwd ms, peak MiB)"}
+    ctx.log(f"  targets: { {k: v for k, v in out.items() if k != 'anchors'} }")
+    return out

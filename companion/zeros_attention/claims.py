@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from companion.core import Claim, inconclusive, judge, not_run
+from companion.core.stages import not_finished
 from companion.zeros_attention.scale import kernel_table
 
 __all__ = ["claim_rows", "kernel_claim_rows", "kernel_slopes", "lemma_shares", "bounded", "Claim", "ROW_SUM_TOL", "EQUIV_TOL",
@@ -128,10 +129,14 @@ def kernel_claim_rows(payload: Mapping | None) -> list[Claim]:
     """The Scale-up row: our kernel's time against T, from the recorded run (a timing, judged on one run)."""
     claim, paper = "linear time at scale (our kernel; the paper ships none)", "O(N d^2) complexity (prefix scan)"
     if not payload:
-        why = "no GPU results recorded yet (benchmarks/zeros_attention_kernel.py)"
+        why = "no GPU results recorded yet (python -m companion.bench zeros_attention)"
         return [Claim(claim=claim, paper=paper, measured=why, scale="H200, T = 2k..64k", judgement=not_run(why))]
-    slopes = kernel_slopes(payload)
     where = f"{payload.get('device', '?')}, one run ({payload.get('date', '?')})"
+    left = [s for s in not_finished(payload) if s.split(" ")[0] == "rows"]
+    if left:
+        why = f"the GPU study's stage {left[0]} (python -m companion.bench zeros_attention)"
+        return [Claim(claim=claim, paper=paper, measured=why, scale=where, judgement=not_run(why))]
+    slopes = kernel_slopes(payload)
     if not slopes:
         why = "fewer than two sequence lengths with a successful kernel row in the recorded run"
         return [Claim(claim=claim, paper=paper, measured=why, scale=where, judgement=not_run(why))]

@@ -223,8 +223,8 @@ _LABEL = {"zeros": "ours: ZeroS Triton (chunked)", "sdpa_flash": "SDPA flash (ca
 
 
 def scaleup_figures(payload: dict, anchors: dict | None = None) -> go.Figure:
-    """Time (forward, forward+backward) and peak memory (fwd+bwd) vs T from a recorded benchmark payload
-    (either row format, read by :func:`companion.zeros_attention.scale.kernel_table`).
+    """Time (forward, forward+backward) and peak memory (fwd+bwd) vs T from a recorded study payload (its
+    ``rows`` stage, read by :func:`companion.zeros_attention.scale.kernel_table`).
 
     ``anchors``: ``{label: {T: (fwd_ms, fwdbwd_ms, peak_mib)}}`` drawn dashed and labelled "anchor".
     """
@@ -250,7 +250,7 @@ def scaleup_figures(payload: dict, anchors: dict | None = None) -> go.Figure:
     fig.update_xaxes(type="log", title_text="T (tokens)")
     fig.update_yaxes(type="log")
     dev = payload.get("device", "?")
-    cfg = payload.get("config", {})
+    cfg = payload.get("profile", {})
     fig.update_layout(title=f"Recorded on {dev}, {payload.get('date', '?')}: B={cfg.get('B')}, H={cfg.get('H')}, d={cfg.get('d')}, "
                             f"{cfg.get('dtype')}", height=460, width=1150)
     return fig

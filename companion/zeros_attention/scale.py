@@ -1,65 +1,85 @@
-"""The GPU profile of paper 04 (ZeroS) and the reader of its recorded kernel benchmark.
+"""The one-GPU (H200) study of paper 04 (ZeroS) and the reader of its committed results. No plotly import.
 
-``GPU_PROFILE`` is what the notebook's GPU profile runs: the two training experiments longer and with
-larger batches, and ``companion.zeros_attention.bench.run_kernel_benchmark`` at the notebook's
-``GPU_BENCH_T``. ``benchmarks/zeros_attention_kernel.py`` runs the same benchmark and commits
-``benchmarks/results/zeros_attention_kernel.json``, which :func:`recorded` returns.
+What it runs, stage by stage (the bodies are in :mod:`companion.zeros_attention.bench`), at B=1, H=16, d=64,
+bf16, T = 2k, 8k, 32k and 64k: ``fla`` (the flash-linear-attention version; required on the GPU profile),
+``rows`` (at every T the peers first, fla ``chunk_linear_attn`` with key width 3d and SDPA flash, then our
+chunked Triton kernel, forward and forward+backward, time and peak memory), ``checks`` (ours against the
+oracle on this device, output and gradients), ``accuracy`` (at the longest T, ours and fla against a float64
+evaluation of the exact ZeroS weights on sampled rows), ``variants`` (ours at chunk 128), ``pieces_ms``
+(each of our kernels alone at the longest T) and ``targets`` (issue 28's targets on the rows). The paper
+ships no kernel: these are our kernel's numbers, and the claims table judges from them only the linear time.
+Run it with ``python -m companion.bench zeros_attention`` (``--smoke``: a tiny CPU run, the kernels in the
+Triton interpreter, fla recorded absent). The notebook's own GPU profile trains its models longer
+(:data:`NOTEBOOK_GPU`).
 
-:func:`kernel_rows` reads both row formats that file has had: the current one,
-``{"T", "impl": "zeros" | "fla_dk192" | "sdpa_flash" | ..., "mode": "fwd" | "fwd_bwd", "ms", "peak_mib"}``
-(a failed contender has ``"error"`` instead of ``"ms"``), and the earlier
-``{"T", "op": "ours" | "fla_chunk_dk192" | ..., "fwd_ms", "fwd_peak_mib", "fwdbwd_ms", ...}``.
-:func:`kernel_table` turns them into ``{T: {mode: {impl: ms}}}`` with only what was measured, so a
-size a peer was not measured at stays absent (the claims say "not measured" there).
+:func:`kernel_rows` reads the rows ``{"T", "impl": "zeros" | "fla_dk192" | "sdpa_flash", "mode": "fwd" |
+"fwd_bwd", "ms", "peak_mib"}`` (a failed contender has ``"error"`` instead of ``"ms"``); :func:`kernel_table`
+turns them into ``{T: {mode: {impl: ms}}}`` with only what was measured, so a size a peer was not measured at
+stays absent (the claims say "not measured" there).
 """
 
 from __future__ import annotations
 
 from companion.core import recorded_results
+from companion.core.stages import Stage, run_stages
+from companion.zeros_attention import bench as E
 
-__all__ = ["GPU_PROFILE", "RESULTS_NAME", "recorded", "kernel_rows", "kernel_table", "ratio_table", "training_sizes"]
+__all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table",
+           "ratio_table", "recorded", "run_scale_up", "training_sizes"]
 
 RESULTS_NAME = "zeros_attention_kernel"
+DEADLINE_S = 240
 
 GPU_PROFILE = {
-    "min_toy_steps": 1000,  # the v_a - v_b toy: at least this many Adam steps
-    "min_mqar_steps": 1500,  # MQAR: at least this many AdamW steps,
-    "mqar_batch": 128,  # of this batch (the CPU profile uses MQAR_BATCH)
-    "kernel_benchmark_budget_s": 150.0,  # time budget of run_kernel_benchmark at GPU_BENCH_T
+    "T_list": [2048, 8192, 32768, 65536], "B": 1, "H": 16, "d": 64, "dtype": "bfloat16",
+    "chunk_size": 64,  # the headline rows' chunk (the kernel's default)
+    "variant_chunks": [64, 128],  # timed after every headline row (the headline chunk is not timed again)
+    "timing": {"warmup": 25, "rep": 100},  # companion.core.time_ms: do_bench's warm-up and repetition ms
+    "checks": {"fp32_T": 333, "grad_T": 1024},
+    "accuracy_rows": 64,
+    "require_fla": True,  # flash-linear-attention is the strongest peer: never skipped on the GPU
+    "seed": 0,
 }
+SMOKE_PROFILE = {**GPU_PROFILE, "T_list": [64], "H": 1, "d": 16, "dtype": "float32", "chunk_size": 16, "variant_chunks": [32],
+                 "timing": {"cpu_warmup": 0, "cpu_reps": 1}, "checks": {"fp32_T": 20, "grad_T": 20}, "accuracy_rows": 6,
+                 "require_fla": False}
+STAGES = (
+    Stage("fla", E.fla_stage, needs_s=0),
+    Stage("rows", E.rows_stage, needs_s=100),
+    Stage("checks", E.checks_stage, needs_s=10),
+    Stage("accuracy", E.accuracy_stage, needs_s=15),
+    Stage("variants", E.variants_stage, needs_s=40),
+    Stage("pieces_ms", E.pieces_stage, needs_s=30),
+    Stage("targets", E.targets_stage, needs_s=0),
+)
 
-_OLD_IMPLS = {"ours": "zeros", "fla_chunk_dk192": "fla_dk192", "fla_chunk_dk64": "fla_dk64", "sdpa_flash": "sdpa_flash"}
+#: The notebook's GPU profile: its expressivity toy and MQAR trained at least this long, MQAR on this batch.
+NOTEBOOK_GPU = {"min_toy_steps": 1000, "min_mqar_steps": 1500, "mqar_batch": 128}
+
+
+def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
+    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
+    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
+
+
+def recorded() -> dict | None:
+    """The committed results (None when not recorded yet)."""
+    return recorded_results(RESULTS_NAME)
 
 
 def training_sizes(profile: str, toy_steps: int, mqar_steps: int, mqar_batch: int) -> tuple[int, int, int]:
     """``(toy_steps, mqar_steps, mqar_batch)`` the notebook runs under ``profile`` ("cpu": as given)."""
     if profile != "gpu":
         return toy_steps, mqar_steps, mqar_batch
-    return (max(toy_steps, GPU_PROFILE["min_toy_steps"]), max(mqar_steps, GPU_PROFILE["min_mqar_steps"]),
-            max(mqar_batch, GPU_PROFILE["mqar_batch"]))
+    return (max(toy_steps, NOTEBOOK_GPU["min_toy_steps"]), max(mqar_steps, NOTEBOOK_GPU["min_mqar_steps"]),
+            max(mqar_batch, NOTEBOOK_GPU["mqar_batch"]))
 
 
 def kernel_rows(payload: dict | None) -> list[dict]:
-    """The benchmark's rows in the current format ``{"T", "impl", "mode", "ms"?, "peak_mib"?, "error"?}``."""
-    out = []
-    for r in (payload or {}).get("rows", []):
-        if "impl" in r and "mode" in r:
-            out.append(dict(r))
-            continue
-        if "op" not in r or "T" not in r:
-            continue
-        impl = _OLD_IMPLS.get(r["op"], r["op"])
-        for old, mode in (("fwd", "fwd"), ("fwdbwd", "fwd_bwd")):
-            row = {"T": r["T"], "impl": impl, "mode": mode}
-            if f"{old}_ms" in r:
-                row["ms"] = r[f"{old}_ms"]
-            if f"{old}_peak_mib" in r:
-                row["peak_mib"] = r[f"{old}_peak_mib"]
-            if f"{old}_error" in r or "error" in r:
-                row["error"] = r.get(f"{old}_error") or r.get("error")
-            if len(row) > 3:
-                out.append(row)
-    return out
+    """The ``rows`` stage's rows ``{"T", "impl", "mode", "ms"?, "peak_mib"?, "error"?}`` (none where it is not done)."""
+    if ((payload or {}).get("stages") or {}).get("rows", {}).get("state") != "done":
+        return []
+    return [dict(r) for r in payload["rows"]]
 
 
 def kernel_table(payload: dict | None, key: str = "ms") -> dict:
@@ -70,11 +90,6 @@ def kernel_table(payload: dict | None, key: str = "ms") -> dict:
             continue
         table.setdefault(int(r["T"]), {}).setdefault(r["mode"], {})[r["impl"]] = float(r[key])
     return dict(sorted(table.items()))
-
-
-def recorded() -> dict | None:
-    """The committed kernel benchmark (``benchmarks/results/zeros_attention_kernel.json``), or None."""
-    return recorded_results(RESULTS_NAME)
 
 
 def ratio_table(payload: dict | None, peers=("fla_dk192", "sdpa_flash")) -> list[dict]:

@@ -173,7 +173,7 @@ def default_config(head_dim: int, device: torch.device) -> dict:
     """Tile sizes: small in the interpreter (speed), FA2-like on a GPU."""
     if device.type != "cuda":
         return {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
-    # H200, D = 128, bf16, fused Δ at N = 32k, γ = 64 (benchmarks/delta_attention_ladder.py sweep,
+    # H200, D = 128, bf16, fused Δ at N = 32k, γ = 64 (the tuning stage of `python -m companion.bench delta_attention`,
     # 2026-11-30): 64x64 / 4 warps / 3 stages 0.65 ms, 128x128 / 8 w 0.77, 128x64 / 8 w 0.79.
     return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 

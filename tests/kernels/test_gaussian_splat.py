@@ -172,8 +172,9 @@ def test_bad_input():
 
 @pytest.mark.gpu
 def test_gpu_projected_scene_matches_per_tile_torch():
-    """A 3-D scene projected with EWA (the benchmark's path) at 256²: Triton vs the per-tile PyTorch splatter."""
-    from companion.gaussian_video.scale import cameras, make_scene, project
+    """A 3-D scene projected with EWA (the decode study's path) at 256²: Triton vs the per-tile PyTorch splatter."""
+    from companion.gaussian_video.decode import project
+    from companion.gaussian_video.scene3d import cameras, make_scene
 
     sc = make_scene(20000, 6, 1)
     views, K = cameras(2, 256)
@@ -192,7 +193,8 @@ def test_gpu_matches_gsplat():
     """The issue's check: on the GPU the Triton rasteriser matches gsplat within 1e-3 mean absolute pixel
     error, on gsplat's own projected inputs and tile lists and end to end (skipped where gsplat cannot load)."""
     from companion.gaussian_video.gsplat_peer import GsplatUnavailable, load_gsplat
-    from companion.gaussian_video.scale import cameras, make_scene, versus_gsplat
+    from companion.gaussian_video.decode import versus_gsplat
+    from companion.gaussian_video.scene3d import cameras, make_scene
 
     try:
         gsplat = load_gsplat()

@@ -251,3 +251,20 @@ def test_every_sampler_starts_from_the_same_primal_points(G):
     assert at_target["start"][0] < 0.1 < out["start"][0]  # exact target samples vs N(0, I) far from the mean
     with pytest.raises(ParameterError):
         compare_fixed_target(target, G, Ts=(1,), n_chains=20, seeds=(0,), start="flow")
+
+
+def test_gpu_study_stages_refuse_a_bad_profile_and_a_missing_train():
+    """The GPU study's stage bodies: a wrong profile value fails early with a ParameterError naming its key, and a
+    sampling stage run without ``train`` in the same call says what to run."""
+    from companion.core.stages import StageContext
+    from companion.cpmla import study
+    from companion.cpmla.scale import SMOKE_PROFILE
+
+    def ctx(**profile):
+        return StageContext(profile={**SMOKE_PROFILE, **profile}, device="cpu", log=lambda *a: None, results={})
+
+    with pytest.raises(ParameterError, match="hessian"):
+        study.train(ctx(hessian="exact"))
+    for stage in (study.quality, study.sampling_time, study.hessian_ablation, study.lbfgs_ablation):
+        with pytest.raises(RuntimeError, match="--stages train"):
+            stage(ctx())

@@ -92,16 +92,22 @@ def test_toy_compares_with_cp_flows_best_not_its_worse_late_fit():
     assert C.toy_row(dipped).verdict == "not reproduced"
 
 
-def gpu(kid_cpmla=0.1, kid_cpflow=0.2, pixel=0.2, residuals=(0.16, 0.19), tol=1e-3):
-    return {"device": "H200", "date": "today", "flow_parameters": 197634,
-            "config": {"size": 16, "epochs": 40, "inverse_tol": tol, "inverse_max_iter": 20, "energy_reg": 0.0},
-            "final_max_residual": 0.29,
-            "quality": {"cpmla": {"kid": kid_cpmla, "mmd_rbf": 0.1, "pixel_mean_abs_error": pixel},
-                        "cpflow": {"kid": kid_cpflow, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.3},
-                        "ula": {"kid": 0.3, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.3},
-                        "data_split_half": {"kid": 0.003, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.03}},
-            "sampling_time": [{"T": 10, "seconds_per_1k": 0.4, "max_residual": residuals[0]},
-                              {"T": 30, "seconds_per_1k": 1.1, "max_residual": residuals[1]}]}
+def gpu(kid_cpmla=0.1, kid_cpflow=0.2, pixel=0.2, residuals=(0.16, 0.19), tol=1e-3, states=None):
+    """A recorded payload in the stage-runner layout; ``states`` overrides a stage's state (and drops its result)."""
+    payload = {"device": "H200", "date": "today",
+               "profile": {"size": 16, "epochs": 40, "inverse_tol": tol, "inverse_max_iter": 20, "energy_reg": 0.0},
+               "stages": {n: {"state": "done"} for n in ("train", "quality", "sampling_time")},
+               "train": {"flow_parameters": 197634, "final_max_residual": 0.29},
+               "quality": {"cpmla": {"kid": kid_cpmla, "mmd_rbf": 0.1, "pixel_mean_abs_error": pixel},
+                           "cpflow": {"kid": kid_cpflow, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.3},
+                           "ula": {"kid": 0.3, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.3},
+                           "data_split_half": {"kid": 0.003, "mmd_rbf": 0.1, "pixel_mean_abs_error": 0.03}},
+               "sampling_time": [{"T": 10, "seconds_per_1k": 0.4, "max_residual": residuals[0]},
+                                 {"T": 30, "seconds_per_1k": 1.1, "max_residual": residuals[1]}]}
+    for name, state in (states or {}).items():
+        payload["stages"][name] = state
+        payload.pop(name, None)
+    return payload
 
 
 def test_gpu_rows_judged_by_the_rule():
@@ -123,6 +129,31 @@ def test_gpu_timing_row_says_the_inverse_never_converged():
     assert "0.29 at the end of training" in timing.measured and "did not converge" in timing.evidence
     ok = C.gpu_rows(gpu(residuals=(1e-4, 5e-4)))[1]
     assert "never" not in ok.measured and "did not converge" not in ok.evidence
+
+
+def test_gpu_rows_of_stages_that_did_not_finish():
+    """A row resting on a stage that was skipped, failed or killed says so and is not judged."""
+    killed = gpu(states={"quality": {"state": "unfinished", "started": "t"}})
+    quality, timing = C.gpu_rows(killed)
+    assert quality.verdict == "not run here" and "quality (unfinished)" in quality.measured
+    assert "did not finish" in quality.evidence and "T = 10" in timing.measured
+    failed = gpu(states={"train": {"state": "failed", "error": "FloatingPointError: the CD loss became nan"}})
+    quality, timing = C.gpu_rows(failed)
+    assert quality.verdict == timing.verdict == "not run here"
+    assert "train (failed: FloatingPointError" in quality.measured and "train (failed" in timing.measured
+    absent = gpu()
+    del absent["stages"]["sampling_time"], absent["sampling_time"]
+    assert "sampling_time (not run)" in C.gpu_rows(absent)[1].measured
+
+
+def test_recorded_json_reads():
+    from companion.cpmla.scale import STAGES, recorded
+
+    got = recorded()
+    if got is None:
+        pytest.skip("no recorded GPU run")
+    assert set(got["stages"]) == {s.name for s in STAGES}
+    assert all(r.evidence for r in C.gpu_rows(got))
 
 
 def test_gpu_quality_row_flags_samples_out_of_range():

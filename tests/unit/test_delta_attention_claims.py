@@ -161,6 +161,15 @@ def test_overhead_slack_judged_at_the_largest_n():
     assert inside.verdict == "reproduced" and outside.verdict == "not reproduced"
 
 
+@pytest.mark.parametrize("stage, state", [("rows", "unfinished"), ("summary", "failed")])
+def test_a_ladder_stage_that_did_not_finish_leaves_both_rows_not_run(stage, state):
+    ladder = {**_ladder(), "stages": {"rows": {"state": "done"}, "summary": {"state": "done"}}}
+    ladder["stages"][stage] = {"state": state, **({"error": "RuntimeError: x"} if state == "failed" else {})}
+    rows = ladder_rows(ladder)
+    assert [r.verdict for r in rows] == ["not run here", "not run here"]
+    assert all(f"stage {stage} ({state}" in r.measured for r in rows)
+
+
 def test_ladder_rows_from_the_recorded_json():
     from companion.delta_attention.scale import recorded
 

@@ -13,6 +13,7 @@ from companion.diverse_sampling import PAPER
 from companion.diverse_sampling import estimators as E
 from companion.diverse_sampling import sampler as SM
 from companion.diverse_sampling import scale as DS
+from companion.diverse_sampling import study as ST
 from companion.diverse_sampling import textqa as TQ
 from companion.diverse_sampling import toy as T
 from companion.diverse_sampling.explorer import explorer_controls, explorer_view
@@ -429,7 +430,7 @@ def test_text_data_lm_and_truth(small_text):
 
 def test_text_experiment_with_the_oracle_similarity(small_text):
     qa, model, _, truth = small_text
-    r = TQ.run_text_experiment(model, DS.OracleNLI(qa), qa, truth, n=6, lam=3.0, k=4, seeds=(0,))
+    r = TQ.run_text_experiment(model, ST.OracleNLI(qa), qa, truth, n=6, lam=3.0, k=4, seeds=(0,))
     assert r["iid"].shape == (1, 6) and np.all(np.isfinite(r["steered_is_cv"]))
     assert r["covered_steered"].mean() >= r["covered_iid"].mean()
     assert np.all((r["ess"] > 0) & (r["ess"] <= 1 + 1e-9))
@@ -444,7 +445,7 @@ def test_auroc_handles_one_class():
 
 def test_explorer_view_is_pure_and_controls_match(small_text):
     qa, model, _, truth = small_text
-    for text in (None, {"data": qa, "model": model, "nli": DS.OracleNLI(qa), "truth": truth}):
+    for text in (None, {"data": qa, "model": model, "nli": ST.OracleNLI(qa), "truth": truth}):
         data = {"toy": T.zipf_toy(), "text": text}
         controls = explorer_controls(data)
         fig, readout = explorer_view(data, **{k: c.value for k, c in controls.items()})
@@ -460,17 +461,38 @@ def test_explorer_view_is_pure_and_controls_match(small_text):
 
 def test_scale_recorded_and_oracle():
     rec = DS.recorded()
-    assert rec is None or "sweep" in rec
+    assert rec["complete"] and rec["profile"] == {**DS.GPU_PROFILE} and len(rec["sweep"]) == 10
     qa = TQ.make_qa(1)
-    o = DS.OracleNLI(qa)
+    o = ST.OracleNLI(qa)
     assert o.similarity([("the answer is", True), ("red", True)], ["the answer is red"]).ravel().tolist() == [0.0, 1.0]
 
 
 def test_scale_seed_values_keep_one_value_per_seed():
-    from companion.diverse_sampling.scale import seed_values
+    from companion.diverse_sampling.study import seed_values
 
     r = {"covered_iid": np.array([[2.0, 2.0], [1.0, 3.0]]), "covered_steered": np.array([[3.0, 3.0], [4.0, 4.0]]),
          "auroc_seeds": {"iid": [0.7, float("nan")], "steered_is": [0.8, 0.9]}, "ess": np.array([[0.5, 0.7], [1.0, 1.0]])}
     v = seed_values(r)
     assert v["covered_ratio_seeds"] == pytest.approx([1.5, 2.0]) and v["ess_seeds"] == pytest.approx([0.6, 1.0])
     assert v["auroc_gain_seeds"][0] == pytest.approx(0.1) and v["auroc_gain_seeds"][1] is None
+
+
+def test_sweep_stages_on_the_oracle_stop_at_the_deadline_and_check_the_schedule(small_text):
+    """The study's sweeps on a tiny text model handed over in ``ctx.shared``: one point per (N, schedule) with
+    its per-seed values; with no time left only the first point runs; a profile of another adaptive schedule is
+    refused before anything is built."""
+    from companion.core.stages import StageContext
+
+    qa, model, losses, truth = small_text
+    text = {"data": qa, "model": model, "nli": ST.OracleNLI(qa), "truth": truth, "lm_losses": losses,
+            "nli_info": {}, "scorer": "oracle"}
+    profile = {**DS.SMOKE_PROFILE, "ns": [3, 4], "seeds": [0, 1]}
+    ctx = StageContext(profile=profile, device="cpu", log=lambda *a: None, results={}, shared={"text": text})
+    points = ST.sweep(ctx)
+    assert [(p["n"], p["adaptive"]) for p in points] == [(3, False), (3, True), (4, False), (4, True)]
+    assert all(len(p["covered_ratio_seeds"]) == len(p["ess_seeds"]) == 2 for p in points)
+    ctx.until = 0.0
+    assert len(ST.sweep(ctx)) == 1 and len(ST.k_sweep(ctx)) == 1
+    bad = StageContext(profile={**profile, "adaptive_schedule": "post-draw"}, device="cpu", log=print, results={})
+    with pytest.raises(ParameterError, match="adaptive_schedule"):
+        ST.text_model(bad)

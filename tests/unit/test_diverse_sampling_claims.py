@@ -146,10 +146,11 @@ def _point(n, schedule, ratios=None, gains=None, ess=0.5, **over):
 
 
 def _gpu(sweep, seeds=(0,), scorer="MiniLM partial NLI ([TRUNC] row + head)", schedule=ADAPTIVE_SCHEDULE):
-    gpu = {"device": "H200", "date": "d", "scorer": scorer, "sweep": sweep,
-           "config": {"seeds": list(seeds), "questions_per_type": 8, "lm_dim": 128}}
+    gpu = {"device": "H200", "date": "d", "text_model": {"scorer": scorer}, "sweep": sweep,
+           "profile": {"seeds": list(seeds), "questions_per_type": 8, "lm_dim": 128},
+           "stages": {k: {"state": "done"} for k in ("text_model", "sweep", "k_sweep")}}
     if schedule is not None:
-        gpu["adaptive_schedule"] = schedule
+        gpu["profile"]["adaptive_schedule"] = schedule
     return gpu
 
 
@@ -177,6 +178,24 @@ def test_gpu_adaptive_rows_recorded_with_the_old_schedule_are_unsteered_and_inco
     assert "unsteered" not in cover_fixed.claim and "unsteered" in cover_adaptive.claim
     assert cover_adaptive.verdict == "inconclusive" and "λ stayed 0 until the meaning word" in cover_adaptive.measured
     assert auroc_adaptive.verdict == "inconclusive" and "unsteered" in auroc_adaptive.claim
+
+
+def test_gpu_rows_of_a_sweep_that_did_not_finish_are_not_run():
+    gpu = _gpu([])
+    del gpu["sweep"]
+    gpu["stages"]["sweep"] = {"state": "skipped", "reason": "deadline: 20 s left, needs 30 s"}
+    (row,) = C.gpu_rows(gpu)
+    assert row.verdict == "not run here" and "stage sweep (skipped: deadline: 20 s left, needs 30 s)" in row.evidence
+    gpu["stages"]["sweep"] = {"state": "done"}
+    assert C.gpu_rows(gpu)[0].verdict == "not run here"  # done but absent (never run in this file)
+
+
+def test_gpu_rows_of_the_recorded_study():
+    from companion.diverse_sampling.scale import recorded
+
+    rows = C.gpu_rows(recorded())
+    assert len(rows) == 12 and not any("unsteered" in r.claim for r in rows)  # 10 sweep points, 2 AUROC rows at N = 16
+    assert all("oracle partial similarity" in r.scale and "3 seeds" in r.scale for r in rows)
 
 
 def test_gpu_rows_without_per_seed_values_are_not_judged_on_a_mean():

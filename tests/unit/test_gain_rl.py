@@ -127,7 +127,7 @@ def test_online_angle_matches_masked_matrix():
 
 
 def test_hook_captures_up_proj_input_and_lists_names():
-    model = P.TinyCharLM(d=16, layers=2, heads=2)
+    model = P.char_lm(d=16, layers=2, heads=2)
     ids = P.make_problems(3, 0).prompts
     name = A.hook_name(model)
     assert name == "layers.1.mlp.up_proj"
@@ -304,7 +304,7 @@ def test_problems_prompts_and_rewards():
 
 def test_cached_generation_equals_full_forward():
     torch.manual_seed(0)
-    model = P.TinyCharLM(d=32, layers=2, heads=4).eval()
+    model = P.char_lm(d=32, layers=2, heads=4).eval()
     pr = P.make_problems(6, 1)
     comp = P.generate(model, pr.prompts, greedy=True)
     seq = pr.prompts
@@ -321,7 +321,7 @@ def test_one_grpo_epoch_runs_and_moves_mu():
     from companion.gain_rl.experiments import make_sampler
 
     torch.manual_seed(0)
-    model = P.TinyCharLM(d=16, layers=1, heads=2)
+    model = P.char_lm(d=16, layers=1, heads=2)
     pool, ev = P.make_problems(32, 0), P.make_problems(16, 1)
     smp = make_sampler("GAIN", order=np.arange(32), subset=4, seed=0, sigma=4.0, n=2.0, alpha=2.0, beta=0.0,
                        adj_min=0.0, adj_max=4.0)
@@ -356,18 +356,19 @@ def test_end_of_pool_epoch_and_the_angle_term_outrunning_the_accuracy_brake():
     assert S.end_of_pool_epoch([], 5) is None and S.end_of_pool_epoch([1.0, 4.0, 4.0], 5) == 2
 
 
-def test_mu_drift_reads_old_and_new_payloads():
-    from companion.gain_rl.scale import mu_drift
+def test_mu_drift_reads_old_and_new_runs():
+    from companion.gain_rl.study import mu_drift
 
     run = {"eval_acc": [0.1] * 6, "mean_reward": [0.3] * 5, "ang": [0.4] * 5}
-    old = {"config": {"pool": 64}, "runs": {"GAIN": [{**run, "mu_used": [0.0, 30.0, 63.0, 63.0, 63.0]}]}}
-    new = {"config": {"pool": 64}, "runs": {"GAIN": [{**run, "mu_after": [30.0, 63.0, 63.0, 63.0, 63.0],
-                                                      "mu_end_epoch": 2}]}}
+    old = {"profile": {"pool": 64}, "grpo": {"runs": {"GAIN": [{**run, "mu_used": [0.0, 30.0, 63.0, 63.0, 63.0]}]}}}
+    new = {"profile": {"pool": 64}, "grpo": {"runs": {"GAIN": [{**run, "mu_after": [30.0, 63.0, 63.0, 63.0, 63.0],
+                                                                "mu_end_epoch": 2}]}}}
     for gpu in (old, new):
         d = mu_drift(gpu)
         assert d["seeds"][0]["end_epoch"] == 2 and d["seeds"][0]["epochs"] == 5
         assert d["break_even"] == pytest.approx(0.5 - 0.4) and 0.9 < d["tail_share"] < 1.0
-    assert mu_drift({"config": {"pool": 64}, "runs": {"uniform": [run]}}) is None and mu_drift(None) is None
+    assert mu_drift({"profile": {"pool": 64}, "grpo": {"runs": {"uniform": [run]}}}) is None and mu_drift(None) is None
+    assert mu_drift({"profile": {"pool": 64}, "stages": {"grpo": {"state": "skipped"}}}) is None
 
 
 def test_released_metric_batched_equals_single():
@@ -400,7 +401,7 @@ def explorer_data():
     from companion.gain_rl.experiments import pool_signals
 
     torch.manual_seed(0)
-    model = P.TinyCharLM(d=16, layers=2, heads=2)
+    model = P.char_lm(d=16, layers=2, heads=2)
     pool = P.make_problems(24, 0)
     sig = pool_signals(model, pool)
     return {"signals": {"initial": sig, "mid-training": sig}, "prompts": pool.prompts.tolist(), "n_pool": 24,
@@ -457,9 +458,12 @@ def test_fixture_loads_with_default_recipe():
     assert acc > 0.1
 
 
-def test_scale_up_records_mu_arrival(monkeypatch):
-    """run_scale_up stores μ after every update and the epoch μ reached the end of the pool (fakes for the heavy parts)."""
+def test_grpo_stage_records_mu_arrival(monkeypatch):
+    """The study's grpo stage stores μ after every update and the epoch μ reached the end of the pool (a fake
+    curriculum; the warm start and the ranking as earlier stages hand them over in ``ctx.shared``)."""
+    from companion.core.stages import StageContext
     from companion.gain_rl import scale as SC
+    from companion.gain_rl import study as ST
 
     def fake_run(policy, ref, pool, ev, smp, *, epochs, **kw):
         out = {"eval_acc": [0.1], "mean_reward": [], "ang": [], "mu_used": [], "mu_after": [], "prompts_trained": [],
@@ -477,13 +481,15 @@ def test_scale_up_records_mu_arrival(monkeypatch):
         return out
 
     N = 64
-    monkeypatch.setattr(SC, "time_angle_metric", lambda **kw: {"speedup": 1.0})
-    monkeypatch.setattr(SC, "sft", lambda recipe, **kw: (None, {"held_out_acc": 0.3}))
-    monkeypatch.setattr(SC, "pool_signals", lambda policy, pool: {"layers": [{"spearman": 0.1, "C": np.arange(N, dtype=float)}]})
-    monkeypatch.setattr(SC, "run_curriculum", fake_run)
+    monkeypatch.setattr(ST, "run_curriculum", fake_run)
     cfg = {**SC.SMOKE_PROFILE, "pool": N, "epochs": 12, "n_seeds": 2}
-    out = SC.run_scale_up(cfg, device="cpu", log=lambda *a: None)
+    ctx = StageContext(profile=cfg, device="cpu", log=lambda *a: None, results={},
+                       shared={"policy": None, "order": np.arange(N)})
+    out = ST.grpo(ctx)
     ends = out["summary"]["GAIN"]["mu_end_epoch"]
     assert ends == [r["mu_end_epoch"] for r in out["runs"]["GAIN"]] and all(e is not None and 1 <= e <= 12 for e in ends)
     assert all(r["mu_after"][ends[0] - 1] == N - 1 for r in out["runs"]["GAIN"])
-    assert out["summary"]["uniform"]["epochs"] == [12, 12] and SC.mu_drift(out)["seeds"][0]["end_epoch"] == ends[0]
+    assert out["summary"]["uniform"]["epochs"] == [12, 12]
+    assert ST.mu_drift({"profile": cfg, "grpo": out})["seeds"][0]["end_epoch"] == ends[0]
+    with pytest.raises(ParameterError, match="layer_correlation"):
+        ST.grpo(StageContext(profile=cfg, device="cpu", log=print, results={}, shared={"policy": None}))

@@ -121,34 +121,39 @@ def test_released_formula_audit():
     assert short["expected_nan_share"] == 1.0  # rows 5..8, then 10..6: empty
 
 
-def _gpu(gain, uniform, n_seeds=3, **extra):
+def _gpu(gain, uniform, runs=None, angle_timing=None, spearman=(0.1, 0.9)):
+    """A recorded study in the stage runner's layout, every stage done."""
     summary = {k: {"epochs_to_target": s, "seconds_to_target": [None if v is None else 0.5 * v for v in s],
                    "final": [0.5 + 0.1 * i for i in range(len(s))]} for k, s in (("uniform", uniform), ("GAIN", gain))}
-    return {"device": "H200", "date": "2026-12-02", "n_seeds": n_seeds, "model": "m", "config": {"epochs": 150,
-            "run_seconds": 10.0, "pool": 64}, "summary": summary, "target": 0.4, **extra}
+    t = angle_timing or {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
+    stages = ("angle_timing", "sft", "layer_correlation", "grpo")
+    return {"device": "H200", "date": "2026-12-02", "profile": {"model": "m", "epochs": 150, "run_seconds": 10.0, "pool": 64},
+            "stages": {k: {"state": "done"} for k in stages}, "angle_timing": t, "sft": {},
+            "layer_correlation": {"spearman": list(spearman)},
+            "grpo": {"summary": summary, "target": 0.4, **({"runs": runs} if runs else {})}}
 
 
 def test_gpu_rows_judged_by_the_rule():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
     # issue 36's example: GAIN 34/28/62 epochs against uniform's 4/19/18
-    (row,) = C.gpu_rows(_gpu([34, 28, 62], [4, 19, 18]))
+    row = C.gpu_rows(_gpu([34, 28, 62], [4, 19, 18]))[0]
     assert row.verdict == "not reproduced" and "n=3" in row.evidence and "3 seeds" in row.scale
     assert "H200" in row.scale and "150 epochs" in row.scale
     assert "epochs to target 34, 28, 62 (17.0, 14.0, 31.0 s)" in row.measured and "0.12x, 0.68x, 0.29x" in row.measured
     assert C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6]))[0].verdict == "reproduced"
-    one = C.gpu_rows(_gpu([2], [6], n_seeds=1))[0]
+    one = C.gpu_rows(_gpu([2], [6]))[0]
     assert one.verdict == "inconclusive" and "one seed" in one.scale
 
 
 def test_gpu_rows_censor_with_each_runs_epochs():
     runs = {"GAIN": [{"eval_acc": [0.0] * 41}], "uniform": [{"eval_acc": [0.0] * 11}]}
-    (row,) = C.gpu_rows(_gpu([None], [5], n_seeds=1, runs=runs))
+    row = C.gpu_rows(_gpu([None], [5], runs=runs))[0]
     assert "0.12x" in row.measured  # 5 / (40 + 1)
 
 
 def test_gpu_timing_and_layer_rows():
     t = {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
-    rows = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], angle_timing=t, layer_spearman=[0.1, 0.9]))
+    rows = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], angle_timing=t))
     assert len(rows) == 3 and "4.0x" in rows[1].measured and rows[1].verdict == "reproduced"
     slow = {**t, "speedup": C.SEGMENT_SPEEDUP_MIN * 0.99}
     assert C.gpu_rows(_gpu([2], [6], angle_timing=slow))[1].verdict == "not reproduced"
@@ -159,8 +164,31 @@ def test_gpu_timing_and_layer_rows():
 
 
 def test_gpu_row_records_mu_arrival_from_mu_used():
-    N = 64
     mu = [0.0, 20.0, 40.0, 63.0, 63.0]  # μ after epoch 3 is the last rank
     runs = {"GAIN": [{"eval_acc": [0.1] * 6, "mu_used": mu + [63.0], "mean_reward": [0.3] * 5, "ang": [0.4] * 5}] * 3}
-    (row,) = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], runs=runs))
+    row = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], runs=runs))[0]
     assert "reached the last of 64 ranks after epoch 3, 3, 3 (of 5, 5, 5)" in row.measured
+
+
+def test_gpu_rows_of_stages_that_did_not_finish_are_not_run():
+    """A stage the runner marked skipped, failed or unfinished (or one the run did not hold) judges nothing."""
+    gpu = _gpu([2, 2, 2], [6, 6, 6])
+    gpu["stages"]["grpo"] = {"state": "unfinished", "started": "2026-12-04"}
+    del gpu["grpo"]
+    gpu["stages"]["angle_timing"] = {"state": "failed", "error": "RuntimeError: out of memory"}
+    del gpu["layer_correlation"], gpu["stages"]["layer_correlation"]
+    rows = C.gpu_rows(gpu)
+    assert [r.verdict for r in rows] == ["not run here"] * 3
+    assert "stage grpo (unfinished)" in rows[0].measured and "out of memory" in rows[1].evidence
+    assert "layer_correlation not in the recorded run" in rows[2].measured
+
+
+def test_gpu_rows_of_the_recorded_study():
+    """The committed JSON (migrated to the stage runner's layout) gives one row per stage, each judged."""
+    from companion.gain_rl.scale import recorded
+
+    gpu = recorded()
+    assert gpu["complete"] and set(gpu["stages"]) == {"angle_timing", "sft", "layer_correlation", "grpo"}
+    rows = C.gpu_rows(gpu)
+    assert len(rows) == 3 and all(r.verdict != "not run here" for r in rows)
+    assert "reached the last of 4096 ranks" in rows[0].measured

@@ -162,13 +162,13 @@ def test_bd_row_without_a_common_psnr_range_is_inconclusive():
 
 
 def _gpu(high_ms, low_ms):
-    """The first H200 run's JSON shape: zlib only, no gsplat."""
-    return {"device": "NVIDIA H200", "date": "2026-12-02 10:00 UTC", "scene": {"n_gaussians": 100000, "width": 512},
-            "profile": {"L": 2},
+    """A decode study's JSON with the zlib path only (its h264 stage failed)."""
+    return {"device": "NVIDIA H200", "date": "2026-12-02 10:00 UTC",
+            "profile": {"n_gaussians": 100000, "width": 512, "L": 2},
+            "stages": {"h264": {"state": "failed", "error": "H264Unavailable: no libx264"},
+                       "per_layer": {"state": "done"}},
             "per_layer": [{"l": 1, "total_ms": low_ms, "decode_ms": low_ms / 2, "render_ms": low_ms / 2},
-                          {"l": 2, "total_ms": high_ms, "decode_ms": high_ms / 2, "render_ms": high_ms / 2}],
-            "rasterizer": {"triton_ms": 1.0, "peer_ms": 2.0, "peer": "PyTorch", "max_abs_diff": 1e-6,
-                           "gsplat": "not installed on this machine"}}
+                          {"l": 2, "total_ms": high_ms, "decode_ms": high_ms / 2, "render_ms": high_ms / 2}]}
 
 
 def _h264_gpu(high_ms, low_ms):
@@ -179,6 +179,7 @@ def _h264_gpu(high_ms, low_ms):
                     "h264_total_ms": total, "h264_psnr_vs_unquantised": 20.0 + row["l"],
                     "psnr_vs_unquantised": 30.0 + row["l"]})
     gpu["h264"] = {"codec": "libx264", "lossless_qp0": {"psnr_vs_unquantised_all_layers": 55.5, "decode_ms_all_layers": 3.0}}
+    gpu["stages"]["h264"] = {"state": "done"}
     return gpu
 
 
@@ -204,9 +205,7 @@ def test_gpu_decode_rows_say_what_ran():
     assert "zlib level 9 (standing in for the issue's constriction entropy coder" in h264[0].measured
     for row in zlib_rows + h264:
         assert "untrained synthetic scene" in row.scale and "not fitted to any image" in row.scale
-    no_h264 = _gpu(10.0, 1.0)
-    no_h264["h264"] = "not available: this PyAV build has no libx264 encoder"
-    assert "H.264: not available" in C.gpu_rows(no_h264)[0].measured
+    assert "H.264 not timed: stage h264 (failed: H264Unavailable: no libx264)" in zlib_rows[0].measured
 
 
 def test_gpu_rows_from_the_recorded_json():
@@ -220,23 +219,44 @@ def test_gpu_rows_from_the_recorded_json():
     assert all(r.verdict in VERDICTS for r in rows)
 
 
-def test_gpu_rows_without_a_run():
+def test_gpu_rows_without_a_run_or_a_finished_per_layer_stage():
+    """Not run here, saying why: no run; the per_layer stage cut off (a kill leaves it unfinished), skipped or
+    never run; or stopped by the deadline before l = L."""
     assert _verdicts(C.gpu_rows(None)) == ["not run here"]
-    assert _verdicts(C.gpu_rows({"device": "NVIDIA H200", "date": "now", "per_layer": []})) == ["not run here"]
+    killed = _gpu(10.0, 4.0)
+    killed["stages"]["per_layer"] = {"state": "unfinished", "started": "2026-12-02 10:00:00 UTC"}
+    row = C.gpu_rows(killed)[0]
+    assert row.verdict == "not run here" and "stage per_layer (unfinished)" in row.measured
+    skipped = _gpu(10.0, 4.0)
+    skipped["stages"]["per_layer"] = {"state": "skipped", "reason": "deadline: 3 s left, needs 30 s"}
+    assert "per_layer (skipped: deadline: 3 s left, needs 30 s)" in C.gpu_rows(skipped)[0].measured
+    never = _gpu(10.0, 4.0)
+    del never["stages"]["per_layer"], never["per_layer"]
+    assert "per_layer (not run)" in C.gpu_rows(never)[0].measured
+    short = _gpu(10.0, 4.0)
+    short["per_layer"] = short["per_layer"][:1]
+    row = C.gpu_rows(short)[0]
+    assert row.verdict == "not run here" and "timed l = 1..1 of L = 2 before its deadline" in row.measured
 
 
-def test_train3d_row_one_seed_smoke_and_none():
-    from companion.gaussian_video.train3d import recorded
+def test_train3d_row_one_seed_smoke_unfinished_and_none():
+    from companion.gaussian_video.scale_train3d import recorded
 
     assert C.train3d_row(None).verdict == "not run here"
     payload = recorded()
     row = C.train3d_row(payload)
+    seq = payload["sequence"]
     assert row.verdict == "inconclusive" and row.evidence.startswith("n=1:")
-    assert f"{payload['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.measured
+    assert f"{seq['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.measured
     assert row.scale.startswith(f"{payload['device']}, one seed")
-    assert C.train3d_row({**payload, "smoke": True}).verdict == "inconclusive"
-    flat = {**payload, "psnr_monotone_in_l": False}
+    assert "100000 ground-truth" in row.scale and "(4 held out)" in row.scale and "30 of 30 frames, gsplat" in row.scale
+    smoke = C.train3d_row({**payload, "smoke": True})
+    assert smoke.verdict == "inconclusive" and smoke.scale.startswith("smoke run (CPU)")
+    flat = {**payload, "sequence": {**seq, "psnr_monotone_in_l": False}}
     assert "NOT monotone" in C.train3d_row(flat).measured
+    killed = {**payload, "stages": {**payload["stages"], "sequence": {"state": "unfinished", "started": "now"}}}
+    row = C.train3d_row(killed)
+    assert row.verdict == "not run here" and "stage sequence (unfinished)" in row.measured
 
 
 @pytest.mark.parametrize("L", [2, 4, 8])

@@ -1,6 +1,7 @@
-"""companion.gaussian_video.scale on the CPU: the coding order, the H.264 scene codec (exact at qp 0,
-bytes per layer), the projection's gsplat conventions, and the gsplat comparison's glue (with a stand-in
-for gsplat built from our own pieces: gsplat itself needs CUDA, so its numbers come from the H200 run)."""
+"""The decode study of paper 05 on the CPU (companion.gaussian_video.decode and .scale): the coding order, the
+H.264 scene codec (exact at qp 0, bytes per layer), the projection's gsplat conventions, the gsplat comparison's
+glue (with a stand-in for gsplat built from our own pieces: gsplat itself needs CUDA, so its numbers come from
+the H200 run), the gsplat and per_layer stages' own logic, and the readers of the recorded runs."""
 
 import math
 
@@ -8,10 +9,13 @@ import numpy as np
 import pytest
 import torch
 
+from companion.core.stages import StageContext, run_stages
 from companion.gaussian_video.bitstream import h264_encoder
+from companion.gaussian_video.decode import (
+    NEAR_PLANE, H264Decoder, encode_scene_h264, gsplat_stage, layer_order, per_layer_stage, project, versus_gsplat)
 from companion.gaussian_video.scale import (
-    GSPLAT_MAX_MEAN_ABS_DIFF, NEAR_PLANE, TRITON_MIN_SPEED, H264Decoder, cameras, encode_scene_h264, layer_order,
-    make_scene, project, rasterizer_summary, recorded, versus_gsplat)
+    GSPLAT_MAX_MEAN_ABS_DIFF, SMOKE_PROFILE, STAGES, TRITON_MIN_SPEED, rasterizer_summary, recorded)
+from companion.gaussian_video.scene3d import cameras, make_scene
 from companion.gaussian_video.significance import significance, split_layers
 from companion.gaussian_video.splat import project_ewa
 from companion_kernels.gaussian_splat import bin_gaussians, rasterize_binned, rasterize_dense
@@ -113,29 +117,49 @@ def test_versus_gsplat_glue_on_the_cpu():
 
 def test_scale_up_figures_from_the_recorded_runs():
     from companion.gaussian_video.figures import decode_figure, train3d_figure
-    from companion.gaussian_video.scale import recorded
-    from companion.gaussian_video.train3d import recorded as recorded_train3d
+    from companion.gaussian_video.scale_train3d import recorded as recorded_train3d
 
     gpu, train = recorded(), recorded_train3d()
     names = {t.name for t in decode_figure(gpu).data}
     assert "render (Triton)" in names and "H.264 decode + dequantise + render" in names
     fig = train3d_figure(train)
-    assert len(fig.data[0].x) == len(train["per_layer"]) and len(fig.data[1].x) == train["n_frames_done"]
+    seq = train["sequence"]
+    assert len(fig.data[0].x) == len(seq["per_layer"]) and len(fig.data[1].x) == seq["n_frames_done"]
+
+
+def _ctx(profile, until=math.inf, states=None):
+    return StageContext(profile={**profile}, device="cpu", log=lambda *a: None,
+                        results={"stages": {k: {"state": v} for k, v in (states or {}).items()}}, until=until)
+
+
+def test_gsplat_stage_off_in_a_cpu_profile_and_a_recorded_failure_without_cuda():
+    assert gsplat_stage(_ctx(SMOKE_PROFILE)) == {"gsplat": "off in this profile (gsplat needs CUDA)"}
+    out = run_stages(STAGES, {**SMOKE_PROFILE, "gsplat": True}, device="cpu", only=["gsplat"], log=lambda *a: None)
+    assert out["stages"]["gsplat"]["state"] == "failed" and "GsplatUnavailable" in out["stages"]["gsplat"]["error"]
+    assert "gsplat" not in out and not out["complete"]
+
+
+def test_per_layer_stage_starts_no_layer_count_without_time_left():
+    """No seconds left: no layer count is started, and the (empty) rows say so to the readers (rows < L)."""
+    assert per_layer_stage(_ctx(SMOKE_PROFILE, until=-math.inf, states={"h264": "done"})) == []
 
 
 def test_rasterizer_summary_for_the_checks():
     """The Triton-vs-gsplat comparison left the claims table (it tests this project's kernel, not the paper):
-    the notebook's Checks print this summary and assert the agreement."""
-    sp = {"gsplat": "gsplat 1.5.3", "gsplat_rasterization_ms": 4.0, "gsplat_rasterize_to_pixels_ms": 2.0,
+    the notebook's Checks print this summary (from the gsplat and rasterizer stages) and assert the agreement."""
+    gs = {"gsplat": "gsplat 1.5.3", "gsplat_rasterization_ms": 4.0, "gsplat_rasterize_to_pixels_ms": 2.0,
           "triton_end_to_end_ms": 8.0, "kernel_mean_abs_diff": 1e-5, "kernel_max_abs_diff": 1e-4,
           "end_to_end_mean_abs_diff": 2e-5, "end_to_end_max_abs_diff": 1e-3}
-    met = rasterizer_summary({**sp, "triton_on_gsplat_lists_ms": 2.0 / (TRITON_MIN_SPEED * 1.01)})
+    met = rasterizer_summary({"gsplat": {**gs, "triton_on_gsplat_lists_ms": 2.0 / (TRITON_MIN_SPEED * 1.01)}})
     assert met["speed"] == pytest.approx(TRITON_MIN_SPEED * 1.01) and f"≥ {TRITON_MIN_SPEED}×: met" in met["text"]
-    missed = rasterizer_summary({**sp, "triton_on_gsplat_lists_ms": 2.0 / (TRITON_MIN_SPEED * 0.99)})
+    missed = rasterizer_summary({"gsplat": {**gs, "triton_on_gsplat_lists_ms": 2.0 / (TRITON_MIN_SPEED * 0.99)}})
     assert f"≥ {TRITON_MIN_SPEED}×: not met" in missed["text"] and "end to end 8.00 vs 4.00 ms: 0.50×" in missed["text"]
     assert met["mean_abs_diff"] == 1e-5 and f"target < {GSPLAT_MAX_MEAN_ABS_DIFF:g}" in met["text"]
-    old = rasterizer_summary({"triton_ms": 1.0, "peer_ms": 2.0, "peer": "PyTorch", "max_abs_diff": 1e-6})
-    assert old["speed"] == 2.0 and old["mean_abs_diff"] is None and "PyTorch 2.00 ms" in old["text"]
-    assert rasterizer_summary({"gsplat": "failed: RuntimeError: boom"}) is None
-    rec = rasterizer_summary(recorded()["rasterizer"])
-    assert rec["mean_abs_diff"] < GSPLAT_MAX_MEAN_ABS_DIFF
+    ras = {"triton_ms": 1.0, "peer_ms": 2.0, "peer": "PyTorch", "max_abs_diff": 1e-6}
+    failed = {"stages": {"gsplat": {"state": "failed", "error": "GsplatUnavailable: no CUDA"}}, "rasterizer": ras}
+    no_gsplat = rasterizer_summary(failed)
+    assert no_gsplat["speed"] == 2.0 and no_gsplat["mean_abs_diff"] is None and "PyTorch 2.00 ms" in no_gsplat["text"]
+    assert "gsplat: GsplatUnavailable: no CUDA" in no_gsplat["text"]
+    assert rasterizer_summary({"gsplat": {"gsplat": "off in this profile (gsplat needs CUDA)"}}) is None
+    rec = rasterizer_summary(recorded())
+    assert rec["peer"] == "gsplat 1.5.3" and rec["mean_abs_diff"] < GSPLAT_MAX_MEAN_ABS_DIFF

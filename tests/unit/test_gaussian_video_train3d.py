@@ -1,4 +1,5 @@
-"""The 3-D 4DGCPro pipeline (companion/gaussian_video/train3d.py) on the CPU, torch renderer, tiny sizes."""
+"""The 3-D 4DGCPro pipeline (companion/gaussian_video/train3d.py) and its study's stages on the CPU, torch
+renderer, tiny sizes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import pytest
 import torch
 
 from companion.core import ParameterError, limit_threads
+from companion.core.stages import StageContext
 from companion.gaussian_video import train3d as T
+from companion.gaussian_video.scale_train3d import GPU_PROFILE, SMOKE_PROFILE
+from companion.gaussian_video.scene3d import cameras
 
 SCENE = {"n_gt": 150, "n_parts": 2, "n_frames": 3, "n_cameras": 8, "width": 16, "test_every": 4, "jump_at": None,
          "jump": 0.0}
@@ -118,15 +122,32 @@ def test_residual_stage_lowers_its_loss(data):
     assert losses[-1] < losses[0]
 
 
-def test_results_and_summary(data, seq):
+def test_results(data, seq):
     r = T.results(seq, data)
     assert [x["l"] for x in r["per_layer"]] == [1, 2, 3]
-    assert r["groups"] == [0] and r["n_frames_done"] == 3
+    assert r["groups"] == [0] and r["n_frames_done"] == r["n_frames_planned"] == 3
+    assert r["test_cameras"] == [3, 7] and r["train_cameras"] == [0, 1, 2, 4, 5, 6]
     mb = [x["mb_per_frame"] for x in r["per_layer"]]
     assert all(b > a for a, b in zip(mb, mb[1:]))
-    row = T.summary({**r, "scene": SCENE, "test_cameras": data["test"], "backend": "torch", "smoke": True})
-    assert set(row) == {"claim", "paper", "measured", "scale"}
-    assert "3 of 3 frames" in row["scale"]
+
+
+def test_config_from_a_profile():
+    """A study profile's ``train`` knobs are JSON (motion_levels a list) and its seed is the study's."""
+    assert T.Config.from_profile(GPU_PROFILE) == T.Config()
+    assert T.Config.from_profile({"train": {**GPU_PROFILE["train"], "motion_levels": [2, 4]}, "seed": 3}) == \
+        T.Config(motion_levels=(2, 4), seed=3)
+    with pytest.raises(ParameterError, match="tau_mu"):
+        T.Config.from_profile({**GPU_PROFILE, "train": {**GPU_PROFILE["train"], "tau_mu": 0.0}})
+
+
+def test_sequence_stage_stops_at_the_deadline_and_decode_stage_checks_the_bytes():
+    ctx = StageContext(profile={**SMOKE_PROFILE, "train": {**SMOKE_PROFILE["train"], "motion_levels": [2]}},
+                       device="cpu", log=lambda *a: None, results={}, until=-math.inf)
+    with pytest.raises(RuntimeError, match="sequence stage"):
+        T.decode_stage(ctx)
+    out = T.sequence_stage(ctx)  # no time left: the first frame only
+    assert out["n_frames_done"] == 1 and out["n_frames_planned"] == SMOKE_PROFILE["scene"]["n_frames"]
+    assert T.decode_stage(ctx)["decode_check"] is True
 
 
 def test_deadline_stops_adding_frames(data):
@@ -161,8 +182,6 @@ def test_shape_mismatches_and_bad_arguments_raise(data):
 
 @pytest.mark.gpu
 def test_gsplat_and_torch_backends_agree():
-    from companion.gaussian_video.scale import cameras
-
     T.load_gsplat()
     views, K = cameras(2, 64)
     points = (torch.rand(300, 3, generator=torch.Generator().manual_seed(0)) - 0.5)

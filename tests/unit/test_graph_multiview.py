@@ -311,17 +311,12 @@ def test_stats_against_paper():
         check_against_paper("COLLAB", [graph(0)])
 
 
-def test_compare_stops_on_budget_and_scale_smoke(graphs, tmp_path):
+def test_compare_stops_on_budget(graphs):
     from companion.graph_multiview import compare
-    from companion.graph_multiview.scale import SMOKE_PROFILE, run_scale_up
 
     cfg = TrainConfig(hidden=8, epochs=1, batch_size=8, views_per_graph=1)
     out = compare(graphs, ["vanilla", "gmv"], cfg, folds=3, should_stop=lambda: True)
     assert [len(v) for v in out.values()] == [1, 1]  # the first fold always runs
-    saved = []
-    payload = run_scale_up({**SMOKE_PROFILE, "graphs": 12}, device="cpu", deadline=0.0, log=lambda *_: None,
-                           save=saved.append)
-    assert payload["skipped"] == ["main", "heads_sweep", "label_noise", "label_ratio", "latency_ms"] and not saved
 
 
 def test_scale_up_figure_from_recorded_and_partial_results():
@@ -448,39 +443,51 @@ def test_st_ppr_dfs_bfs_candidates_avoid_excluded_nodes():
         assert set(s.dfs) <= reach_d and set(s.bfs) <= reach_b and not excluded & set(s.nodes.tolist())
 
 
-def test_scale_resume_reruns_only_the_named_stage():
-    """``--stages heads_sweep --resume old.json`` redoes the sweep (per-fold accuracies, the current weight rule)
-    and keeps every other stage of the old payload as it was."""
-    import json
+def _ctx(profile):
+    from companion.core.stages import StageContext
 
-    from companion.graph_multiview.scale import SMOKE_PROFILE, run_scale_up
+    return StageContext(profile=profile, device="cpu", log=lambda *_: None, results={})
 
-    cfg = {**SMOKE_PROFILE, "graphs": 12, "heads_sweep": (2, 3)}
-    fake = {"acc_mean": -1.0, "acc_std": 0.0, "folds": 2}
-    old = {"config": json.loads(json.dumps(cfg)), "seed": 0, "skipped": [], "seconds": 9.0,
-           "main": {"gcn": {"gmv": fake}}, "heads_sweep": {"2": fake, "3": fake}, "label_noise": {"20%": {"gmv": fake}},
-           "label_ratio": {"50%": {"gmv": fake}}, "latency_ms": {"vanilla": 1.0, "gmv": 1.0}}
-    new = run_scale_up(cfg, device="cpu", deadline=600.0, log=lambda *_: None, stages=["heads_sweep"],
-                       previous=json.loads(json.dumps(old)))
-    for k in ("main", "label_noise", "label_ratio", "latency_ms"):
-        assert new[k] == old[k]
-    assert set(new["heads_sweep"]) == {"2", "3"} and all(len(v["acc"]) == 2 for v in new["heads_sweep"].values())
-    assert new["heads_sweep"]["2"]["acc_mean"] >= 0 and new["weight_rule"] == {"heads_sweep": WEIGHT_RULE}
-    assert [r["stages"] for r in new["runs"]][-1] == ["heads_sweep"]
-    from companion.graph_multiview.scale import heads_stale
 
-    assert heads_stale(old) and not heads_stale(new)
+def test_heads_sweep_stage_keeps_per_fold_accuracies_and_checks_the_profile():
+    """The study's sub-network sweep on a tiny profile: one summary per M with its per-fold accuracies; a profile
+    of another label-weight rule, an unknown training field or too many sweep folds is refused up front."""
+    from companion.graph_multiview import experiments as E
+    from companion.graph_multiview.scale import SMOKE_PROFILE
+
+    out = E.heads_sweep(_ctx({**SMOKE_PROFILE, "sweep_folds": 2}))
+    assert set(out) == {"2", "3"} and all(len(v["acc"]) == v["folds"] == 2 for v in out.values())
+    assert all(0 <= a <= 100 for v in out.values() for a in v["acc"])
+    for bad, name in (({"weight_rule": WEIGHT_RULE - 1}, "weight_rule"), ({"sweep_folds": 3}, "sweep_folds"),
+                      ({"train": {**SMOKE_PROFILE["train"], "width": 3}}, "train"), ({"heads_sweep": [1]}, "heads_sweep")):
+        with pytest.raises(ParameterError, match=name):
+            E.heads_sweep(_ctx({**SMOKE_PROFILE, **bad}))
+
+
+def test_main_stage_stops_between_encoders_at_the_deadline():
+    from companion.graph_multiview import experiments as E
+    from companion.graph_multiview.scale import SMOKE_PROFILE
+
+    ctx = _ctx(SMOKE_PROFILE)
+    ctx.until = 0.0  # no time left: only the first encoder's first fold runs
+    out = E.main(ctx)
+    assert list(out) == ["gcn"] and all(v["folds"] == 1 for v in out["gcn"].values())
 
 
 def test_recorded_json_resumes_under_the_gpu_profile():
-    """The committed JSON is of GPU_PROFILE: the rerun command's --resume accepts it (deadline 0: nothing trains)."""
-    from companion.graph_multiview.scale import GPU_PROFILE, recorded, run_scale_up
+    """The committed JSON is of GPU_PROFILE (this weight rule): a --resume of it accepts it and keeps
+    every other stage (deadline 0: nothing trains); a profile of another weight rule is refused."""
+    from companion.core.stages import run_stages
+    from companion.graph_multiview.scale import GPU_PROFILE, STAGES, recorded
 
     gpu = recorded()
-    out = run_scale_up(GPU_PROFILE, device="cpu", deadline=0.0, log=lambda *_: None, stages=["heads_sweep"],
-                       previous=gpu)
-    assert "heads_sweep" not in out and out["skipped"][-1] == "heads_sweep"  # a stale sweep is not carried over
-    assert all(out[k] == gpu[k] for k in ("main", "label_noise", "label_ratio", "latency_ms"))
+    out = run_stages(STAGES, GPU_PROFILE, deadline_s=0, log=lambda *_: None, only=["heads_sweep"], previous=gpu)
+    assert "heads_sweep" not in out and out["stages"]["heads_sweep"]["state"] == "skipped" and not out["complete"]
+    assert all(out[k] == gpu[k] and out["stages"][k] == gpu["stages"][k]
+               for k in ("main", "label_noise", "label_ratio", "latency_ms"))
+    with pytest.raises(ParameterError, match="weight_rule"):
+        run_stages(STAGES, {**GPU_PROFILE, "weight_rule": WEIGHT_RULE + 1}, deadline_s=0, log=lambda *_: None,
+                   only=["heads_sweep"], previous=gpu)
 
 
 def test_credit_errors_counts_the_m_gt_2_rule(graphs):

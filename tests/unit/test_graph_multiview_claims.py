@@ -117,14 +117,16 @@ def gpu_payload(gmv, van, *, sweep=None, per_fold=True, rule=WEIGHT_RULE, lat=(1
         return out if per_fold else {k: v for k, v in out.items() if k != "acc"}
 
     sweep = sweep or {"2": van, "4": gmv, "10": gmv}
-    payload = {"device": "NVIDIA H200", "date": "2026-12-02", "config": {"graphs": 720, "epochs": 30},
-               "main": {"gcn": {"vanilla": s(van), "ensemble": s(van), "gmv": s(gmv)}},
+    stages = ("main", "heads_sweep", "label_noise", "label_ratio", "latency_ms")
+    table = {"vanilla": s(van), "ensemble": s(van), "gmv": s(gmv)}
+    payload = {"device": "NVIDIA H200", "date": "2026-12-02", "profile": {"graphs": 720, "train": {"epochs": 30}},
+               "stages": {k: {"state": "done"} for k in stages}, "main": {"gcn": table, "gin": table, "gps": table},
                "heads_sweep": {k: s(v) for k, v in sweep.items()},
                "label_noise": {"20%": {"vanilla": s(van), "gmv": s(gmv)}, "40%": {"vanilla": s(van), "gmv": s(gmv)}},
                "label_ratio": {"50%": {"vanilla": s(van), "gmv": s(gmv)}},
                "latency_ms": {"vanilla": lat[0], "gmv": lat[1]}}
     if rule is not None:
-        payload["weight_rule"] = {"heads_sweep": rule}
+        payload["profile"]["weight_rule"] = rule
     return payload
 
 
@@ -139,7 +141,8 @@ def test_gpu_rows_none():
 def test_gpu_rows_judged_per_fold():
     m = C.ACC_MARGIN_PP
     v = verdicts(gpu_payload([70 + m * 1.01] * 3, [70] * 3))
-    assert v == {"GCN": "reproduced", "More sub-networks do not lower accuracy": "reproduced",
+    assert v == {"GCN": "reproduced", "GIN": "reproduced", "GPS": "reproduced",
+                 "More sub-networks do not lower accuracy": "reproduced",
                  "GMV is more robust to label noise": "reproduced", "GMV is better with fewer labels": "reproduced",
                  "Inference cost": "reproduced"}
     v = verdicts(gpu_payload([70 + m * 0.99] * 3, [70] * 3))
@@ -180,13 +183,14 @@ def test_gpu_means_only_json_is_inconclusive():
 
 
 def test_gpu_stale_heads_sweep_is_inconclusive():
-    """Issue 37 item 1: a sweep recorded before the fix of the M > 2 label weights says so until rerun."""
+    """Issue 37 item 1: a sweep recorded under an older M > 2 label-weight rule (its profile names none, or an
+    older one) says so until rerun."""
     for rule in (None, WEIGHT_RULE - 1):
         gpu = gpu_payload([90] * 3, [70] * 3, rule=rule, per_fold=False)
         assert C.heads_stale(gpu)
         row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("More sub-networks"))
         assert row.verdict == "inconclusive" and "stale" in row.claim and "STALE" in row.measured
-        assert C.RERUN in row.measured
+        assert C.COMMAND in row.measured and "another weight rule" in row.measured
     assert not C.heads_stale(gpu_payload([90] * 3, [70] * 3))
 
 
@@ -194,9 +198,29 @@ def test_the_recorded_heads_sweep_ran_with_the_fixed_weight_rule():
     from companion.graph_multiview.scale import recorded
 
     gpu = recorded()
-    assert gpu["weight_rule"]["heads_sweep"] == WEIGHT_RULE and not C.heads_stale(gpu)
+    assert gpu["profile"]["weight_rule"] == WEIGHT_RULE and not C.heads_stale(gpu)
     row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("More sub-networks"))
     assert "stale" not in row.claim and row.evidence.startswith("n=")
+    assert gpu["complete"] and all(r.verdict != "not run here" for r in C.gpu_rows(gpu))
+
+
+def test_stages_that_did_not_finish_are_not_run():
+    """A stage the runner left skipped, failed or unfinished (or one the run did not hold), and an encoder the
+    main stage did not reach, give not-run rows that say why; the other rows are judged as before."""
+    gpu = gpu_payload([90] * 3, [70] * 3)
+    del gpu["main"]["gps"], gpu["heads_sweep"], gpu["label_noise"], gpu["latency_ms"]
+    gpu["stages"]["heads_sweep"] = {"state": "failed", "error": "RuntimeError: CUDA out of memory"}
+    gpu["stages"]["label_noise"] = {"state": "unfinished", "started": "2026-12-04 04:50:00 UTC"}
+    gpu["stages"]["latency_ms"] = {"state": "skipped", "reason": "deadline: 3 s left, needs 5 s"}
+    rows = {r.claim.split(":")[0]: r for r in C.gpu_rows(gpu)}
+    assert rows["GPS"].verdict == "not run here" and "deadline" in rows["GPS"].evidence
+    assert rows["More sub-networks do not lower accuracy"].verdict == "not run here"
+    assert "stage heads_sweep (failed: RuntimeError: CUDA out of memory)" in rows["More sub-networks do not lower accuracy"].measured
+    assert "label_noise (unfinished)" in rows["GMV is more robust to label noise"].evidence
+    assert "needs 5 s" in rows["Inference cost"].evidence and rows["Inference cost"].verdict == "not run here"
+    assert rows["GCN"].verdict == rows["GMV is better with fewer labels"].verdict == "reproduced"
+    del gpu["main"], gpu["stages"]["main"]
+    assert C.gpu_rows(gpu)[0].verdict == "not run here" and "main not in the recorded run" in C.gpu_rows(gpu)[0].measured
 
 
 def test_inference_ratio_max():

@@ -182,55 +182,86 @@ def _step(n, k, speedup):
     return {"n": n, "k": k, "k_label": f"k = {k}", "speedup": speedup, "baseline_ms": 100.0, "hollow_ms": 100 / speedup}
 
 
+def _gpu(steps, *, segment_sum=None, toys=None, states=None):
+    """A recorded payload in the stage-runner layout: the likelihood-step rows, the kernel rows, the toy results
+    ({system: result}); ``states`` overrides a stage's state record."""
+    gpu = {"device": "H200", "date": "d", "stages": {"likelihood_step": {"state": "done"}},
+           "likelihood_step": {"batch": 1000, "rows": steps, "exponents": {}, "skipped": []}}
+    if segment_sum is not None:
+        gpu["stages"]["segment_sum"] = {"state": "done"}
+        gpu["segment_sum"] = {"rows": segment_sum, "skipped": []}
+    for system, result in (toys or {}).items():
+        gpu["stages"][f"toy_{system}"] = {"state": "done"}
+        gpu[f"toy_{system}"] = result
+    for name, state in (states or {}).items():
+        gpu["stages"][name] = state
+        gpu.pop(name, None)
+    return gpu
+
+
 def test_gpu_rows_from_a_constructed_json():
     assert C.gpu_rows(None)[0].verdict == "not run here"
     s = GPU_SPEEDUP_TARGET
-    gpu = {"device": "H200", "date": "d", "batch": 1000,
-           "likelihood_step": [_step(13, 7, 5.0), _step(55, 7, 1.1 * s), _step(55, 8, 1.2 * s)]}
-    # the older JSON: no kernel stage, the toy skipped as a whole -> the kernel and both toy rows say so
-    rows = C.gpu_rows(dict(gpu, toy="skipped: time budget"))
+    steps = [_step(13, 7, 5.0), _step(55, 7, 1.1 * s), _step(55, 8, 1.2 * s)]
+    # a run of the timing stage alone: the kernel and both toy rows say their stage was not run
+    rows = C.gpu_rows(_gpu(steps))
     assert rows[0].verdict == "reproduced" and "n = 55" in rows[0].measured and len(rows) == 4
     assert "n=2" in rows[0].evidence and "one run" in rows[0].scale  # a timing: both k at n = 55 show the spread
     assert [r.verdict for r in rows[1:]] == ["not run here"] * 3
-    assert "older run" in rows[1].measured and "time budget" in rows[2].measured and "LJ55" in rows[3].claim
-    slow = dict(gpu, likelihood_step=[_step(13, 7, 5.0), _step(55, 7, 0.9 * s), _step(55, 8, 0.95 * s)])
+    assert "segment_sum (not run)" in rows[1].measured and "toy_LJ13 (not run)" in rows[2].measured
+    assert "LJ55" in rows[3].claim
+    slow = _gpu([_step(13, 7, 5.0), _step(55, 7, 0.9 * s), _step(55, 8, 0.95 * s)])
     assert C.gpu_rows(slow)[0].verdict == "not reproduced"
-    assert C.gpu_rows(dict(gpu, likelihood_step=[_step(13, 7, 5.0)]))[0].verdict == "not run here"  # n = 55 not timed
+    assert C.gpu_rows(_gpu([_step(13, 7, 5.0)]))[0].verdict == "not run here"  # n = 55 not timed
     # the kernel judged on the RK4 step, size by size
-    gpu["segment_sum"] = [_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)]
-    gpu["toy"] = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
-    rows = C.gpu_rows(gpu)
+    toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
+    rows = C.gpu_rows(_gpu(steps, segment_sum=[_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)], toys=toys))
     assert len(rows) == 4 and all(r.verdict in ("not reproduced", "inconclusive") for r in rows[1:])
     assert rows[1].verdict == "not reproduced" and "kernel slower" in rows[1].measured and "n=2" in rows[1].evidence
     assert "n = 13" in rows[1].measured and "n = 200" in rows[1].measured and "impl triton" in rows[1].scale
-    gpu["segment_sum"] = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
-    assert C.gpu_rows(gpu)[1].verdict == "reproduced"
-    gpu["segment_sum"] = [_kernel_entry(13, 0.99 * KERNEL_SPEEDUP_MIN)]
-    assert C.gpu_rows(gpu)[1].verdict == "not reproduced"
+    fast = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
+    assert C.gpu_rows(_gpu(steps, segment_sum=fast))[1].verdict == "reproduced"
+    slower = [_kernel_entry(13, 0.99 * KERNEL_SPEEDUP_MIN)]
+    assert C.gpu_rows(_gpu(steps, segment_sum=slower))[1].verdict == "not reproduced"
     # the toy rows: one seed -> inconclusive, with the EffSU in the evidence
     assert "EffSU 5.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
     assert rows[2].verdict == rows[3].verdict == "inconclusive" and "one seed" in rows[2].scale
     assert "at least 1/8" in rows[3].measured and "at least" not in rows[2].measured
-    gpu["toy"]["LJ55"] = "skipped: time budget"
-    gpu["segment_sum"] = []
+    # a kernel stage that timed no size, a toy stage skipped for the deadline
+    none = _gpu(steps, segment_sum=[], toys=toys, states={"toy_LJ55": {"state": "skipped", "reason": "deadline: 9 s left"}})
+    none["segment_sum"]["skipped"] = [{"n": 13, "reason": "time budget"}]
+    rows = C.gpu_rows(none)
+    assert rows[3].verdict == "not run here" and "toy_LJ55 (skipped: deadline: 9 s left)" in rows[3].measured
+    assert rows[1].verdict == "not run here" and "n = 13: time budget" in rows[1].measured
+
+
+def test_gpu_rows_of_stages_that_did_not_finish():
+    """A stage killed mid-way (``unfinished``) or that raised (``failed``): its row says the stage did not finish,
+    with the recorded state, and is not judged."""
+    toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7)}
+    gpu = _gpu([_step(55, 7, 100.0)], segment_sum=[_kernel_entry(13, 2.0)], toys=toys,
+               states={"likelihood_step": {"state": "unfinished", "started": "t"},
+                       "toy_LJ13": {"state": "failed", "error": "OutOfMemoryError: CUDA out of memory"}})
     rows = C.gpu_rows(gpu)
-    assert rows[3].verdict == "not run here" and "time budget" in rows[3].measured
-    assert rows[1].verdict == "not run here" and "time budget" in rows[1].measured
+    assert rows[0].verdict == rows[2].verdict == "not run here"
+    assert "did not finish: likelihood_step (unfinished)" in rows[0].measured and "unfinished" in rows[0].evidence
+    assert "toy_LJ13 (failed: OutOfMemoryError" in rows[2].measured
+    assert rows[1].verdict == "reproduced" and rows[3].verdict == "inconclusive"
 
 
 def test_gpu_toy_rows_at_the_floor_say_so():
     """The recorded run: LJ13's hollow ESS is 1.76 effective samples of 1,000, LJ55's exactly 1 (and its baseline 1
     of 8): below ESS_FLOOR, so the rows say so and give no verdict on the paper, however large the EffSU."""
-    gpu = {"device": "H200", "date": "d", "batch": 1000, "likelihood_step": [_step(55, 7, 100.0)],
-           "toy": {"LJ13": _gpu_toy("LJ13", 6, h_ess=0.00176, b_ess=0.012),
-                   "LJ55": _gpu_toy("LJ55", 7, b_samples=8, h_ess=0.001, b_ess=0.125)}}
-    gpu["toy"]["LJ13"]["effsu"] = gpu["toy"]["LJ55"]["effsu"] = 500.0
+    toys = {"LJ13": _gpu_toy("LJ13", 6, h_ess=0.00176, b_ess=0.012),
+            "LJ55": _gpu_toy("LJ55", 7, b_samples=8, h_ess=0.001, b_ess=0.125)}
+    toys["LJ13"]["effsu"] = toys["LJ55"]["effsu"] = 500.0
+    gpu = _gpu([_step(55, 7, 100.0)], toys=toys)
     lj13, lj55 = C.gpu_rows(gpu)[2:]
     assert lj13.verdict == lj55.verdict == "inconclusive"
     assert "hollow 1.76 of 1000" in lj13.measured and "hollow 1.76 of 1000" in lj13.evidence
     assert "hollow 1.00 of 1000, baseline 1.00 of 8" in lj55.measured and "floor of 2" in lj55.evidence
     three = copy.deepcopy(gpu)
-    three["toy"]["LJ13"]["seeds"] = [copy.deepcopy(gpu["toy"]["LJ13"])] * 3
+    three["toy_LJ13"]["seeds"] = [copy.deepcopy(gpu["toy_LJ13"])] * 3
     assert C.gpu_rows(three)[2].verdict == "inconclusive" and "3 seeds" in C.gpu_rows(three)[2].scale
 
 
@@ -242,8 +273,8 @@ def test_recorded_json_rows():
         pytest.skip("no recorded GPU run")
     rows = C.gpu_rows(gpu)
     assert all(r.evidence for r in rows)
-    if isinstance(gpu.get("toy"), dict) and isinstance(gpu["toy"].get("LJ55"), dict):
-        h = gpu["toy"]["LJ55"]["hollow"]
+    if "toy_LJ55" in gpu:
+        h = gpu["toy_LJ55"]["hollow"]
         if h["ess"] * h["samples"] < ESS_FLOOR:
             assert rows[3].verdict == "inconclusive" and "floor" in rows[3].measured
 
@@ -252,7 +283,7 @@ def test_scale_recorded_absent_or_present():
     from companion.hollowflow import scale
 
     got = scale.recorded()
-    assert got is None or "likelihood_step" in got
+    assert got is None or set(got["stages"]) == {s.name for s in scale.STAGES}
 
 
 def test_all_rows_and_scale_follows_parameters():

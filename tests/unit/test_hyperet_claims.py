@@ -116,7 +116,8 @@ def test_vit_l_diag_params(count, verdict):
 
 def _gpu(hra=0.40, proj=0.38, band=0.39):
     acc = {"projector only": proj, "HRA diag (q,v)": hra, "HRA banded d=2 (q,v)": band, "Euclidean diag (q,v)": hra}
-    return {"device": "GPU X", "date": "d", "kernel": {"rows": [
+    return {"device": "GPU X", "date": "d", "stages": {"kernel": {"state": "done"}, "alignment": {"state": "done"}},
+            "kernel": {"rows": [
         {"structure": "diagonal", "impl": "triton fused", "fwd_bwd_ms": 0.5},
         {"structure": "diagonal", "impl": "eager PyTorch (official chain, dense W_s)", "fwd_bwd_ms": 2.0}]},
         "alignment": {"task": "shapes", "config": {"dim": 192, "depth": 6, "align_steps": 400, "amp": True},
@@ -138,6 +139,26 @@ def test_gpu_rows_without_results():
     assert [r.verdict for r in gpu_rows(None)] == ["not run here"] * 2
     assert [r.verdict for r in gpu_rows({"device": "x"})] == ["not run here"] * 2
     assert len(_rows()) == 8
+
+
+def test_gpu_rows_of_an_alignment_stage_that_did_not_finish():
+    """The runner's states decide: a failed or unfinished alignment stage gives not-run rows that say why."""
+    for state in ({"state": "failed", "error": "RuntimeError: CUDA out of memory"}, {"state": "unfinished"}):
+        gpu = {**_gpu(), "stages": {"kernel": {"state": "done"}, "alignment": state}}
+        del gpu["alignment"]
+        rows = gpu_rows(gpu)
+        assert [r.verdict for r in rows] == ["not run here"] * 2 and all("stage alignment" in r.evidence for r in rows)
+    gpu = _gpu()
+    gpu["alignment"]["rows"] = gpu["alignment"]["rows"][:1]  # the time budget stopped after projector only
+    assert all("time budget" in r.evidence for r in gpu_rows(gpu))
+
+
+def test_gpu_rows_of_the_recorded_study():
+    from companion.hyperet.scale import recorded
+
+    gpu = recorded()
+    assert gpu["complete"] and gpu["kernel"]["matches_reference"]
+    assert [r.verdict for r in gpu_rows(gpu)] == ["inconclusive"] * 2  # one seed
 
 
 def test_kernel_speedups():

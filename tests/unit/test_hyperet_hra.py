@@ -7,7 +7,8 @@ import torch
 
 from companion.core import ParameterError
 from companion.hyperet import HRA, hra_weight, structured_param_count
-from companion.hyperet.vit import QVAdapter, TinyViT, attach_adapters, encoder_param_count
+from companion.hyperet.vit import QVAdapter, adaptable_vit, attach_adapters, encoder_param_count
+from companion.models.tiny import TinyViT
 
 STRUCTS = [("diagonal", {}), ("block", {"block_size": 4}), ("banded", {"bandwidth": 2}), ("full", {}), ("scalar", {})]
 
@@ -123,7 +124,7 @@ def test_hra_weight_function_and_fused_format_agree():
 
 def test_placement_on_q_and_v_only():
     torch.manual_seed(0)
-    vit = TinyViT((1, 8, 8), patch=2, dim=16, depth=2, heads=2)
+    vit = adaptable_vit((1, 8, 8), patch=2, dim=16, depth=2, heads=2)
     n_trainable = attach_adapters(vit, "hra", structure="diagonal")
     assert n_trainable == 2 * 2 * 16
     attn = vit.blocks[0].attn
@@ -137,6 +138,8 @@ def test_placement_on_q_and_v_only():
     share = n_trainable / encoder_param_count(vit)
     assert share < 0.02
     assert all(not p.requires_grad for n, p in vit.named_parameters() if "qv_adapter" not in n)
+    with pytest.raises(ParameterError, match="QVAttention"):
+        attach_adapters(TinyViT((1, 8, 8), patch=2, dim=16, depth=1, heads=2), "hra")  # the plain shared ViT
 
 
 @pytest.mark.parametrize(

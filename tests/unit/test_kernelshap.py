@@ -350,3 +350,39 @@ def test_bad_inputs_give_clear_errors():
         make_setup("mnist")
     with pytest.raises(ValueError, match="method 'nope'"):
         scale_study(8, [16], 1, methods=["nope"], device="cpu")
+
+
+def _stage_ctx(profile, **results):
+    from companion.core.stages import StageContext
+
+    payload = {"profile": profile, "stages": {n: {"state": "done"} for n in results}, **results}
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results=payload)
+
+
+def test_cpu_peer_speedup_is_against_the_same_point_of_the_studies_stage():
+    from companion.kernelshap.scale import SMOKE_PROFILE
+    from companion.kernelshap.study import LEVERAGE, cpu_peer_stage
+
+    d, m = SMOKE_PROFILE["cpu_peer"]["d"], SMOKE_PROFILE["cpu_peer"]["m"]
+    studies = [{"d": d, "budgets": [100, m], "methods": {LEVERAGE: {"seconds": [[9.0, 9.0], [0.5, 0.25, 2.0]]}}}]
+    peer = cpu_peer_stage(_stage_ctx(SMOKE_PROFILE, studies=studies))
+    assert (peer["d"], peer["m"]) == (d, m) and peer["nmse"] < 1e-2  # paired LeverageSHAP at m >> d: near exact
+    assert peer["speedup_gpu_vs_cpu"] == pytest.approx(peer["seconds"] / 0.5)
+    assert "speedup_gpu_vs_cpu" not in cpu_peer_stage(_stage_ctx(SMOKE_PROFILE))  # no studies: no speed-up
+
+
+def test_comparison_against_shap_at_equal_m():
+    from companion.kernelshap.experiment import ERROR_RATIO_MAX, SPEEDUP_TARGET
+    from companion.kernelshap.scale_cpu import SMOKE_PROFILE
+    from companion.kernelshap.study import comparison_stage
+
+    def row(method, seconds, nmse):
+        return {"dataset": "digits", "m": 128, "method": method, "median_seconds": seconds, "median_nmse": nmse}
+
+    rows = [row(SHAP, 1.0, 0.02), row("ours, with replacement", 1.0 / SPEEDUP_TARGET, 0.02 * ERROR_RATIO_MAX),
+            row("ours, without replacement", 1.0 / SPEEDUP_TARGET, 0.021 * ERROR_RATIO_MAX)]
+    fast, slow_err = comparison_stage(_stage_ctx(SMOKE_PROFILE, rows=rows))
+    assert fast["speedup_vs_shap"] == pytest.approx(SPEEDUP_TARGET) and fast["meets_target"]
+    assert slow_err["nmse_ratio_vs_shap"] == pytest.approx(1.05 * ERROR_RATIO_MAX) and not slow_err["meets_target"]
+    with pytest.raises(RuntimeError, match="rows stage"):
+        comparison_stage(_stage_ctx(SMOKE_PROFILE))

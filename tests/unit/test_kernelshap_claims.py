@@ -139,27 +139,39 @@ def _study(d, ls, mv, seeds):
     return {"d": d, "budgets": [500, 5000], "seeds": seeds, "device": "cuda", "methods": {LEVERAGE: rec(ls), MV_LEVERAGE: rec(mv)}}
 
 
+def _payload(studies, state="done", why=""):
+    """The GPU study's payload in the stage runner's layout, its ``studies`` stage ended in ``state``."""
+    return {"device": "H200", "date": "today", "stages": {"studies": {"state": state, "reason": why}}, "studies": studies}
+
+
 def test_scale_rows_from_a_constructed_json():
-    assert [r.verdict for r in scale_claim_rows([], measured_here=False, source=None)] == ["not run here"]
+    assert [r.verdict for r in scale_claim_rows(None)] == ["not run here"]
     studies = json.loads(json.dumps([_study(784, [1e-2, 1e-3], [1e2, 1e1], 10), _study(3072, [1e-1, 1e-2], [1e3, 1e2], 5)]))
-    (row,) = scale_claim_rows(studies, measured_here=False, source="recorded on H200, today")
+    (row,) = scale_claim_rows(_payload(studies))
     assert row.verdict == "reproduced" and row.evidence.startswith("n=5") and "10/5 seeds" in row.scale
-    assert "H200" in row.scale and "d=784 m=5000" in row.measured
-    # MV ahead of LS at d = 3072: not reproduced, whichever profile measured it
+    assert "H200, today" in row.scale and "d=784 m=5000" in row.measured
+    # MV ahead of LS at d = 3072: not reproduced
     studies[1] = _study(3072, [1e-1, 1e-2], [1e-2, 1e-3], 5)
-    assert scale_claim_rows(studies, measured_here=True, source=None)[0].verdict == "not reproduced"
+    assert scale_claim_rows(_payload(studies))[0].verdict == "not reproduced"
     one = [_study(784, [1e-2, 1e-3], [1e2, 1e1], 1)]
-    assert scale_claim_rows(one, measured_here=False, source="H200")[0].verdict == "inconclusive"
+    assert scale_claim_rows(_payload(one))[0].verdict == "inconclusive"
+
+
+def test_scale_row_of_a_stage_that_did_not_finish_is_not_run():
+    studies = [_study(784, [1e-2, 1e-3], [1e2, 1e1], 10)]
+    (row,) = scale_claim_rows(_payload(studies, "unfinished", "killed"))
+    assert row.verdict == "not run here" and "studies (unfinished: killed)" in row.measured
 
 
 def test_scale_rows_from_the_recorded_json():
-    from companion.kernelshap.scale import recorded
+    from companion.kernelshap.scale import GPU_PROFILE, recorded
 
     rec = recorded()
     if rec is None:
         pytest.skip("no recorded GPU run")
-    (row,) = scale_claim_rows(rec["studies"], measured_here=False, source=f"recorded on {rec['device']}")
-    assert row.verdict in VERDICTS and row.evidence.startswith("n=")
+    assert rec["profile"] == GPU_PROFILE and rec["complete"]
+    (row,) = scale_claim_rows(rec)
+    assert row.verdict in VERDICTS and row.verdict != "not run here" and row.evidence.startswith("n=")
 
 
 def test_an_exact_estimate_counts_as_tiny_error():

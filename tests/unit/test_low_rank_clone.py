@@ -256,3 +256,47 @@ def test_bad_teachers_raise():
         C.LowRankClone(llama(), {"d_student": 8})
     with pytest.raises(ValueError, match="temperature"):
         C.kd_kl(torch.zeros(1, 3), torch.zeros(1, 3), temperature=-1.0)
+
+
+# --- the GPU study's stages on the smoke profile -------------------------------------------------------
+
+def _ctx(left_s=float("inf"), **profile):
+    """A stage context on the smoke profile (with ``profile`` changes) that has ``left_s`` seconds."""
+    import time
+
+    from companion.core.stages import StageContext
+    from companion.low_rank_clone.scale import SMOKE_PROFILE
+
+    return StageContext(profile={**SMOKE_PROFILE, **profile}, device="cpu", log=lambda *a: None, results={},
+                        until=time.perf_counter() + left_s)
+
+
+def test_causal_stage_needs_the_teacher_stage():
+    from companion.low_rank_clone.study import causal
+
+    with pytest.raises(RuntimeError, match="teacher,causal"):
+        causal(_ctx())
+
+
+def test_causal_stage_leaves_out_students_past_the_deadline_and_checks_the_schedule():
+    from companion.low_rank_clone import study as S
+
+    ctx = _ctx(left_s=-1.0, teacher_seconds=0.05)
+    t = S.teacher(ctx)
+    assert t["tokens"] == t["steps"] * ctx.profile["batch"] * ctx.profile["seq_len"] and t["text_bytes"]["val"] > 0
+    out = S.causal(ctx)  # the first student always runs; the next only while ctx.left() covers its time
+    assert list(out["runs"]) == ["LRC"] and "tokens_to_target" not in out
+    assert out["d_student"] == ctx.profile["teacher"]["hidden_size"] // 2
+    ctx.profile["warmup_ratio"] = 1.5
+    with pytest.raises(ParameterError, match="parameter warmup_ratio="):
+        S.causal(ctx)
+
+
+def test_throughput_stage_without_the_teacher_stage():
+    """Alone (a --stages call) the stage times an untrained teacher of the profile's shape; the factored
+    projection x Pᵀ W_Tᵀ equals the materialised x (W_T P)ᵀ."""
+    from companion.low_rank_clone.study import throughput
+
+    out = throughput(_ctx())
+    assert out["ratio"] == pytest.approx(out["plain_ms"] / out["lrc_ms"], rel=1e-3) and out["lrc_tok_s"] > 0
+    assert out["max_abs_diff"] < 1e-6 and out["shape"] == _ctx().profile["linear_shape"]

@@ -153,10 +153,12 @@ def test_hard_pruning_winning_is_said():
 
 # ---------------------------------------------------------------------------------- GPU rows (recorded JSON)
 def _gpu(lrc_final=1.25, pruned_final=0.966, tokens=None, ratio=0.58):
+    """A recorded payload in the stage-runner layout, every stage done."""
     c = causal(100)
     c["runs"]["LRC"]["final_val_loss"] = lrc_final
     c["runs"]["hard pruning + KD"] = {"final_val_loss": pruned_final, "curve": c["runs"]["random init + KD"]["curve"]}
     return {"device": "NVIDIA H200", "date": "2026-12-02", "profile": {"student_steps": 300, "batch": 32, "seq_len": 256},
+            "stages": {s: {"state": "done"} for s in ("teacher", "causal", "throughput")},
             "causal": {**c, "d_teacher": 512, "d_student": 256, "target_loss": 2.0,
                        "tokens_to_target": tokens or {"LRC": 1_638_400, "random init + KD": 2_457_600, "hard pruning + KD": 204_800}},
             "throughput": {"lrc_tok_s": 84e3, "plain_tok_s": 146e3, "ratio": ratio, "factored_ms": 1.0, "materialised_ms": 2.0}}
@@ -176,19 +178,40 @@ def test_gpu_rows_one_seed_and_throughput_min():
     assert "LRC —" in never.measured and "inf" in never.evidence
 
 
+def test_unfinished_stages_are_never_judged():
+    """A stage that did not finish leaves its rows not run, naming it and the recorded reason; so does a
+    student the causal stage left out at its deadline."""
+    gpu = _gpu()
+    del gpu["causal"], gpu["throughput"]
+    gpu["stages"]["causal"] = {"state": "failed", "error": "RuntimeError: out of memory"}
+    gpu["stages"]["throughput"] = {"state": "skipped", "reason": "deadline: 3 s left, needs 15 s"}
+    rows = C.gpu_rows(gpu)
+    assert [r.verdict for r in rows] == ["not run here"] * 3
+    assert all("causal (failed: RuntimeError: out of memory)" in r.evidence for r in rows[:2])
+    assert "throughput (skipped: deadline: 3 s left" in rows[2].measured
+    cut = _gpu()
+    del cut["causal"]["runs"]["hard pruning + KD"]
+    rows = C.gpu_rows(cut)
+    assert rows[0].verdict == "inconclusive" and rows[1].verdict == "not run here"
+    assert "left out hard pruning + KD" in rows[1].evidence
+
+
 def test_recorded_json_rows():
     """The committed JSON: the causal rows are one seed (inconclusive), and say that hard pruning won."""
-    from companion.low_rank_clone.scale import recorded
+    from companion.core.stages import stage_states
+    from companion.low_rank_clone.scale import STAGES, recorded
 
     gpu = recorded()
     if gpu is None:
         pytest.skip("no recorded GPU results")
     rows = C.gpu_rows(gpu)
     assert all(r.verdict in VERDICTS and r.evidence for r in rows)
-    runs = gpu["causal"]["runs"]
-    assert rows[0].verdict == rows[1].verdict == "inconclusive"
-    if runs["hard pruning + KD"]["final_val_loss"] < runs["LRC"]["final_val_loss"]:
-        assert "hard pruning + KD beat LRC" in rows[1].measured
+    assert set(stage_states(gpu)) == {s.name for s in STAGES}
+    if "causal" in gpu:
+        runs = gpu["causal"]["runs"]
+        assert rows[0].verdict == rows[1].verdict == "inconclusive"
+        if runs["hard pruning + KD"]["final_val_loss"] < runs["LRC"]["final_val_loss"]:
+            assert "hard pruning + KD beat LRC" in rows[1].measured
 
 
 def test_all_rows_valid():

@@ -133,3 +133,47 @@ def test_nothing_in_the_repository_root_shadows_hugging_face_kernels():
     import companion_kernels
 
     assert companion_kernels.__name__ == "companion_kernels"
+
+
+def test_tiny_causal_lm_cache_twin_and_qwen_names():
+    """The shared plain decoder: a cached continuation equals the full forward, ``config`` builds a twin with the
+    same state-dict names (Qwen's ``layers.<i>.mlp.up_proj`` among them), a bad size names its parameter."""
+    from companion.core import ParameterError
+    from companion.models import TinyCausalLM
+
+    torch.manual_seed(0)
+    model = TinyCausalLM(11, d=16, layers=2, heads=2, max_len=12).eval()
+    ids = torch.randint(0, 11, (3, 9))
+    with torch.no_grad():
+        full = model(ids)
+        _, cache = model(ids[:, :6], return_cache=True)
+        step, _ = model(ids[:, 6:7], cache=cache, start=6, return_cache=True)
+    torch.testing.assert_close(step[:, -1], full[:, 6], rtol=1e-5, atol=1e-6)
+    assert full.shape == (3, 9, 11) and "layers.1.mlp.up_proj.weight" in model.state_dict()
+    twin = TinyCausalLM(**model.config)
+    assert list(twin.state_dict()) == list(model.state_dict())
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 13, dtype=torch.long))
+    with pytest.raises(ParameterError, match="heads"):
+        TinyCausalLM(11, d=16, heads=3)
+
+
+def test_tiny_vit_shapes_and_attention_subclass():
+    """The shared pre-LN ViT: CLS feature and tokens' shapes; a SelfAttention subclass changes the projection."""
+    from companion.core import ParameterError
+    from companion.models.tiny import SelfAttention, TinyViT
+
+    class Frozen(SelfAttention):
+        def effective_weight(self):
+            return torch.zeros_like(self.in_proj_weight)
+
+    x = torch.randn(2, 3, 8, 8)
+    vit = TinyViT((3, 8, 8), patch=4, dim=16, depth=2, heads=2)
+    assert vit(x).shape == (2, 16) and vit.tokens(x).shape == (2, 1 + 4, 16)
+    torch.manual_seed(0)
+    a = TinyViT((3, 8, 8), patch=4, dim=16, depth=1, heads=2)
+    torch.manual_seed(0)
+    b = TinyViT((3, 8, 8), patch=4, dim=16, depth=1, heads=2, attention=Frozen)
+    assert list(a.state_dict()) == list(b.state_dict()) and not torch.allclose(a(x), b(x))
+    with pytest.raises(ParameterError, match="patch"):
+        TinyViT((3, 8, 8), patch=3)

@@ -1,7 +1,6 @@
 """companion.nemotron_flash: operators against their recurrences and fla's references, the cached decoder,
 weight normalisation, the depth-width budget and law, the search's mutation, the harness and the explorer."""
 
-import copy
 import math
 import random
 
@@ -373,10 +372,11 @@ def test_load_released_fails_clearly_offline(tmp_path):
 
 def test_load_released_loads_a_local_folder_and_hf_generate_is_timed(tmp_path):
     from companion.nemotron_flash import load_released
-    from companion.nemotron_flash.scale import hf_generate_ms, hf_qwen3, qwen3_like
+    from companion.nemotron_flash.scale import SMOKE_PROFILE
+    from companion.nemotron_flash.study import hf_generate_ms, hf_qwen3, shape_config
 
     torch.manual_seed(0)
-    hf_qwen3(qwen3_like(smoke=True)).save_pretrained(tmp_path)
+    hf_qwen3(shape_config(SMOKE_PROFILE["transformer"])).save_pretrained(tmp_path)
     model = load_released(str(tmp_path))
     assert model.config.num_hidden_layers == 4
     assert math.isfinite(hf_generate_ms(model, prompt=4, new_tokens=4, device=torch.device("cpu")))
@@ -392,45 +392,18 @@ def test_ours_match_fla_triton_kernels_on_gpu(gated):  # pragma: no cover - GPU 
     assert (o.float() - o_ref).abs().max() / o_ref.abs().max() < 3e-2
 
 
-def test_scale_up_records_a_stage_killed_midway(monkeypatch):
-    """Review item 13: the recorded run was killed inside its last stage (fla vs ours) and its JSON still said
-    ``stages_skipped: []``. A stage is now saved as started-but-unfinished before it runs, so the JSON a killed run
-    leaves names the stage and why it has no result."""
-    import companion.nemotron_flash.latency as latency
-    from companion.nemotron_flash.scale import run_scale_up
+def test_study_shapes_and_the_fla_stage_on_a_cpu():
+    """The GPU study's models come from the profile's shapes (blocks cycling through the pattern); a wrong shape
+    fails with a ParameterError naming the field; the fla stage records that it needs CUDA."""
+    from companion.core.stages import StageContext
+    from companion.nemotron_flash.scale import GPU_PROFILE, SMOKE_PROFILE
+    from companion.nemotron_flash.study import fla_vs_ours, shape_config
 
-    saved = []
-
-    def killed(*a, **k):
-        raise KeyboardInterrupt  # the process is killed inside the stage
-
-    monkeypatch.setattr(latency, "decode_seconds", killed)
-    with pytest.raises(KeyboardInterrupt):
-        run_scale_up(smoke=True, deadline_s=600, log=lambda *a: None, save=lambda out: saved.append(copy.deepcopy(out)))
-    assert saved, "nothing was saved before the stage ran"
-    last = saved[-1]
-    assert last["stages_skipped"] == ["transformer"] and "never finished" in last["skip_reasons"]["transformer"]
-    assert "hybrid_vs_transformer" not in last
-
-
-def test_scale_up_deadline_skips_are_recorded_with_reasons():
-    from companion.nemotron_flash.scale import run_scale_up
-
-    out = run_scale_up(smoke=True, deadline_s=0, log=lambda *a: None)
-    stages = ["transformer", "hybrid", "depth_width", "explorer_table", "operators", "fla_vs_ours"]
-    assert out["stages_skipped"] == stages
-    assert all(out["skip_reasons"][s].startswith("deadline") for s in stages)
-
-
-def test_recorded_json_names_the_stage_that_produced_nothing():
-    """The committed H200 run: every stage without a result is listed, with its reason."""
-    from companion.nemotron_flash.scale import recorded
-
-    gpu = recorded()
-    if gpu is None:
-        pytest.skip("no recorded GPU run")
-    stages = {"hybrid_vs_transformer": "hybrid", "depth_width": "depth_width", "explorer_layer_ms": "explorer_table",
-              "operators": "operators", "fla_vs_ours": "fla_vs_ours"}
-    missing = [name for key, name in stages.items() if key not in gpu]
-    assert set(missing) <= set(gpu["stages_skipped"])
-    assert all(gpu["skip_reasons"].get(name) for name in gpu["stages_skipped"])
+    nf = shape_config(GPU_PROFILE["hybrid"])
+    assert "".join(t[0] for t in nf.layer_types) == "dfmfafmf" * 6 and nf.hidden_size == 2048
+    qwen = shape_config(GPU_PROFILE["transformer"])
+    assert qwen.layer_types == ("a", "f") * 28 and qwen.num_heads == 16 and qwen.num_kv_heads == 8
+    with pytest.raises(ParameterError, match="num_kv_heads"):
+        shape_config({**SMOKE_PROFILE["transformer"], "num_kv_heads": 3})
+    ctx = StageContext(profile=SMOKE_PROFILE, device="cpu", log=lambda *a: None, results={})
+    assert fla_vs_ours(ctx) == {"skipped": "fla's Triton kernels need CUDA"}

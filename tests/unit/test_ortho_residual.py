@@ -1,7 +1,9 @@
 """Paper 10: the orthogonal residual update -- exact properties, peers (vit-pytorch, x-transformers), bad input."""
 
 import importlib.util
+import math
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -250,14 +252,11 @@ def test_bad_input(call, name):
 # ------------------------------------------------------------------ the bf16-coefficient study (issue 37, item 3)
 def _study_models(stream_dtype):
     """Both arms of the bf16 study from the same initial weights, built as the GPU study builds them."""
+    from companion.ortho_residual.study import same_start
+
     cfg = LlamaConfig(vocab=256, d=48, n_layers=2, n_heads=3, n_kv_heads=1, ffn=96, max_len=33)
-    torch.manual_seed(0)
-    init = LlamaDecoder(cfg, methods="feature").state_dict()
-    arms = {}
-    for coef in ("float32", "input"):
-        arms[coef] = LlamaDecoder(cfg, methods="feature", coef_dtype=coef, stream_dtype=stream_dtype)
-        arms[coef].load_state_dict(init)
-    return arms
+    return same_start(cfg, 0, {c: {"methods": "feature", "coef_dtype": c, "stream_dtype": stream_dtype}
+                               for c in ("float32", "input")}, "cpu")
 
 
 @pytest.mark.parametrize("autocast", [True, False])
@@ -295,20 +294,71 @@ def test_stream_dtype_default_unchanged_and_checked():
         LlamaDecoder(cfg, stream_dtype="float16")
 
 
-def test_bf16_study_smoke_runs_both_arms_on_a_bf16_stream():
-    from companion.ortho_residual.scale import bf16_coef_study, local_text
+def _ctx(left_s=math.inf, **profile):
+    """A stage context on the smoke profile (with ``profile`` changes) that has ``left_s`` seconds."""
+    from companion.core.stages import StageContext
+    from companion.ortho_residual.scale import SMOKE_PROFILE
 
-    cfg = LlamaConfig(vocab=256, d=48, n_layers=2, n_heads=3, n_kv_heads=1, ffn=96, max_len=33)
-    train, val = local_text(max_bytes=200_000)
-    study = bf16_coef_study(cfg, train, val, seconds=1e9, seeds=[0, 1], batch=2, seq_len=32, lr=1e-3,
-                            device=torch.device("cpu"), log=lambda *a: None, max_steps=3)
-    assert study["stream_dtype"] == "bfloat16" and study["seeds"] == [0, 1]
+    return StageContext(profile={**SMOKE_PROFILE, **profile}, device="cpu", log=lambda *a: None, results={},
+                        until=time.perf_counter() + left_s)
+
+
+def test_bf16_stage_runs_both_arms_on_a_bf16_stream():
+    from companion.ortho_residual.study import bf16_coef_training
+
+    study = bf16_coef_training(_ctx(seed=3, bf16_coef_seeds=2))
+    assert study["stream_dtype"] == "bfloat16" and study["seeds"] == [3, 4]
     for coef in ("float32", "input"):
-        assert [r["seed"] for r in study["runs"][coef]] == [0, 1]
+        assert [r["seed"] for r in study["runs"][coef]] == [3, 4]
     f32, bf = study["runs"]["float32"][0], study["runs"]["input"][0]
-    assert f32["steps"] == bf["steps"]
+    assert f32["steps"] == bf["steps"] >= 1
     # the bf16 coefficient leaves a larger parallel residue than the fp32 one on the same kind of stream
     assert bf["cos_perp_max"] > f32["cos_perp_max"]
+
+
+def test_bf16_stage_leaves_out_seeds_past_the_deadline():
+    """The first seed always runs; the next only while ctx.left() covers the last seed's time."""
+    from companion.ortho_residual.study import bf16_coef_training
+
+    study = bf16_coef_training(_ctx(left_s=-1.0, bf16_coef_seeds=3))
+    assert study["seeds"] == [0] and [len(r) for r in study["runs"].values()] == [1, 1]
+
+
+@pytest.mark.parametrize("stage, key, value", [
+    ("bf16_coef_training", "bf16_stream", "float16"),
+    ("step_time_compiled", "compile_backend", "tvm"),
+])
+def test_bad_profile_values(stage, key, value):
+    from companion.ortho_residual import study
+
+    with pytest.raises(ParameterError, match=rf"parameter {key}="):
+        getattr(study, stage)(_ctx(**{key: value}))
+
+
+def test_training_stage_hands_its_models_to_the_step_time_stages():
+    from companion.ortho_residual.study import RULES, step_time_eager, training
+
+    ctx = _ctx(train_seconds_each=0.05)
+    out = training(ctx)
+    assert set(RULES) <= set(out) and out["parameters"] > 0 and out["config"]["max_len"] == ctx.profile["seq_len"] + 1
+    assert len(out["linear"]["layers"]) == 2 * ctx.profile["model"]["n_layers"]
+    assert "cos_bf16" in out["feature"]["layers"][0] and "cos_bf16" not in out["linear"]["layers"][0]
+    models = ctx.shared["models"]
+    t = step_time_eager(ctx)
+    assert ctx.shared["models"] is models and t["overhead_pct"] == round(100 * (t["feature"] / t["linear"] - 1), 2)
+    alone = _ctx()  # a --stages call without training: fresh models from the seed
+    step_time_eager(alone)
+    assert set(alone.shared["models"]) == set(RULES)
+
+
+def test_spikes():
+    from companion.ortho_residual.study import SPIKE_FACTOR, SPIKE_WINDOW, spikes
+
+    flat = [1.0] * (SPIKE_WINDOW + 5)
+    assert spikes(flat) == 0
+    assert spikes(flat[:SPIKE_WINDOW] + [1.01 * SPIKE_FACTOR] + flat[:4]) == 1
+    assert spikes(flat[:SPIKE_WINDOW] + [0.99 * SPIKE_FACTOR] + flat[:4]) == 0
+    assert spikes([1.0, 100.0]) == 0  # no window before it yet
 
 
 def test_precision_check():

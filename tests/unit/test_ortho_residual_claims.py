@@ -112,35 +112,59 @@ def test_loss_margin():
 
 
 # ---------------------------------------------------------------------------------- GPU rows (recorded JSON)
-def _gpu(**extra):
-    return {"device": "H200", "date": "d", "profile": {"batch": 32, "seq_len": 512},
-            "training": {m: {"seconds": 50, "val_loss": v, "steps": 10} for m, v in (("linear", 1.5), ("feature", 1.4))},
-            "step_time_ms": {"eager": {"linear": 100.0, "feature": 130.0, "overhead_pct": 30.0}}, **extra}
+STAGES = ("training", "step_time_eager", "bf16_coef_training", "step_time_compiled")
+
+
+def _gpu(**results):
+    """A recorded payload in the stage-runner layout; a result given as None leaves its stage failed."""
+    payload = {"device": "H200", "date": "d", "profile": {"batch": 32, "seq_len": 512},
+               "runs": [{"stages": list(STAGES), "seconds": 1.0, "ended": "2026-12-02 05:27 UTC"}],
+               "training": {m: {"seconds": 50, "val_loss": v, "steps": 10} for m, v in (("linear", 1.5), ("feature", 1.4))},
+               "step_time_eager": {"linear": 100.0, "feature": 130.0, "overhead_pct": 30.0},
+               "step_time_compiled": {"linear": 80.0, "feature": 60.0, "overhead_pct": -25.0},
+               "bf16_coef_training": _study([0.0] * 3), **results}
+    payload["stages"] = {s: {"state": "done"} if payload[s] is not None else {"state": "failed", "error": "RuntimeError: boom"}
+                         for s in STAGES}
+    return {k: v for k, v in payload.items() if v is not None}
 
 
 def _study(gaps, stream="bfloat16"):
     arm = lambda v, s: {"seed": s, "steps": 120, "val_loss": v, "spikes": 0, "cos_perp_max": 1e-3}  # noqa: E731
-    return {"stream_dtype": stream, "seeds": list(range(len(gaps))), "device": "NVIDIA H200", "date": "2026-12-04",
+    return {"stream_dtype": stream, "seeds": list(range(len(gaps))), "seconds_each": 20,
             "runs": {"float32": [arm(2.0, s) for s in range(len(gaps))], "input": [arm(2.0 + g, s) for s, g in enumerate(gaps)]}}
 
 
+def _timing(ratio):
+    return {"linear": 100.0, "feature": 100.0 * ratio, "overhead_pct": 100 * (ratio - 1)}
+
+
 def test_gpu_training_row_one_seed_is_inconclusive():
-    assert C.gpu_rows(None)[0].verdict == "not run here"
+    assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
     row = C.gpu_rows(_gpu())[0]
     assert row.verdict == "inconclusive" and "one seed" in row.scale and "H200" in row.scale and "+0.100" in row.measured
 
 
 def test_overhead_max():
     rows = C.gpu_rows(_gpu())
-    assert rows[1].verdict == "not reproduced" and "+30.0%" in rows[1].measured
-    assert "torch.compile not measured" in rows[1].measured
-    t = lambda r: {"eager": {"linear": 100.0, "feature": 100.0 * r, "overhead_pct": 100 * (r - 1)}}  # noqa: E731
-    assert C.gpu_rows(_gpu(step_time_ms=t(0.99 * OVERHEAD_MAX)))[1].verdict == "reproduced"
-    assert C.gpu_rows(_gpu(step_time_ms=t(1.01 * OVERHEAD_MAX)))[1].verdict == "not reproduced"
-    g = _gpu()
-    g["step_time_ms"]["compiled"] = {"linear": 80.0, "feature": 60.0, "overhead_pct": -25.0}
-    both = C.gpu_rows(g)[1]
-    assert "torch.compile: 80.0 → 60.0 ms (-25.0%)" in both.measured and "n=2" in both.evidence
+    assert "+30.0%" in rows[1].measured and "torch.compile: 80.0 → 60.0 ms (-25.0%)" in rows[1].measured
+    assert "n=2" in rows[1].evidence
+    both = lambda r: _gpu(step_time_eager=_timing(r), step_time_compiled=_timing(r))  # noqa: E731
+    assert C.gpu_rows(both(0.99 * OVERHEAD_MAX))[1].verdict == "reproduced"
+    assert C.gpu_rows(both(1.01 * OVERHEAD_MAX))[1].verdict == "not reproduced"
+
+
+def test_unfinished_stages_are_never_judged():
+    """A stage that failed (or was never run) leaves its row not run, naming the stage and the recorded error;
+    with one of the two step-time stages the timing row is inconclusive, never reproduced."""
+    one = C.gpu_rows(_gpu(step_time_eager=_timing(0.5 * OVERHEAD_MAX), step_time_compiled=None))[1]
+    assert one.verdict == "inconclusive" and "stage step_time_compiled (failed: RuntimeError: boom)" in one.measured
+    assert "eager: 100.0 → 55.0 ms" in one.measured
+    rows = C.gpu_rows(_gpu(training=None, step_time_eager=None, step_time_compiled=None, bf16_coef_training=None))
+    assert [r.verdict for r in rows] == ["not run here"] * 3
+    assert "training (failed: RuntimeError: boom)" in rows[0].evidence and "step_time_eager (failed" in rows[1].measured
+    partial = _gpu()
+    del partial["bf16_coef_training"], partial["stages"]["bf16_coef_training"]  # a --stages call that did not run it
+    assert "bf16_coef_training (not recorded)" in C.gpu_rows(partial)[2].evidence
 
 
 def test_bf16_study_rows():
@@ -150,39 +174,41 @@ def test_bf16_study_rows():
     assert C.gpu_rows(_gpu(bf16_coef_training=_study([0.0])))[-1].verdict == "inconclusive"
     straddle = C.gpu_rows(_gpu(bf16_coef_training=_study([0.0, 1.4 * LOSS_MARGIN, 1.8 * LOSS_MARGIN])))[-1]
     assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
-    assert C.gpu_rows(_gpu(bf16_coef_training="skipped: time budget"))[-1].claim.startswith("The projection adds")
 
 
-def test_bf16_study_recorded_before_the_fix_is_inconclusive():
-    """The pre-fix format (fp32 stream, identical arms) is never judged as a comparison: inconclusive, says why."""
-    curve = [5.7325, 5.195, 4.6475, 4.5]
-    old = {c: {"steps": 128, "val_loss": v, "spikes": 0, "cos_update_max": 1e-6, "curve_loss": curve}
-           for c, v in (("float32", 2.0694), ("input", 2.0604))}
-    row = C.gpu_rows(_gpu(bf16_coef_training=old))[-1]
-    assert row.verdict == "inconclusive"
-    assert "invalid" in row.measured and "same computation" in row.measured and "5.7325" in row.measured
-    assert "--only bf16" in row.measured and "fp32 stream" in row.scale
+def test_bf16_study_on_an_fp32_stream_is_inconclusive():
+    """With an fp32 residual stream both arms compute an fp32 coefficient: never judged as a comparison."""
+    row = C.gpu_rows(_gpu(bf16_coef_training=_study([0.0] * 3, stream="float32")))[-1]
+    assert row.verdict == "inconclusive" and "fp32 residual stream" in row.measured and "fp32 coefficient" in row.evidence
+
+
+def test_rows_date_the_stage_by_its_last_call():
+    gpu = _gpu()
+    gpu["runs"].append({"stages": ["bf16_coef_training"], "seconds": 1.0, "ended": "2026-12-04 04:39 UTC"})
+    rows = C.gpu_rows(gpu)
+    assert "2026-12-02 05:27 UTC" in rows[0].scale and "2026-12-04 04:39 UTC" in rows[-1].scale
 
 
 def test_recorded_json_rows():
-    """The committed JSON: every row judged by the rule (none without a verdict), the bf16 study flagged."""
-    from companion.ortho_residual.scale import recorded
+    """The committed JSON: every row judged by the rule, or not run naming its unfinished stage."""
+    from companion.core.stages import stage_states
+    from companion.ortho_residual.scale import STAGES, recorded
 
     gpu = recorded()
     if gpu is None:
         pytest.skip("no recorded GPU results")
     rows = C.gpu_rows(gpu)
     assert all(r.verdict in VERDICTS and r.evidence for r in rows)
-    study = gpu.get("bf16_coef_training")
-    if isinstance(study, dict) and study.get("stream_dtype") != "bfloat16":
-        assert rows[-1].verdict == "inconclusive" and "invalid" in rows[-1].measured
-    elif isinstance(study, dict):  # the rerun: a real comparison, the two arms' losses differ
-        assert "bf16 residual stream" in rows[-1].measured
+    states = stage_states(gpu)
+    assert set(states) == {s.name for s in STAGES} and all(states[s.name] != "done" or s.name in gpu for s in STAGES)
+    if states["bf16_coef_training"] == "done":  # a real comparison: the two arms' losses differ
+        study = gpu["bf16_coef_training"]
+        assert study["stream_dtype"] == "bfloat16" and "bf16 residual stream" in rows[-1].measured
         assert any(a["curve_loss"] != b["curve_loss"] for a, b in zip(study["runs"]["float32"], study["runs"]["input"]))
 
 
 def test_all_rows():
-    rows = claim_rows(vit=_vit(), lm=_lm([0.0]), vit_scale="v", lm_scale="l", gpu=_gpu(bf16_coef_training=_study([0.0] * 3)))
+    rows = claim_rows(vit=_vit(), lm=_lm([0.0]), vit_scale="v", lm_scale="l", gpu=_gpu())
     assert len(rows) == 8 and all(r.verdict in VERDICTS and r.evidence for r in rows)
 
 

@@ -256,3 +256,41 @@ def test_reference_moves_exactly_at_multiples_of_T_u_and_gamma_halves_there(T_u)
             for p, r in zip(solver.players, before_ref):
                 np.testing.assert_array_equal(p.ref, r)
     assert solver.gamma == 1e-3 / 2 ** ((4 * T_u + 2) // T_u)
+
+
+# ------------------------------------------------------------------ the studies' stages
+def _stage_ctx(profile, **results):
+    from companion.core.stages import StageContext
+
+    payload = {"profile": profile, "stages": {n: {"state": "done"} for n in results}, **results}
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results=payload)
+
+
+def test_gpu_study_stages_check_the_batched_solver_first():
+    """On the CPU the correctness stage agrees with numpy and validates no CUDA graph (graph_steps 0); a later stage
+    run alone (``--stages throughput``) checks it itself instead of assuming a graph."""
+    from companion.rtcfr.scale import SMOKE_PROFILE
+    from companion.rtcfr.study import correctness_stage, throughput_stage
+
+    check = correctness_stage(_stage_ctx(SMOKE_PROFILE))
+    assert check["eager_ok"] and not check["graph_ok"] and check["graph_steps"] == 0
+    assert check["eager"] == pytest.approx(check["numpy"], rel=1e-9)
+    ctx = _stage_ctx({**SMOKE_PROFILE, "throughput": {**SMOKE_PROFILE["throughput"], "batches": [2]}})
+    (row,) = throughput_stage(ctx)
+    assert ctx.shared["graph_steps"] == 0 and row["batch"] == 2 and "graph_ms_per_step" not in row
+    assert row["speedup_vs_numpy_cpu"] == pytest.approx(row["config_iterations_per_s"] * row["numpy_cpu_ms_per_iter"] / 1e3)
+
+
+def test_cpu_target_needs_both_wall_speedups():
+    from companion.rtcfr.scale_cpu import SMOKE_PROFILE
+    from companion.rtcfr.study import CPU_SPEEDUP_TARGET, target_stage
+
+    def leduc(cfr, rtcfr):
+        return {"game": "leduc_poker", "ours_cfr_plus": {"speedup_wall": cfr, "speedup_cpu": 1.0},
+                "ours_rtcfr_plus": {"speedup_wall": rtcfr, "speedup_cpu": 1.0}}
+
+    assert target_stage(_stage_ctx(SMOKE_PROFILE, games=[leduc(CPU_SPEEDUP_TARGET, 2 * CPU_SPEEDUP_TARGET)]))["met"]
+    out = target_stage(_stage_ctx(SMOKE_PROFILE, games=[leduc(2 * CPU_SPEEDUP_TARGET, 0.99 * CPU_SPEEDUP_TARGET)]))
+    assert not out["met"] and out["leduc_speedup_cfr_plus_wall"] == 2 * CPU_SPEEDUP_TARGET
+    with pytest.raises(RuntimeError, match="games stage"):
+        target_stage(_stage_ctx(SMOKE_PROFILE, games=[{**leduc(1, 1), "game": "kuhn_poker"}]))

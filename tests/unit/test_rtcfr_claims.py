@@ -167,7 +167,8 @@ def _grid_payload(games):
         final = [10.0 ** (-decades * i / 2) for i in range(len(mus)) for _ in T_us]  # μ rows, constant along T_u
         grids[g] = {"best": {"final_last": best}, "baselines": {"cfr+": {"average": [1.0, average]}},
                     "rtcfr": {"mus": mus, "T_us": T_us, "last": [[1.0] * 6, final]}}
-    return {"device": "H200", "date": "today", "grid": {"iterations": 2000, "mus": mus, "T_us": T_us}, "grids": grids}
+    return {"device": "H200", "date": "today", "profile": {"grids": {"iterations": 2000, "mus": mus, "T_us": T_us}},
+            "stages": {"grids": {"state": "done"}}, "grids": grids}
 
 
 def test_recorded_rows_judged_by_the_rule():
@@ -191,6 +192,23 @@ def test_recorded_rows_judged_by_the_rule():
     assert beat.verdict == "not reproduced" and spread.verdict == "not reproduced"
     two = _grid_payload({"a": (win, 1e-3, 2.0), "b": (win, 1e-3, 2.0)})
     assert [r.verdict for r in recorded_rows(two)] == ["inconclusive", "inconclusive"]  # two games
+
+
+def test_recorded_grids_stage_that_did_not_finish_is_not_run():
+    rec = _grid_payload({"a": (1e-6, 1e-3, 2.0), "b": (1e-6, 1e-3, 2.0), "c": (1e-6, 1e-3, 2.0)})
+    rec["stages"]["grids"] = {"state": "skipped", "reason": "deadline: 20 s left, needs 60 s"}
+    (row,) = recorded_rows(rec)
+    assert row.verdict == "not run here" and "grids (skipped: deadline: 20 s left, needs 60 s)" in row.measured
+
+
+def test_committed_results_are_read_in_the_stage_layout():
+    from companion.rtcfr.scale import GPU_PROFILE, recorded
+
+    rec = recorded()
+    if rec is None:
+        pytest.skip("no recorded GPU run")
+    assert rec["profile"] == GPU_PROFILE and rec["complete"]
+    assert all(r.verdict != "not run here" for r in recorded_rows(rec))
 
 
 def test_win_target_is_log_win_factor():

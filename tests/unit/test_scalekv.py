@@ -518,17 +518,22 @@ def test_raw_asi_misranks_planted_drafters_and_the_concentration_reading_does_no
     assert all(raw[2, k] > 0.9 and int(torch.argmin(raw[:, k])) != 2 for k in range(1, len(sides)))  # ranked as a refiner
 
 
-def test_gpu_script_runs_end_to_end_in_its_smoke_mode_and_fails_fast_without_cuda():
-    import importlib.util
-    import json
+def test_study_stages_on_the_smoke_profile():
+    """The latency stage sums its rows; the selection stage starts a batch only while time is left (the first
+    always runs) and labels its rows with the batch; a wrong dtype is refused naming the profile key."""
+    from companion.core.stages import StageContext
+    from companion.scalekv.bench import latency_stage, selection_stage
+    from companion.scalekv.scale import SMOKE_PROFILE
 
-    from companion.core import repo_path
-
-    spec = importlib.util.spec_from_file_location("scalekv_gpu", repo_path("benchmarks", "scalekv_gpu.py"))
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    assert script.main(["--smoke"]) == 0
-    out = json.loads(open("/tmp/scalekv_smoke/scalekv_gpu.json").read())
-    assert out["complete"] and out["smoke"] and out["larger_model"]["rows"] and out["latency"] and out["selection"]
-    if not torch.cuda.is_available():
-        assert script.main([]) == 2
+    ctx = StageContext(profile=SMOKE_PROFILE, device="cpu", log=lambda *a: None, results={})
+    lat = latency_stage(ctx)
+    assert len(lat["rows"]) == len(SMOKE_PROFILE["latency"]["sides"])
+    assert lat["total"]["full_ms"] == pytest.approx(sum(r["full_ms"] for r in lat["rows"]), abs=1e-4)
+    late = StageContext(profile={**SMOKE_PROFILE, "selection": {**SMOKE_PROFILE["selection"], "batches": [1, 2]}},
+                        device="cpu", log=lambda *a: None, results={}, until=0.0)  # no time left
+    rows = selection_stage(late)
+    assert {r["batch"] for r in rows} == {1} and all(r["label"].startswith("B=1, ") for r in rows)
+    bad = StageContext(profile={**SMOKE_PROFILE, "latency": {**SMOKE_PROFILE["latency"], "dtype": "int8"}},
+                       device="cpu", log=lambda *a: None, results={})
+    with pytest.raises(ParameterError, match="latency.dtype"):
+        latency_stage(bad)

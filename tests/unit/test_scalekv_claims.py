@@ -186,21 +186,55 @@ LARGER = {"config": {"layers": 8, "dim": 256, "sides": [1, 2], "tokens": 5, "win
           "rows": [{"method": m, "fraction": f, "psnr": 20.0 + (1.0 if m == "scalekv" else 0.0)} for m in METHODS for f in (0.04, 0.1)]}
 
 
+def _payload(**stages):
+    """A recorded payload in the stage runner's layout: ``stage=result`` (done) or ``stage=("failed", why)``."""
+    from companion.scalekv.scale import GPU_PROFILE
+
+    rec = {"device": "H200", "date": "d", "profile": GPU_PROFILE, "stages": {}}
+    for name, result in stages.items():
+        if isinstance(result, tuple):
+            rec["stages"][name] = {"state": result[0], "error" if result[0] == "failed" else "reason": result[1]}
+        else:
+            rec["stages"][name], rec[name] = {"state": "done"}, result
+    return rec
+
+
 def test_recorded_rows_without_results():
     assert [r.verdict for r in recorded_rows(None)] == ["not run here"] * 2
 
 
 @pytest.mark.parametrize("speedup, verdict", [(LATENCY_SPEEDUP + 1e-3, "reproduced"), (LATENCY_SPEEDUP - 1e-3, "not reproduced")])
 def test_recorded_latency_is_a_timing(speedup, verdict):
-    rec = {"device": "H200", "date": "d", "latency_total": {"full_ms": 10.0 * speedup, "compressed_ms": 10.0, "speedup": speedup}}
+    rec = _payload(latency={"rows": [], "total": {"full_ms": 10.0 * speedup, "compressed_ms": 10.0, "speedup": speedup}})
     r = row(recorded_rows(rec), "less attention time")
     assert r.verdict == verdict and "one run" in r.scale and f"vs ≥ {LATENCY_SPEEDUP:.2f}x" in r.evidence
+    assert "batch 16, 28 heads x 128, bfloat16" in r.scale and "13 scales" in r.measured  # from the recorded profile
+
+
+def test_recorded_stage_that_did_not_finish_is_not_run():
+    """A stage the study did not finish (killed mid-stage, skipped at the deadline, failed) gives a "not run here"
+    row that names the stage and its state, never a verdict from a partial result."""
+    rec = _payload(larger_model=("unfinished", "killed"), latency=("skipped", "deadline: 3 s left, needs 15 s"))
+    lm, lat = recorded_rows(rec)
+    assert lm.verdict == lat.verdict == "not run here"
+    assert "larger_model (unfinished: killed)" in lm.measured and "latency (skipped: deadline" in lat.measured
+    failed = row(recorded_rows(_payload(latency=("failed", "RuntimeError: out of memory"))), "less attention time")
+    assert failed.verdict == "not run here" and "latency (failed: RuntimeError: out of memory)" in failed.measured
 
 
 def test_recorded_larger_model_is_one_seed():
-    rec = {"device": "H200", "date": "d", "larger_model": LARGER,
-           "selection": [{"impl": "triton", "ms": 0.5, "key_len": 100, "batch": 2}]}
+    rec = _payload(larger_model=LARGER, selection=[{"impl": "triton", "ms": 0.5, "key_len": 100, "batch": 2}])
     rs = recorded_rows(rec)
     r = row(rs, "ScaleKV beats uniform and PyramidKV")
     assert r.verdict == "inconclusive" and r.evidence.startswith("n=1: 1.00 dB") and "one seed" in r.scale
     assert not any("kernel" in x.claim for x in rs)  # our selection kernel is not a paper claim
+
+
+def test_committed_results_are_read_in_the_stage_layout():
+    from companion.scalekv.scale import recorded
+
+    rec = recorded()
+    if rec is None:
+        pytest.skip("no recorded GPU run")
+    assert rec["profile"]["seed"] == 0 and set(rec["stages"]) == {"analytic_memory", "larger_model", "latency", "selection"}
+    assert all(r.verdict != "not run here" for r in recorded_rows(rec))

@@ -103,13 +103,14 @@ def _recorded(speedups=(6.0, 7.2, 8.1), long_gate=0.864, long_oracle=0.920, no_r
                          ("long", {"gate": long_gate, "oracle": long_oracle, "a-shape": 0.60, "gate (no block RoPE)": no_rope_long})):
         recall += [{"length": length, "method": m, "sparsity": _SPARSITY, "mass_recall": v} for m, v in vals.items()]
     return {
-        "device": "GPU X", "date": "today", "config": {"seq_len": 8192, "long_len": 32768},
+        "device": "GPU X", "date": "today", "profile": {"seq_len": 8192},
+        "stages": {s: {"state": "done"} for s in ("distil", "mask_densities", "timings")},
         "timings": [{"seq_len": n, "backend": "block-sparse Triton", "mask": "gate top-k 90% sparse", "speedup_vs_dense": s}
                     for n, s in zip(lens, speedups)]
         + [{"seq_len": 8192, "backend": "SDPA flash", "mask": "dense", "speedup_vs_dense": None}],
-        "recall": recall,
-        "heldout_kl": {"block_rope": [0.05, 0.05], "no_rope": [0.93, 0.93], "block_rope_long": [0.88, 0.88],
-                       "no_rope_long": [1.46, 1.46]},
+        "distil": {"long_len": 32768, "recall": recall,
+                   "heldout_kl": {"block_rope": [0.05, 0.05], "no_rope": [0.93, 0.93], "block_rope_long": [0.88, 0.88],
+                                  "no_rope_long": [1.46, 1.46]}},
     }
 
 
@@ -164,9 +165,29 @@ def test_block_rope_gap_uses_recall_margin():
 
 def test_missing_block_rope_study_is_not_run():
     rec = copy.deepcopy(_recorded())
-    rec["recall"] = [r for r in rec["recall"] if r["method"] != "oracle"]
+    rec["distil"]["recall"] = [r for r in rec["distil"]["recall"] if r["method"] != "oracle"]
     rows = recorded_rows(rec)
     assert [r.verdict for r in rows] == ["partly reproduced", "not run here", "not run here"]
+
+
+@pytest.mark.parametrize("stage, state, why", [("timings", "unfinished", ""), ("timings", "failed", "OutOfMemoryError: x"),
+                                               ("distil", "skipped", "deadline: 3 s left, needs 30 s")])
+def test_a_recorded_stage_that_did_not_finish_leaves_its_rows_not_run(stage, state, why):
+    """A killed, failed or skipped stage: its rows are not run and say which stage and why, even with numbers present."""
+    rec = copy.deepcopy(_recorded())
+    rec["stages"][stage] = {"state": state, **({"error" if state == "failed" else "reason": why} if why else {})}
+    rows = recorded_rows(rec)
+    hit = [r for r in rows if f"stage {stage} ({state}" in r.measured]
+    assert hit and all(r.verdict == "not run here" for r in hit) and all(why in r.measured for r in hit)
+    assert len(hit) == (1 if stage == "timings" else 2)
+    assert all(r.verdict != "not run here" for r in rows if r not in hit)
+
+
+def test_the_committed_gpu_run_is_judged():
+    from companion.seer_attention.scale import recorded
+
+    rows = recorded_rows(recorded())
+    assert len(rows) == 3 and all(r.verdict in VERDICTS and r.verdict != "not run here" for r in rows)
 
 
 def test_cpu_and_gpu_rows_together():

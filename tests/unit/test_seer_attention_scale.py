@@ -1,12 +1,18 @@
-"""SeerAttention GPU section (paper 01): the planted decoder and the pipeline of the GPU script, tiny."""
+"""SeerAttention's two GPU studies (paper 01): the planted decoder, the stage bodies on tiny inputs, the shared
+timing helpers, and the committed results in the stage-runner layout."""
 
 import pytest
 import torch
 
+from companion.core import ParameterError
+from companion.core.stages import StageContext, stage_states
+from companion.models.attention import attention_session, dense_attention
+from companion.seer_attention import scale, scale_kernel, study
 from companion.seer_attention.data import byte_windows
-from companion.models.attention import dense_attention, attention_session
+from companion.seer_attention.kernel_bench import naive_pooled, rel_err
 from companion.seer_attention.ops import block_mass_map
 from companion.seer_attention.synthetic import BOS, VERTICAL_MARKER, planted_decoder, with_bos
+from companion.seer_attention.timing import attention_flops, flex_block_mask, sdpa_causal, time_call
 
 
 def test_planted_heads_show_their_patterns():
@@ -32,27 +38,114 @@ def test_planted_heads_show_their_patterns():
     assert float(m[3, rows][:, marker_blocks].sum(-1).mean()) > 0.7  # vertical: the document boundaries
 
 
-def test_gpu_pipeline_runs_tiny_on_cpu():
-    from companion.seer_attention.scale import distil_long, gate_masks, time_attention
+def _ctx(**changes):
+    profile = {**scale.SMOKE_PROFILE, "impl": "reference", "sparsities": [0.5], "lengths": [320], **changes}
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results={})
 
-    res, model, gates = distil_long(seq_len=256, n_train=2, n_test=1, steps=3, num_heads=2, head_dim=32, num_layers=1, long_factor=2,
-                      device="cpu", dtype=torch.float32, impl="reference", sparsities=(0.5,), log=lambda *a: None)
-    assert {r["method"] for r in res["recall"]} >= {"gate", "gate (no block RoPE)", "oracle", "a-shape"}
-    assert {r["length"] for r in res["recall"]} == {"train_len", "long"}
-    masks = gate_masks(model, gates, 320, sparsities=(0.5,))
+
+def test_distil_and_mask_stages_on_a_tiny_decoder():
+    ctx = _ctx()
+    out = study.distil(ctx)
+    assert {r["method"] for r in out["recall"]} >= {"gate", "gate (no block RoPE)", "oracle", "a-shape"}
+    assert {r["length"] for r in out["recall"]} == {"train_len", "long"}
+    assert out["long_len"] == 512 and out["gate_params"] > 0 and set(ctx.shared) == {"model", "gates"}
+    rows = study.mask_densities(ctx)
+    masks = ctx.shared["masks"][320]
+    assert set(masks) == {"gate threshold 0.002", "gate top-k 90% sparse"}
     assert all(m.shape == (1, 2, 5, 5) and m.dtype == torch.bool for m in masks.values())
-    rows = time_attention(masks, 320, heads=4, head_dim=32, flex=False, device="cpu", log=lambda *a: None)
-    sparse = [r for r in rows if r["mask"] != "dense"]
-    assert len(sparse) == len(masks) and all(r["max_abs_err_vs_masked_sdpa"] < 1e-5 for r in sparse)
+    assert all(0 < r["density"] <= 1 and len(r["per_head"]) == 2 for r in rows)
+
+
+def test_a_stage_without_its_inputs_says_which_stages_to_run():
+    with pytest.raises(RuntimeError, match="distil,mask_densities,timings"):
+        study.mask_densities(_ctx())
+    with pytest.raises(RuntimeError, match="distil,mask_densities,timings"):
+        study.timings(_ctx())
+
+
+def test_time_attention_times_the_peers_first_and_checks_the_kernel():
+    g = torch.Generator().manual_seed(0)
+    mask = torch.rand(1, 2, 5, 5, generator=g).lt(0.5) | torch.eye(5, dtype=torch.bool)
+    rows = study.time_attention({"random": mask.tril()}, 320, heads=4, head_dim=32, block_size=64, dense=("flash", "math"),
+                                flex=False, impl="reference", device="cpu", dtype=torch.float32, log=lambda *a: None)
+    assert [r["backend"] for r in rows] == ["SDPA flash", "SDPA math", study.KERNEL]
+    assert rows[-1]["max_abs_err_vs_masked_sdpa"] < 1e-5 and rows[-1]["ms"] > 0
+    assert rows[-1]["speedup_vs_dense"] == pytest.approx(min(r["ms"] for r in rows[:2]) / rows[-1]["ms"])
+
+
+def test_a_wrong_profile_value_names_its_key():
+    with pytest.raises(ParameterError, match="dense"):
+        study.timings(StageContext(profile={**scale.GPU_PROFILE, "dense": ["fa3"]}, device="cpu", log=print, results={},
+                                   shared={"masks": {}}))
+    with pytest.raises(ParameterError, match="dtype"):
+        study.distil(_ctx(dtype="fp8"))
+
+
+def _block_mask_case(n=96, block=32, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.rand(1, 2, n // block, n // block, generator=g) < 0.5) | torch.eye(n // block, dtype=torch.bool)
+    return mask & torch.ones(n // block, n // block, dtype=torch.bool).tril()
+
+
+def test_flex_block_mask_keeps_the_blocks_the_diagonal_partial():
+    """The kept blocks below the diagonal are full blocks (no mask_mod), the diagonal the only partial ones."""
+    mask = _block_mask_case()
+    bm = flex_block_mask(mask, 32, 96)
+    assert torch.equal(bm.to_dense().bool(), mask)
+    assert torch.equal(bm.kv_num_blocks, torch.ones(1, 2, 3, dtype=torch.int32))
+    assert torch.equal(bm.full_kv_num_blocks, mask.sum(-1, dtype=torch.int32) - 1)
+
+
+@pytest.mark.gpu
+def test_flex_block_mask_is_the_same_attention_on_cuda():
+    """Compiled FlexAttention with our BlockMask equals SDPA with the block mask expanded to tokens, causal."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    n, block = 512, 128
+    mask = _block_mask_case(n, block).cuda()
+    q, k, v = (torch.randn(1, 2, n, 64, device="cuda") for _ in range(3))
+    out = torch.compile(flex_attention)(q, k, v, block_mask=flex_block_mask(mask, block, n))
+    tok = mask.repeat_interleave(block, -2).repeat_interleave(block, -1) & torch.ones(n, n, dtype=torch.bool, device="cuda").tril()
+    torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=tok), atol=2e-3, rtol=2e-3)
+
+
+def test_timing_helpers_on_the_cpu():
+    q = torch.randn(1, 2, 64, 16)
+    ms, how = time_call(lambda: sdpa_causal("math")(q, q, q), "cpu")
+    assert ms > 0 and how == "wall clock, one call (CPU)"
+    assert attention_flops(32, 128, 8192, 0.1) == pytest.approx(4 * 32 * 128 * 8192 ** 2 / 2 * 0.1)
+
+
+def test_naive_pooled_map_is_the_reference():
+    from companion_kernels.block_sparse import pooled_attention_map
+
+    g = torch.Generator().manual_seed(2)
+    q, k = (torch.randn(1, 2, 100, 16, generator=g) for _ in range(2))
+    ref = pooled_attention_map(q, k, block_size=32, impl="reference")
+    torch.testing.assert_close(naive_pooled(q, k, 32), ref, atol=1e-6, rtol=1e-5)
+    assert rel_err(ref, ref) == 0 and rel_err(2 * ref, ref) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("module, stages", [(scale, ("distil", "mask_densities", "timings")),
+                                            (scale_kernel, ("sweep", "main", "pooled"))])
+def test_recorded_results_in_the_stage_layout(module, stages):
+    rec = module.recorded()
+    assert rec["profile"] == module.GPU_PROFILE and stage_states(rec) == dict.fromkeys(stages, "done") and rec["complete"]
+    assert tuple(s.name for s in module.STAGES) == stages and all(s in rec for s in stages)
+
+
+def test_rope_summary_reads_the_recorded_study():
+    text = study.rope_summary(scale.recorded())
+    assert "trained at 8192 tokens keeps 0.864 of the attention mass at 32768 tokens" in text
+    unfinished = {**scale.recorded(), "stages": {"distil": {"state": "unfinished"}}}
+    assert study.rope_summary(unfinished) is None
 
 
 @pytest.mark.gpu
 def test_gpu_timing_path_on_cuda():
     from companion_kernels.block_sparse import random_block_mask
 
-    from companion.seer_attention.scale import time_attention
-
     masks = {"random 50%": random_block_mask(1, 4, 32, 0.5, device="cuda")}
-    rows = time_attention(masks, 2048, heads=8, head_dim=128, flex=False, log=lambda *a: None)
-    sparse = [r for r in rows if r["backend"] == "block-sparse Triton"]
-    assert sparse and sparse[0]["max_abs_err_vs_masked_sdpa"] < 2e-2 and sparse[0]["ms"] > 0
+    rows = study.time_attention(masks, 2048, heads=8, head_dim=128, block_size=64, flex=True, log=lambda *a: None)
+    assert [r["backend"] for r in rows] == ["SDPA flash", "SDPA cuDNN", study.FLEX, study.KERNEL]
+    assert rows[-1]["max_abs_err_vs_masked_sdpa"] < 2e-2 and rows[-1]["ms"] > 0

@@ -75,8 +75,9 @@ def test_generalisation_row_threshold_and_overlap():
 
 RECORDED = {
     "device": "NVIDIA H200", "date": "2026-11-30 07:39 UTC",
-    "model": {"config": {"n_layer": 8, "n_head": 8, "n_embd": 256}, "parameters": 6_962_176},
-    "training": {"batch_size": 128, "lr": 0.001, "steps": 4460, "seconds": 115.0},
+    "stages": {"training": {"state": "done"}, "evaluation": {"state": "done"}},
+    "training": {"model": {"config": {"n_layer": 8, "n_head": 8, "n_embd": 256}, "parameters": 6_962_176},
+                 "batch_size": 128, "lr": 0.001, "steps": 4460, "seconds": 115.0},
     "evaluation": {"board_accuracy": 0.0, "held_out_puzzles": 300, "teacher_forced_accuracy": {"move": 0.17}},
 }
 
@@ -95,6 +96,19 @@ def test_nine_by_nine_row_from_a_constructed_gpu_json():
     row = c.nine_by_nine_row(checkpoint=ck)
     assert row.verdict == "inconclusive" and "one seed (one checkpoint)" in row.scale
     assert c.nine_by_nine_row().verdict == "not run here"
+
+
+def test_nine_by_nine_row_when_a_recorded_stage_did_not_finish():
+    """The row reads the NINE_STAGES of the recorded run: one that did not end done makes it not run, saying why."""
+    assert c.NINE_STAGES == ("training", "evaluation")
+    killed = {**RECORDED, "stages": {"training": {"state": "done"}, "evaluation": {"state": "unfinished", "started": "now"}}}
+    killed.pop("evaluation")
+    row = c.nine_by_nine_row(recorded=killed)
+    assert row.verdict == "not run here" and "in the recorded GPU run: evaluation (unfinished)" in row.measured
+    failed = {**RECORDED, "stages": {"training": {"state": "failed", "error": "OutOfMemoryError: CUDA"}}}
+    row = c.nine_by_nine_row(recorded=failed)
+    assert row.verdict == "not run here"
+    assert "training (failed: OutOfMemoryError: CUDA); evaluation (not run)" in row.measured
 
 
 def test_nine_by_nine_row_from_the_recorded_json():

@@ -264,16 +264,40 @@ def test_explorer_controls_and_hard_boards():
     assert controls["step"].max == len(hard[names[1]]) - 1 and controls["step"].value == hard[names[1]].n_clues
 
 
-@pytest.mark.slow
-def test_scale_up_smoke_runs_end_to_end(tmp_path):
-    """The GPU script's pipeline in its tiny CPU form: every stage runs and reports."""
-    from companion.sudoku_dfs.scale import run_scale_up
+def test_checkpoint_stage_writes_the_profile_path_with_the_run_in_its_metadata(tmp_path):
+    """The GPU study's last stage: the trained model at the profile's ``checkpoint`` path, its metadata naming
+    the steps and the held-out accuracy of the earlier stages; a stage whose input another stage of the same
+    call makes (not saved) refuses without it."""
+    from companion.core.stages import StageContext
+    from companion.sudoku_dfs.scale import SMOKE_PROFILE
+    from companion.sudoku_dfs.study import checkpoint_stage, training_stage
 
-    payload, model = run_scale_up(smoke=True, gen_seconds=2.0, train_seconds=1.0, eval_puzzles=3, log=lambda _: None)
-    for key in ("data", "model", "training", "evaluation", "propagation", "one_level_guessing", "checkpoint_meta"):
-        assert key in payload
-    assert payload["evaluation"]["held_out_puzzles"] == 3
-    assert 0.0 <= payload["evaluation"]["board_accuracy"] <= 1.0
-    assert payload["propagation"]["rows"][0]["numpy_cpu_boards_per_s"] > 0
-    path = save_checkpoint(model, tmp_path / "ckpt.safetensors", payload["checkpoint_meta"])
-    assert load_checkpoint(path)[1]["steps"] == payload["training"]["steps"]
+    profile = {**SMOKE_PROFILE, "checkpoint": str(tmp_path / "ck.safetensors")}
+    ctx = StageContext(profile=profile, device="cpu", log=lambda *a: None,
+                       results={"training": {"steps": 4, "batch_size": 8, "seconds": 0.1},
+                                "evaluation": {"board_accuracy": 0.25}})
+    with pytest.raises(RuntimeError, match="training stage"):
+        checkpoint_stage(ctx)
+    with pytest.raises(RuntimeError, match="data stage"):
+        training_stage(ctx)
+    ctx.shared["model"] = build_model(TINY, seed=0)
+    out = checkpoint_stage(ctx)
+    assert out["file"] == profile["checkpoint"] and out["bytes"] == (tmp_path / "ck.safetensors").stat().st_size
+    _, meta = load_checkpoint(tmp_path / "ck.safetensors")
+    assert meta == out["meta"] and meta["steps"] == 4 and meta["board_accuracy_held_out"] == 0.25
+    assert meta["device"] == "cpu" and meta["trained_by"].startswith("python -m companion.bench sudoku_dfs")
+
+
+def test_scale_table_shows_the_finished_stages_and_names_the_others():
+    from companion.sudoku_dfs.figures import scale_table
+    from companion.sudoku_dfs.scale import recorded
+
+    rec = recorded()
+    table = scale_table(rec)
+    assert table["what"].iloc[0] == "configuration that ran" and "8 heads" in table["value"].iloc[0]
+    assert "one guess: median expected guesses" in set(table["what"]) and "stages not finished" not in set(table["what"])
+    cut = {k: v for k, v in rec.items() if k != "propagation"}
+    cut["stages"] = {**rec["stages"], "propagation": {"state": "skipped", "reason": "deadline: 2 s left, needs 10 s"}}
+    table = scale_table(cut)
+    assert not any(w.startswith("propagation") for w in table["what"])
+    assert table["value"].iloc[-1] == "propagation (skipped: deadline: 2 s left, needs 10 s)"

@@ -308,19 +308,44 @@ def test_tiny_lm_runs_every_mixer():
 
 
 def test_summarize_targets():
-    rows = [
-        {"op": "ours", "T": 2048, "fwd_ms": 0.3, "fwdbwd_extra_mib": 100},
-        {"op": "sdpa_flash", "T": 2048, "fwd_ms": 0.1},
-        {"op": "ours", "T": 8192, "fwd_ms": 0.4, "fwdbwd_extra_mib": 400},
-        {"op": "sdpa_flash", "T": 8192, "fwd_ms": 0.6},
-        {"op": "ours", "T": 65536, "fwd_ms": 1.0, "fwdbwd_extra_mib": 3200},
-        {"op": "sdpa_flash", "T": 65536, "fwd_ms": 28.0},
-    ]
+    rows = [{"T": T, "impl": impl, "mode": "fwd", "ms": ms} for T, impl, ms in
+            [(2048, "zeros", 0.3), (2048, "sdpa_flash", 0.1), (8192, "zeros", 0.4), (8192, "sdpa_flash", 0.6),
+             (65536, "zeros", 1.0), (65536, "sdpa_flash", 28.0)]]
+    rows += [{"T": T, "impl": "zeros", "mode": "fwd_bwd", "ms": 1.0, "extra_mib": mib} for T, mib in
+             [(2048, 100), (8192, 400), (65536, 3200)]]
     t = summarize_targets(rows, fla_available=False)
     assert t["faster_than_sdpa_fwd_from_T"] == 8192
     assert t["fwd_ratio_source"].startswith("fla anchor")
     assert abs(t["fwd_ratio_vs_fla_dk192_at_Tmax"] - 1.0 / 0.779) < 1e-9
     assert t["extra_mem_ratio_last_two_T"] == 8.0
+
+
+def _ctx(profile, **results):
+    from companion.core.stages import StageContext
+
+    payload = {"profile": profile, "stages": {n: {"state": "done"} for n in results}, **results}
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results=payload)
+
+
+def test_study_stages_refuse_what_they_cannot_measure():
+    """The GPU profile requires flash-linear-attention (never skipped silently: here on a CPU it cannot run);
+    the smoke profile records it absent with the reason. The targets need the rows stage; a bad dtype is refused
+    naming the profile key."""
+    from companion.core import ParameterError
+    from companion.zeros_attention.bench import fla_stage, rows_stage, targets_stage
+    from companion.zeros_attention.scale import GPU_PROFILE, SMOKE_PROFILE
+
+    with pytest.raises(ImportError, match="flash-linear-attention"):
+        fla_stage(_ctx(GPU_PROFILE))
+    info = fla_stage(_ctx(SMOKE_PROFILE))
+    assert info["available"] is False and info["error"]
+    with pytest.raises(RuntimeError, match="rows stage"):
+        targets_stage(_ctx(SMOKE_PROFILE))
+    rows = [{"T": 64, "impl": "zeros", "mode": "fwd", "ms": 2.0}, {"T": 64, "impl": "sdpa_flash", "mode": "fwd", "ms": 4.0}]
+    t = targets_stage(_ctx(SMOKE_PROFILE, rows=rows, fla=info))
+    assert t["sdpa_over_zeros_fwd_at_Tmax"] == 2.0 and "anchors" in t
+    with pytest.raises(ParameterError, match="dtype"):
+        rows_stage(_ctx({**SMOKE_PROFILE, "dtype": "int8"}))
 
 
 def test_rope_goes_through_the_shared_implementation():

@@ -1,6 +1,6 @@
 """Paper 04, ZeroS: the claims table on the one rule (companion.core.judge), each threshold tested just inside
 and just outside; exact rows on one run, the one-seed toy and MQAR rows inconclusive, the kernel row a timing
-judged from a constructed JSON (both recorded row formats)."""
+judged from a constructed JSON in the stage runner's layout."""
 
 import math
 
@@ -135,22 +135,22 @@ def test_mqar_not_learned_reads_no_ordering():
     assert row(rows(mqar=(MQAR_LEARNED_MIN + 1e-3, MQAR_LEARNED_MIN - 1e-3, 0.0)), "MQAR: ZeroS above").verdict == "inconclusive"
 
 
-OLD = {"device": "H200", "date": "d", "rows": [
-    {"T": 2048, "op": "ours", "fwd_ms": 1.0, "fwd_peak_mib": 90.0, "fwdbwd_ms": 3.0, "fwdbwd_peak_mib": 130.0},
-    {"T": 2048, "op": "sdpa_flash", "fwd_ms": 0.5, "fwdbwd_ms": 0.3},
-    {"T": 2048, "op": "fla_chunk_dk192", "fwd_ms": 0.25, "fwdbwd_ms": 1.5},
-    {"T": 65536, "op": "ours", "fwd_ms": 32.0, "fwdbwd_ms": 90.0},
-]}
-NEW = {"device": "H200", "date": "d", "rows": [
+def recorded(rows, state=("done", "")):
+    """A recorded payload in the stage runner's layout whose ``rows`` stage ended in ``state`` (state, why)."""
+    stages = {"rows": {"state": state[0], "reason": state[1]}}
+    return {"device": "H200", "date": "d", "profile": {"B": 1}, "stages": stages, "rows": rows}
+
+
+PAYLOAD = recorded([
     {"T": T, "impl": impl, "mode": mode, "ms": ms, "peak_mib": 100.0}
     for T, impl, mode, ms in [(2048, "fla_dk192", "fwd", 0.25), (2048, "sdpa_flash", "fwd", 0.5), (2048, "zeros", "fwd", 1.0),
                               (2048, "zeros", "fwd_bwd", 3.0), (2048, "sdpa_flash", "fwd_bwd", 0.3),
                               (65536, "zeros", "fwd", 32.0), (65536, "zeros", "fwd_bwd", 90.0)]
-] + [{"T": 65536, "impl": "sdpa_flash", "mode": "fwd", "error": "OOM"}]}
+] + [{"T": 65536, "impl": "sdpa_flash", "mode": "fwd", "error": "OOM"}])
 
 
-@pytest.mark.parametrize("payload", [OLD, NEW], ids=["old format", "new format"])
-def test_kernel_row_is_a_timing_of_the_slope(payload):
+def test_kernel_row_is_a_timing_of_the_slope():
+    payload = PAYLOAD
     table = kernel_table(payload)
     assert table[2048]["fwd"] == {"zeros": 1.0, "sdpa_flash": 0.5, "fla_dk192": 0.25}
     assert "sdpa_flash" not in table[65536].get("fwd", {})
@@ -163,23 +163,40 @@ def test_kernel_row_is_a_timing_of_the_slope(payload):
     assert ratios[2048]["fwd: ours / fla_dk192"] == 4.0 and ratios[65536]["fwd: ours / sdpa_flash"] == "not measured"
 
 
+def test_kernel_row_of_an_unfinished_rows_stage_is_not_run():
+    """A rows stage killed mid-run (or skipped) leaves no rows to judge: the row names the stage and its state."""
+    payload = recorded(PAYLOAD["rows"], ("unfinished", "killed at the wall-clock limit"))
+    (r,) = kernel_claim_rows(payload)
+    assert r.verdict == "not run here" and "rows (unfinished: killed at the wall-clock limit)" in r.measured
+    assert kernel_table(payload) == {} and ratio_table(payload) == []
+
+
+def test_committed_results_are_read_in_the_stage_layout():
+    from companion.zeros_attention.scale import recorded as committed
+
+    rec = committed()
+    if rec is None:
+        pytest.skip("no recorded GPU run")
+    assert rec["profile"]["seed"] == 0 and rec["stages"]["rows"]["state"] == "done"
+    assert kernel_claim_rows(rec)[0].verdict != "not run here" and len(kernel_table(rec)) == len(rec["profile"]["T_list"])
+
+
 @pytest.mark.parametrize("slope, verdict", [(LINEAR_SLOPE_MAX - 1e-3, "reproduced"), (LINEAR_SLOPE_MAX + 1e-3, "not reproduced")])
 def test_linear_slope_max(slope, verdict):
-    payload = {"device": "H200", "date": "d", "rows": [
-        {"T": T, "impl": "zeros", "mode": "fwd", "ms": (T / 1024) ** slope} for T in (1024, 4096)]}
+    payload = recorded([{"T": T, "impl": "zeros", "mode": "fwd", "ms": (T / 1024) ** slope} for T in (1024, 4096)])
     (r,) = kernel_claim_rows(payload)
     assert r.verdict == verdict and r.evidence.startswith("n=1:")
 
 
 def test_a_quadratic_kernel_is_not_linear_time():
-    payload = {"rows": [{"T": T, "impl": "zeros", "mode": mode, "ms": (T / 1024) ** 2}
-                        for T in (1024, 2048, 4096) for mode in ("fwd", "fwd_bwd")]}
+    payload = recorded([{"T": T, "impl": "zeros", "mode": mode, "ms": (T / 1024) ** 2}
+                        for T in (1024, 2048, 4096) for mode in ("fwd", "fwd_bwd")])
     assert kernel_claim_rows(payload)[0].verdict == "not reproduced"
 
 
 def test_kernel_rows_without_results():
     assert [r.verdict for r in kernel_claim_rows(None)] == ["not run here"]
-    assert [r.verdict for r in kernel_claim_rows({"rows": []})] == ["not run here"]
-    one_t = {"rows": [{"T": 1, "impl": "zeros", "mode": "fwd", "ms": 1.0}]}
+    assert [r.verdict for r in kernel_claim_rows(recorded([]))] == ["not run here"]
+    one_t = recorded([{"T": 1, "impl": "zeros", "mode": "fwd", "ms": 1.0}])
     assert [r.verdict for r in kernel_claim_rows(one_t)] == ["not run here"]
-    assert kernel_rows({"rows": [{"T": 1, "impl": "zeros", "mode": "fwd", "error": "x"}]})[0]["error"] == "x"
+    assert kernel_rows(recorded([{"T": 1, "impl": "zeros", "mode": "fwd", "error": "x"}]))[0]["error"] == "x"

@@ -67,17 +67,17 @@ def test_other_figures_build():
 
 def test_scaleup_figure_from_a_payload_with_anchors():
     payload = {
-        "device": "NVIDIA H200", "date": "2026-12-01", "config": {"B": 1, "H": 16, "d": 64, "dtype": "bfloat16"},
-        "rows": [
-            {"op": "ours", "T": 2048, "fwd_ms": 0.2, "fwdbwd_ms": 0.9, "fwdbwd_peak_mib": 100},
-            {"op": "ours", "T": 4096, "fwd_ms": 0.3, "fwdbwd_ms": 1.1, "fwdbwd_peak_mib": 200},
-            {"op": "sdpa_flash", "T": 2048, "fwd_error": "RuntimeError: x"},
-        ],
+        "device": "NVIDIA H200", "date": "2026-12-01", "profile": {"B": 1, "H": 16, "d": 64, "dtype": "bfloat16"},
+        "stages": {"rows": {"state": "done"}},
+        "rows": [{"T": T, "impl": "zeros", "mode": mode, "ms": ms, "peak_mib": mib}
+                 for T, mode, ms, mib in [(2048, "fwd", 0.2, 50), (2048, "fwd_bwd", 0.9, 100), (4096, "fwd", 0.3, 90),
+                                          (4096, "fwd_bwd", 1.1, 200)]]
+                + [{"T": 2048, "impl": "sdpa_flash", "mode": "fwd", "error": "RuntimeError: x"}],
     }
     fig = E.scaleup_figures(payload, anchors={"fla dk=192": {2048: (0.17, 1.2, 476), 8192: (0.18, 1.4, 832)}})
     names = {tr.name for tr in fig.data}
     assert "ours: ZeroS Triton (chunked)" in names and "anchor: fla dk=192" in names
-    assert "H200" in fig.layout.title.text
+    assert "H200" in fig.layout.title.text and "B=1, H=16, d=64" in fig.layout.title.text  # from the recorded profile
 
 
 def test_explorer_view_and_controls():
