@@ -309,8 +309,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.@@SLUG@@.@@MODULE@@ import error_curve
 
 RESULTS_NAME = "@@SLUG@@_gpu"
@@ -336,14 +335,7 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile``; ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded():
-    """The committed GPU results (``benchmarks/results/@@SLUG@@_gpu.json``) or None."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 '''
 
 CLAIMS_TEST = '''"""companion.@@SLUG@@.claims: every verdict threshold, just inside and just outside."""

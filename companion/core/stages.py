@@ -190,3 +190,25 @@ def run_stages(stages: Sequence[Stage], profile: dict, *, device: str = "cpu", d
     payload["runs"].append({"stages": chosen, "seconds": payload["seconds"], "ended": _now()})
     write()
     return payload
+
+
+def study_functions(stages: Sequence[Stage], results_name: str):
+    """``(run_scale_up, recorded)`` of a study module (``companion/<slug>/scale.py``), written once:
+    ``run_scale_up(profile, *, device, deadline_s, log=print, save=None)`` runs every stage on ``profile``
+    (``GPU_PROFILE`` on an H200) and calls ``save(payload)`` after every stage; ``recorded()`` is the committed
+    ``benchmarks/results/<results_name>.json`` (None when not recorded yet)."""
+    from companion.core.results import recorded_results
+
+    check_stages(stages)
+
+    def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log: Callable[..., Any] = print,
+                     save: Callable[[dict], Any] | None = None) -> dict:
+        return run_stages(stages, profile, device=device, deadline_s=deadline_s, log=log, save=save)
+
+    def recorded() -> dict | None:
+        return recorded_results(results_name)
+
+    run_scale_up.__doc__ = f"Every stage of the study ({', '.join(s.name for s in stages)}) on ``profile``; " \
+                           "``save(payload)`` after every stage."
+    recorded.__doc__ = f"The committed ``benchmarks/results/{results_name}.json`` (None when not recorded yet)."
+    return run_scale_up, recorded

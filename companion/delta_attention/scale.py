@@ -16,8 +16,7 @@ Not reproduced: the RTX 4090 of the paper (an H200 here) and the RULER accuracie
 with ``python -m companion.bench delta_attention`` (``--smoke``: a tiny CPU run, the kernels in the Triton interpreter).
 """
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.delta_attention import ladder as L
 
 RESULTS_NAME = "delta_attention_ladder"
@@ -49,11 +48,4 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

@@ -22,8 +22,7 @@ Not reproduced: the paper decodes H.264 in hardware (here FFmpeg on the host CPU
 
 from __future__ import annotations
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.gaussian_video import decode as E
 
 RESULTS_NAME = "gaussian_video_decode"
@@ -54,14 +53,7 @@ TRITON_MIN_SPEED = 0.5        # issue target: the Triton rasteriser at least hal
 GSPLAT_MAX_MEAN_ABS_DIFF = 1e-3  # issue target: the Triton rasteriser matches gsplat within this mean |Δ| per pixel
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def rasterizer_summary(gpu: dict) -> dict | None:

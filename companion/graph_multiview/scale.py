@@ -20,8 +20,7 @@ redoes one stage and keeps the others.
 
 from dataclasses import asdict
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.graph_multiview import experiments as E
 from companion.graph_multiview.submix import WEIGHT_RULE
 from companion.graph_multiview.training import TrainConfig
@@ -52,14 +51,7 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def heads_stale(gpu: dict) -> bool:

@@ -18,8 +18,7 @@ model or data offline; the fused kernel is ours (the paper ships none). Run it w
 hyperet`` (``--smoke``: a tiny CPU run, the kernel in the Triton interpreter).
 """
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.hyperet import study as S
 
 __all__ = ["DEADLINE_S", "GPU_PROFILE", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_speedups", "recorded",
@@ -49,14 +48,7 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def kernel_speedups(kernel: dict) -> dict[str, float]:

@@ -17,8 +17,7 @@ and a fresh random draw, which is the thing measured. shap's KernelExplainer is 
 
 from __future__ import annotations
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.kernelshap import study as E
 
 __all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "recorded", "run_scale_up"]
@@ -43,11 +42,4 @@ STAGES = (
 NOTEBOOK_GPU = {"min_seeds": 30}
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

@@ -15,8 +15,7 @@ cancer and digits with equal or lower median error. Run it with ``python -m comp
 
 from __future__ import annotations
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.kernelshap import study as E
 
 __all__ = ["DEADLINE_S", "GPU_PROFILE", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "recorded", "run_scale_up"]
@@ -38,12 +37,4 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` is the full CPU run); ``save(payload)`` after
-    every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

@@ -19,8 +19,7 @@ Not reproduced: the paper's 3B-7B teachers and 10-20B tokens; the spec's 100-200
 with three students. Run it with ``python -m companion.bench low_rank_clone`` (``--smoke``: a tiny CPU run).
 """
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.low_rank_clone import study as S
 
 RESULTS_NAME = "low_rank_clone_gpu"
@@ -52,11 +51,4 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

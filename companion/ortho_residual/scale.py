@@ -22,8 +22,7 @@ Run it with ``python -m companion.bench ortho_residual`` (``--smoke``: a tiny CP
 ``--stages bf16_coef_training --resume benchmarks/results/ortho_residual_gpu.json`` redoes one stage).
 """
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.ortho_residual import study as S
 from companion.ortho_residual.models import SMOLLM_135M, byte_config
 
@@ -56,14 +55,7 @@ STAGES = (
 TIMINGS = ("eager", "compiled")  # the step-time stages are step_time_<timing>
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def step_times(payload: dict) -> dict:

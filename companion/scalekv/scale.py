@@ -19,8 +19,7 @@ interpreter). The notebook's own GPU profile trains its tiny model longer (:data
 
 from __future__ import annotations
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.scalekv import bench as E
 from companion.scalekv.schedule import INFINITY_1024, INFINITY_8B
 
@@ -63,14 +62,7 @@ STAGES = (
 NOTEBOOK_GPU = {"min_train_steps": 3000, "min_batch_size": 64, "min_eval_images": 200}
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def notebook_sizes(profile: str, train_steps: int, batch_size: int, eval_images: int) -> tuple[int, int, int]:

@@ -17,8 +17,7 @@ Triton interpreter). ``benchmarks/results/block_sparse_attention_run1.json`` is 
 before the ``block_m`` launch option (the notes compare the two runs).
 """
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.seer_attention import kernel_bench as K
 
 RESULTS_NAME = "block_sparse_attention"
@@ -56,11 +55,4 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.sudoku_dfs import study as E
 
 RESULTS_NAME = "sudoku_train_gpu"
@@ -64,14 +63,7 @@ STAGES = (
 )
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def recorded_config(rec: dict) -> str:

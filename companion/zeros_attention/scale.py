@@ -20,8 +20,7 @@ stays absent (the claims say "not measured" there).
 
 from __future__ import annotations
 
-from companion.core import recorded_results
-from companion.core.stages import Stage, run_stages
+from companion.core.stages import Stage, study_functions
 from companion.zeros_attention import bench as E
 
 __all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table",
@@ -57,14 +56,7 @@ STAGES = (
 NOTEBOOK_GPU = {"min_toy_steps": 1000, "min_mqar_steps": 1500, "mqar_batch": 128}
 
 
-def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
-    """Every stage of the study on ``profile`` (``GPU_PROFILE`` on an H200); ``save(payload)`` after every stage."""
-    return run_stages(STAGES, profile, device=device, deadline_s=deadline_s, log=log, save=save)
-
-
-def recorded() -> dict | None:
-    """The committed results (None when not recorded yet)."""
-    return recorded_results(RESULTS_NAME)
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
 def training_sizes(profile: str, toy_steps: int, mqar_steps: int, mqar_batch: int) -> tuple[int, int, int]:
