@@ -110,10 +110,13 @@ def stage_states(payload: dict | None) -> dict[str, str]:
     return {name: s.get("state", "") for name, s in ((payload or {}).get("stages") or {}).items()}
 
 
-def not_finished(payload: dict | None) -> list[str]:
-    """The stages of a recorded payload that did not end ``done``, as ``"name (state: why)"``."""
+def not_finished(payload: dict | None, stages: Sequence[str] | None = None) -> list[str]:
+    """The stages of a recorded payload that did not end ``done``, as ``"name (state: why)"``; with ``stages``,
+    only those, a stage the payload does not hold counting as ``"name (not run)"``."""
+    recorded = (payload or {}).get("stages") or {}
     out = []
-    for name, s in ((payload or {}).get("stages") or {}).items():
+    for name in recorded if stages is None else stages:
+        s = recorded.get(name, {"state": "not run"})
         if s.get("state") != "done":
             why = s.get("error") or s.get("reason") or ""
             out.append(f"{name} ({s.get('state')}{': ' + why if why else ''})")

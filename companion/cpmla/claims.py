@@ -127,11 +127,6 @@ def inverse_residuals(gpu) -> dict:
             "tol": gpu["profile"].get("inverse_tol"), "cap": gpu["profile"].get("inverse_max_iter")}
 
 
-def _not_done(gpu: dict, *stages: str) -> str:
-    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
-    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
-    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
-
 
 QUALITY_CLAIM = "sample quality of CPMLA vs its flow alone (FID not computable here)"
 QUALITY_PAPER = "CIFAR-10 FID: CPMLAprt 20.85 (T = 20), CPMLA 21.09 (T = 30), CoopFlow 21.16 / 30.74"
@@ -140,7 +135,7 @@ TIME_PAPER = "15.92 s per 1k CIFAR images (CoopFlow 16.84 s); flow 0.26M paramet
 
 
 def _quality_row(gpu, scale) -> Claim:
-    missing = _not_done(gpu, "train", "quality")
+    missing = "; ".join(not_finished(gpu, ("train", "quality")))
     if missing:
         return Claim(claim=QUALITY_CLAIM, paper=QUALITY_PAPER, measured=f"not recorded: did not finish: {missing}",
                      scale=scale, judgement=not_run(f"the stages it rests on did not finish: {missing}"))
@@ -162,7 +157,7 @@ def _quality_row(gpu, scale) -> Claim:
 def _time_row(gpu) -> Claim:
     cfg = gpu["profile"]
     scale = f"d = {cfg['size'] ** 2}, {gpu['device']}, one run"
-    missing = _not_done(gpu, "train", "sampling_time")
+    missing = "; ".join(not_finished(gpu, ("train", "sampling_time")))
     if missing:
         return Claim(claim=TIME_CLAIM, paper=TIME_PAPER, measured=f"not recorded: did not finish: {missing}",
                      scale=scale, judgement=not_run(f"the stages it rests on did not finish: {missing}"))

@@ -174,15 +174,10 @@ def _gpu_where(gpu: dict) -> str:
     return f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
 
 
-def _not_done(gpu: dict, *stages: str) -> str:
-    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
-    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
-    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
-
 
 def _timing_row(gpu: dict, paper: str) -> Claim:
     claim = "Per-step likelihood time on one H200"
-    why = _not_done(gpu, "likelihood_step")
+    why = "; ".join(not_finished(gpu, ("likelihood_step",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
                      not_run(f"the likelihood-step stage did not finish: {why}"))
@@ -218,7 +213,7 @@ def kernel_row(gpu: dict) -> Claim:
     likelihood step (index_add_ time / kernel time per size); "not run here" when the stage did not finish."""
     claim = "Triton segment sum for gather–message–scatter makes the RK4 likelihood step faster than index_add_"
     paper = "the issue: a fused gather–message–scatter kernel, timed against index_add_ (not a paper claim)"
-    why = _not_done(gpu, "segment_sum")
+    why = "; ".join(not_finished(gpu, ("segment_sum",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
                      not_run(f"the kernel stage did not finish: {why}"))
@@ -250,7 +245,7 @@ def toy_rows(gpu: dict) -> list[Claim]:
     out = []
     for system, paper in GPU_TOY_PAPER.items():
         claim = f"{system} EffSU of briefly trained models on one H200"
-        why = _not_done(gpu, f"toy_{system}")
+        why = "; ".join(not_finished(gpu, (f"toy_{system}",)))
         if why:
             out.append(Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
                              not_run(f"the {system} stage did not finish: {why}")))

@@ -193,11 +193,6 @@ def meta_row() -> Claim:
                  scale="—", judgement=not_run("no meta-token ablation was trained (it needs the paper's token budget)"))
 
 
-def _not_done(gpu: dict, *stages: str) -> str:
-    """Of ``stages``, those without a result in the recorded run, as "name (state: why)"; "" when all are done."""
-    left = {s.split(" (")[0]: s for s in not_finished(gpu)}
-    return "; ".join(left.get(n, f"{n} (not run)") for n in stages if n in left or n not in (gpu.get("stages") or {}))
-
 
 def gpu_rows(gpu) -> list[Claim]:
     """Rows from the recorded H200 run: batch-1 latency and max-batch throughput (stages transformer and hybrid)
@@ -211,7 +206,7 @@ def gpu_rows(gpu) -> list[Claim]:
         return [Claim(claim=claim_lat, paper=paper_lat, measured="not recorded yet", scale="—", judgement=why),
                 Claim(claim=claim_thr, paper=paper_thr, measured="not recorded yet", scale="—", judgement=why)]
     where = f"{gpu['device']}, one run, {gpu['date']}"
-    missing = _not_done(gpu, "transformer", "hybrid")
+    missing = "; ".join(not_finished(gpu, ("transformer", "hybrid")))
     if missing:
         why = not_run(f"the stages it rests on did not finish: {missing}")
         rows = [Claim(claim=claim_lat, paper=paper_lat, measured=f"not recorded: did not finish: {missing}",
@@ -238,7 +233,7 @@ def gpu_rows(gpu) -> list[Claim]:
                             f"{qw['max_throughput']:,.0f} tok/s (batch {qw['max_throughput_batch']}): {thr:.2f}x"),
                   scale=scale, judgement=judge(thr, THROUGHPUT_RATIO_MIN, kind="timing", direction="higher", fmt=_ratio)),
         ]
-    missing = _not_done(gpu, "depth_width")
+    missing = "; ".join(not_finished(gpu, ("depth_width",)))
     if missing:
         rows.append(Claim(claim=DEPTH_CLAIM, paper=DEPTH_PAPER, measured=f"not recorded: did not finish: {missing}",
                           scale=where, judgement=not_run(f"the stage it rests on did not finish: {missing}")))
