@@ -1,6 +1,7 @@
 """Δ Attention's GPU ladder (paper 09): the stage bodies on tiny CPU inputs (reference kernels), the deadline, the
 summary's arithmetic, and the committed ladder in the stage-runner layout."""
 
+import json
 import math
 import time
 
@@ -69,7 +70,6 @@ def test_a_wrong_profile_value_names_its_key():
 def test_the_committed_ladder_in_the_stage_layout():
     rec = scale.recorded()
     assert stage_states(rec) == dict.fromkeys(("tuning", "checks", "rows", "summary"), "done") and rec["complete"]
-    assert rec["tuning"]["best"] in rec["profile"]["tune_configs"] and rec["profile"]["tune_len"] == 32768
-    assert {k: v for k, v in rec["profile"].items() if not k.startswith("tune_")} == \
-        {k: v for k, v in scale.GPU_PROFILE.items() if not k.startswith("tune_")}
+    assert rec["tuning"]["best"] in rec["profile"]["tune_configs"]
+    assert rec["profile"] == json.loads(json.dumps(scale.GPU_PROFILE))  # recorded with this profile: --resume takes it
     assert all(r.verdict != "not run here" for r in ladder_rows(rec))
