@@ -21,7 +21,8 @@ through the model; R3/R4 stay random Hadamard. Modules:
 * :mod:`~companion.dartquant.experiment` — the layer-level study and the 2-D angle picture;
 * :mod:`~companion.dartquant.explorer`, :mod:`~companion.dartquant.figures`,
   :mod:`~companion.dartquant.claims` — the notebook's explorer, figures and claim rows;
-* :mod:`~companion.dartquant.scale` — the one-GPU study (no plotly) and its recorded results.
+* :mod:`~companion.dartquant.scale` — the one-GPU study (no plotly) and its recorded results; its stages'
+  bodies in :mod:`~companion.dartquant.study`.
 """
 
 from companion.core import Paper

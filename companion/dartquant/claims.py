@@ -11,7 +11,8 @@ threshold is a module-level constant, tested just inside and just outside in
   and, on the MiniLM layer, a fresh random-Hadamard start and batches;
 * ``invariance``: ``{"max_abs_diff": float, "max_abs_logit": float, "model": str}`` of the rotated tiny LLaMA;
 * ``angle``: :func:`~companion.dartquant.experiment.angle_study` on the 2-D cloud;
-* ``gpu``: the recorded GPU payload (or None).
+* ``gpu``: the recorded GPU payload (:func:`companion.dartquant.scale.recorded`, or None); a row whose stage
+  did not finish there says so (:func:`companion.dartquant.scale.missing`) and is not run.
 
 Kinds: orthogonality, invariance and the variance loss's missing signal are identities (``kind="exact"``,
 one run); the gains are effects (one value per seed, three seeds or more to be judged); the step cost and
@@ -24,6 +25,7 @@ import numpy as np
 
 from companion.core import Claim, judge, not_run, seeds_text
 from companion.dartquant.experiment import run_key
+from companion.dartquant.scale import missing
 
 ORTH_TOL = 1e-5            # ‖RᵀR − I‖∞ a fp32 QR-Orth rotation may show
 WHIP_DROP_MIN = 1e-3       # relative drop of the full-data Whip loss (final R vs initial R) that counts as a decrease
@@ -175,13 +177,14 @@ def _where(gpu: dict) -> str:
 
 
 def gpu_step_cost_row(gpu: dict | None) -> Claim:
-    rows = ((gpu or {}).get("step_cost") or {}).get("rows")
-    if not rows:
-        return Claim("QR-Orth is cheaper per step than Cayley (GPU, LLM widths)", STEP_PAPER, "no GPU run recorded",
-                     "one H200 (planned)", not_run("needs the GPU run (benchmarks/dartquant_gpu.py)"))
+    claim = "QR-Orth is cheaper per step than Cayley (GPU, LLM widths)"
+    why = missing(gpu, "step_cost")
+    if why:
+        return Claim(claim, STEP_PAPER, "no GPU step times recorded", "one H200 (planned)", not_run(why))
+    rows, tokens = gpu["step_cost"]["rows"], gpu["step_cost"]["tokens"]
     txt = "; ".join(f"n={r['n']}: QR-Orth {r['qr_ms']:.1f} ms, Cayley {r['cayley_ms']:.1f} ms" for r in rows)
-    return Claim("QR-Orth is cheaper per step than Cayley (GPU, LLM widths)", STEP_PAPER, txt + " (ratio Cayley/QR-Orth)",
-                 f"{_where(gpu)}, one run, n = {', '.join(str(r['n']) for r in rows)}, fp32, {rows[0].get('tokens', '?')} tokens a step",
+    return Claim(claim, STEP_PAPER, txt + " (ratio Cayley/QR-Orth)",
+                 f"{_where(gpu)}, one run, n = {', '.join(str(r['n']) for r in rows)}, fp32, {tokens} tokens a step",
                  judge([r["cayley_ms"] / r["qr_ms"] for r in rows], QR_SPEEDUP_MIN, kind="timing", direction="higher",
                        fmt=_times))
 
@@ -211,7 +214,8 @@ def ppl_row(model: dict, peer: str, where: str) -> Claim:
 def cost_rows(models: list, where: str) -> list[Claim]:
     costs = [(m["name"], m["cost"]) for m in models if m.get("cost")]
     if not costs:
-        return []
+        return [Claim("Calibration cost vs end-to-end rotation training", COST_PAPER, "not measured", where,
+                      not_run("no model of the recorded run reached the end-to-end training"))]
     scale = f"{where}, one run, " + ", ".join(n for n, _ in costs) + " (the two calibrations side by side)"
     time_txt = "; ".join(f"{n}: DartQuant R1+R2 {c['dartquant_s']:.1f} s vs end-to-end Cayley {c['e2e_s']:.1f} s" for n, c in costs)
     mem_txt = "; ".join(f"{n}: DartQuant {c['dartquant_mib']:.0f} MiB vs end-to-end {c['e2e_mib']:.0f} MiB" for n, c in costs)
@@ -226,25 +230,31 @@ def cost_rows(models: list, where: str) -> list[Claim]:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    if not gpu or not gpu.get("models"):
-        why = not_run("needs the GPU run (benchmarks/dartquant_gpu.py) with trained models")
+    """The step-cost row, then per model its perplexity rows against QuaRot and end-to-end training (not run
+    where the recorded run did not reach them), then the two calibration-cost rows."""
+    why = missing(gpu, "models")
+    if why:
         return [gpu_step_cost_row(gpu),
                 Claim("End-to-end W4A4KV4 perplexity", PPL_PAPER["end-to-end"], "no GPU model results recorded",
-                      "one H200 (planned)", why),
+                      "one H200 (planned)", not_run(why)),
                 Claim("Calibration cost vs end-to-end rotation training", COST_PAPER, "no GPU model results recorded",
-                      "one H200 (planned)", why)]
+                      "one H200 (planned)", not_run(why))]
     where = _where(gpu)
     rows = [gpu_step_cost_row(gpu)]
     for mod in gpu["models"]:
         for peer in ("quarot", "end-to-end"):
-            if peer in mod.get("ppl", {}) and "dartquant" in mod["ppl"]:
+            if peer in mod.get("ppl", {}):
                 rows.append(ppl_row(mod, peer, where))
+            else:
+                rows.append(Claim(f"DartQuant beats {PEER_NAME[peer]} in W4A4KV4 perplexity ({mod['name']})",
+                                  PPL_PAPER[peer], "not measured", where,
+                                  not_run(f"{mod['name']}: {mod.get('not_run', 'not in the recorded run')}")))
     return rows + cost_rows(gpu["models"], where)
 
 
 def claim_rows(*, synthetic: dict, real: dict, real_layer: int, seeds: list, real_seeds: list, invariance: dict,
                angle: dict, gpu: dict | None = None, step_cost: dict | None = None) -> list[Claim]:
-    """All rows of the notebook's Reproduce table. ``step_cost``: a :func:`companion.dartquant.scale.step_cost`
+    """All rows of the notebook's Reproduce table. ``step_cost``: a :func:`companion.dartquant.study.step_cost`
     row (median step times) at the synthetic width; without it the calibration runs' mean step times are used."""
     studies = {"synthetic": synthetic, "MiniLM": real}
     syn_scale = _scale(synthetic, "synthetic (Laplace, 4 channels ×20, RMS-normalised)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from companion.core import ParameterError, check_float, check_int
+from companion_kernels.rotate_quant_whip.reference import fake_quant_rows
 
 MSE_GRID, MSE_MAXSHRINK, MSE_NORM = 100, 0.8, 2.4
 
@@ -41,21 +42,12 @@ def _groups(x: torch.Tensor, group: int | None) -> torch.Tensor:
 
 
 def quantize_activations(x: torch.Tensor, bits: int = 4, clip: float = 0.9, group: int | None = None) -> torch.Tensor:
-    """Per-token (per-group) asymmetric fake quantization with clip ratio ``clip``."""
+    """Per-token (per-group) asymmetric fake quantization with clip ratio ``clip``: the kernel's oracle
+    (:func:`companion_kernels.rotate_quant_whip.reference.fake_quant_rows`) on each row or group of ``group``
+    channels, in fp32 (fp64 for fp64 input)."""
     check_bits(bits)
     check_float("clip", clip, lo=0.0, hi=1.0, lo_open=True)
-    shape, dtype = x.shape, x.dtype
-    xg = _groups(x.float(), group)
-    maxq = 2 ** bits - 1
-    xmax = xg.amax(dim=-1, keepdim=True).clamp(min=0) * clip
-    xmin = xg.amin(dim=-1, keepdim=True).clamp(max=0) * clip
-    both0 = (xmax == 0) & (xmin == 0)
-    xmax = torch.where(both0, torch.ones_like(xmax), xmax)
-    xmin = torch.where(both0, -torch.ones_like(xmin), xmin)
-    scale = (xmax - xmin) / maxq
-    zero = torch.round(-xmin / scale)
-    q = torch.clamp(torch.round(xg / scale) + zero, 0, maxq)
-    return (scale * (q - zero)).reshape(shape).to(dtype)
+    return fake_quant_rows(_groups(x, group), bits, clip).reshape(x.shape)
 
 
 def act_grid(row: torch.Tensor, bits: int = 4, clip: float = 0.9) -> torch.Tensor:

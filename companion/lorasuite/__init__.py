@@ -20,10 +20,13 @@ with no warm-up and a higher learning rate.
   up/down rules, the peft adapter in and out, the zero frozen adapters of LFT (§3.4);
 * :mod:`~companion.lorasuite.lft` - LoRA / LFT training and evaluation (§3.5, §4);
 * :mod:`~companion.lorasuite.fixture` - the CPU stand-in: an old and an upgraded char-level Llama;
+* :mod:`~companion.lorasuite.vocab` - the word-level vocabulary pair of the GPU study;
 * :mod:`~companion.lorasuite.pipeline` - the whole method, the experiment the notebook runs, and
   ``transfer_checkpoints`` for real Hugging Face pairs (local folders; nothing is downloaded);
-* :mod:`~companion.lorasuite.explorer`, :mod:`~companion.lorasuite.claims`, :mod:`~companion.lorasuite.scale`,
-  :mod:`~companion.lorasuite.figures` - the notebook's explorer, claim rows, GPU section and figures.
+* :mod:`~companion.lorasuite.explorer`, :mod:`~companion.lorasuite.claims`, :mod:`~companion.lorasuite.figures` -
+  the notebook's explorer, claim rows and figures;
+* :mod:`~companion.lorasuite.scale` - the one-GPU study and its recorded results; its stages' bodies in
+  :mod:`~companion.lorasuite.study`.
 """
 
 from companion.core import Paper

@@ -2,7 +2,8 @@
 
 Inputs: ``res`` - :func:`companion.lorasuite.pipeline.experiment`'s result; ``checks`` - the recovery of the
 fixture's known upgrade maps (:func:`companion.lorasuite.pipeline.recovery`); ``gpu`` - the recorded GPU
-results (:func:`companion.lorasuite.scale.recorded`) or None. Losses are validation cross-entropies (nats per
+results (:func:`companion.lorasuite.scale.recorded`) or None; a row whose stage did not finish there says so
+(:func:`companion.lorasuite.scale.missing`) and is not run. Losses are validation cross-entropies (nats per
 character on the CPU fixture, per word-level token on the GPU; lower is better); the paper's numbers are
 accuracies (higher is better).
 
@@ -20,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from companion.core import MIN_SEEDS, Claim, inconclusive, judge, not_run, seeds_text
+from companion.lorasuite.scale import missing
 
 LOSS_MARGIN = 0.02  # a gap in loss between two methods must reach this (per seed, or on the mean by more than the spread)
 RECOVERY_FULL = 1.0  # "matches or exceeds full LoRA": LFT reaches this fraction of LoRA(full)'s gain over the new model
@@ -185,14 +187,12 @@ def _gpu_best(entries: list[dict], n: int) -> dict:
 
 
 def _gpu_scale(gpu: dict, n_seeds: int) -> str:
-    P, par = gpu.get("profile", {}), gpu.get("parameters", {})
-    full = gpu.get("full_lora", {})
-    planned = P.get("lora_steps", full.get("steps"))
-    cut = (f" (LoRA(full) stopped at {full['steps']} of {planned} steps by its time cap)"
-           if full.get("steps") is not None and planned and full["steps"] < planned else "")
-    size = (f"≈{par['old'] / 1e6:.0f}M → ≈{par['new'] / 1e6:.0f}M parameters, " if par else "")
-    lora = f"LoRA r {P['lora_rank']}, {planned} steps{cut}, LFT {P.get('epochs', '?')} epochs" if P else "LoRA"
-    return f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(n_seeds)}, {size}{lora}"
+    P, par, full = gpu["profile"], gpu.get("pretrain", {}).get("parameters"), gpu["task"]["full_lora"]
+    planned = P["lora_steps"]
+    cut = f" (LoRA(full) stopped at {full['steps']} of {planned} steps by its time cap)" if full["steps"] < planned else ""
+    size = f"≈{par['old'] / 1e6:.0f}M → ≈{par['new'] / 1e6:.0f}M parameters, " if par else ""
+    return (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(n_seeds)}, {size}LoRA r {P['lora_rank']}, "
+            f"{planned} steps{cut}, LFT {P['epochs']} epochs")
 
 
 def _loss(x: float) -> str:
@@ -205,21 +205,23 @@ def _val_lr(e: dict) -> str:
 
 def gpu_rows(gpu) -> list[Claim]:
     """The recorded GPU run judged by the same rule: LFT against LoRA(n) from scratch and against LoRA(full),
-    the transfer alone, the time saving (one value per seed; the recorded JSON holds one seed), and the SVD step."""
-    if not gpu or not gpu.get("lft"):
+    the transfer alone, the time saving (one value per seed; the recorded JSON holds one seed), and the SVD step.
+    A stage the recorded run did not finish gives not-run rows that say so."""
+    why = missing(gpu, "task")
+    if why:
         return [Claim("LoRASuite at ≈100M → ≈200M parameters (GQA target) on one GPU",
-                      "MiniCPM / Qwen / Llama pairs on 8 × V100",
-                      "no GPU run recorded yet (benchmarks/lorasuite_gpu.py)", "one H200",
-                      not_run("no GPU run recorded yet: benchmarks/lorasuite_gpu.py on one GPU"))]
-    lft, scr = _gpu_seeds(gpu["lft"]), _gpu_seeds(gpu.get("scratch", []))
+                      "MiniCPM / Qwen / Llama pairs on 8 × V100", "no GPU task results recorded", "one H200",
+                      not_run(why))] + ([svd_row(gpu)] if gpu else [])
+    task = gpu["task"]
+    lft, scr = _gpu_seeds(task["lft"]), _gpu_seeds(task["scratch"])
     seeds = sorted(set(lft) & set(scr))
     where = _gpu_scale(gpu, len(seeds))
-    base, full = gpu["new_base"], gpu["full_lora"]
-    planned, steps = gpu.get("profile", {}).get("lora_steps"), full.get("steps")
-    was_cut = bool(planned and steps and steps < planned)
+    base, full = task["new_base"], task["full_lora"]
+    planned, steps = gpu["profile"]["lora_steps"], full["steps"]
+    was_cut = steps < planned
     full_text = (f"LoRA(full) {full['val']:.4f} (stopped by its time cap at {steps} of {planned} steps)" if was_cut
                  else f"LoRA(full) {full['val']:.4f}")
-    n = max(e["n_samples"] for e in gpu["lft"])
+    n = max(e["n_samples"] for e in task["lft"])
     best_l = [_gpu_best(lft[s], n) for s in seeds]
     best_s = [_gpu_best(scr[s], n) for s in seeds]
     gaps = [b["val"] - a["val"] for a, b in zip(best_l, best_s)]  # per seed: LoRA(n) − LFT, > 0 when LFT ends lower
@@ -243,15 +245,14 @@ def gpu_rows(gpu) -> list[Claim]:
                       judge(fracs, RECOVERY_FULL, direction="higher", weaker=RECOVERY_PARTLY, fmt=_pct) if finite
                       else inconclusive("LoRA(full) did not improve on the new model: no gain to recover")))
 
-    t = gpu.get("transferred")
-    if t is not None:
-        frac = recovery_fraction(base, t, full["val"])
-        same = (" (exactly the new model's: the transferred adapter left the loss where it was)" if t == base else "")
-        rows.append(Claim("The transfer alone, without LFT, barely helps at ≈100M → ≈200M parameters", GPU_PAPER["no_lft"],
-                          f"val loss: transferred adapter {t:.4f} vs new model alone {base:.4f}{same}; "
-                          f"{_pct(frac)} of LoRA(full)'s gain", where.split(", LoRA r")[0] + ", one transfer",
-                          judge([frac], NO_LFT_FRACTION, direction="lower", fmt=_pct) if np.isfinite(frac)
-                          else inconclusive("LoRA(full) did not improve on the new model: no gain to compare with")))
+    t = task["transferred"]
+    frac = recovery_fraction(base, t, full["val"])
+    same = " (exactly the new model's: the transferred adapter left the loss where it was)" if t == base else ""
+    rows.append(Claim("The transfer alone, without LFT, barely helps at ≈100M → ≈200M parameters", GPU_PAPER["no_lft"],
+                      f"val loss: transferred adapter {t:.4f} vs new model alone {base:.4f}{same}; "
+                      f"{_pct(frac)} of LoRA(full)'s gain", where.split(", LoRA r")[0] + ", one transfer",
+                      judge([frac], NO_LFT_FRACTION, direction="lower", fmt=_pct) if np.isfinite(frac)
+                      else inconclusive("LoRA(full) did not improve on the new model: no gain to compare with")))
 
     full_s = full["seconds"] * (planned / steps if was_cut else 1.0)  # the whole recipe at its measured step time
     savings = [1 - a["seconds"] / full_s for a in best_l]
@@ -261,22 +262,57 @@ def gpu_rows(gpu) -> list[Claim]:
            if was_cut else f"LoRA(full) {full['seconds']:.1f} s")
     rows.append(Claim("LoRASuite saves most of the retraining time at ≈100M → ≈200M parameters", GPU_PAPER["time"],
                       f"transfer + LFT({n}) {', '.join(format(a['seconds'], '.1f') + ' s' for a in best_l)} (the transfer "
-                      f"{gpu.get('transfer', {}).get('seconds', float('nan')):.1f} s of it) vs {cut}: "
+                      f"{task['transfer']['seconds']:.1f} s of it) vs {cut}: "
                       f"{', '.join(map(_pct, savings))} saved; peak memory "
                       f"{', '.join(format(a['peak_gb'], '.2f') for a in best_l)} vs {full['peak_gb']:.2f} GB", where,
                       judge(savings, TIME_SAVING_MIN, kind="timing", direction="higher", fmt=_pct)))
 
-    if gpu.get("svd"):
-        svd = gpu["svd"]
-        grow = (f"; full SVD time × {svd[-1]['full_ms'] / svd[0]['full_ms']:.1f} for d × {svd[-1]['d'] / svd[0]['d']:g} "
-                f"(d³ would give × {(svd[-1]['d'] / svd[0]['d']) ** 3:g})" if len(svd) > 1 else "")
-        rows.append(Claim("Transfer cost is dominated by SVD (O(n_layer · n_hidden³))", GPU_PAPER["svd"],
-                          "; ".join(f"d {r['d']}: full SVD {r['full_ms']:.1f} ms, randomized {r['randomized_ms']:.1f} ms "
-                                    f"(rel. err {r['rel_err']:.1e})" for r in svd) + grow,
-                          f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, random matrices with a decaying spectrum",
-                          not_run("the transfer's time was not split by step, so the SVD's share of it was not "
-                                  "measured; the SVD alone was timed")))
-    return rows
+    return rows + [svd_row(gpu)]
+
+
+def svd_row(gpu: dict | None) -> Claim:
+    """The SVD step's recorded times, not run as a claim: the transfer's time was not split by step."""
+    claim = "Transfer cost is dominated by SVD (O(n_layer · n_hidden³))"
+    why = missing(gpu, "svd")
+    if why:
+        return Claim(claim, GPU_PAPER["svd"], "no SVD times recorded", "one H200", not_run(why))
+    svd = gpu["svd"]
+    grow = (f"; full SVD time × {svd[-1]['full_ms'] / svd[0]['full_ms']:.1f} for d × {svd[-1]['d'] / svd[0]['d']:g} "
+            f"(d³ would give × {(svd[-1]['d'] / svd[0]['d']) ** 3:g})" if len(svd) > 1 else "")
+    return Claim(claim, GPU_PAPER["svd"],
+                 "; ".join(f"d {r['d']}: full SVD {r['full_ms']:.1f} ms, randomized {r['randomized_ms']:.1f} ms "
+                           f"(rel. err {r['rel_err']:.1e})" for r in svd) + grow,
+                 f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, random matrices with a decaying spectrum",
+                 not_run("the transfer's time was not split by step, so the SVD's share of it was not measured; "
+                         "the SVD alone was timed"))
+
+
+def recorded_summary(gpu: dict) -> str:
+    """What the recorded GPU run showed, in one paragraph built from its JSON (the notebook's Scale-up text):
+    how often LoRA(n) from scratch ended below LoRASuite + LFT, where the transferred adapter alone left the loss,
+    and whether LoRA(full) ran its planned steps (the time comparison is against the run as recorded)."""
+    why = missing(gpu, "task")
+    if why:
+        return f"The recorded run holds no LFT results: {why}."
+    task, P = gpu["task"], gpu["profile"]
+    pairs = [(a, b) for a in task["lft"] for b in task["scratch"]
+             if (a["n_samples"], a["lr"], a.get("seed", 0)) == (b["n_samples"], b["lr"], b.get("seed", 0))]
+    wins = sum(b["val"] < a["val"] for a, b in pairs)
+    parts = [f"LoRA(n) from scratch ended with a lower validation loss than LoRASuite + LFT in {wins} of "
+             f"{len(pairs)} settings (n, lr)"]
+    t, base, full = task["transferred"], task["new_base"], task["full_lora"]
+    parts.append(f"the transferred adapter alone left the loss at {t:.4f} against the new model's {base:.4f}"
+                 + (" (exactly the same)" if t == base else f" ({t - base:+.4f})"))
+    planned = P["lora_steps"]
+    if full["steps"] < planned:
+        parts.append(f"LoRA(full) was stopped by its {P['stage_limits']['lora']} s time cap after {full['steps']} of "
+                     f"{planned} steps ({full['seconds']:.1f} s, loss {full['val']:.4f}), so its recorded time and loss "
+                     "are those of a shortened run")
+    else:
+        parts.append(f"LoRA(full) ran all {planned} steps ({full['seconds']:.1f} s, loss {full['val']:.4f})")
+    seeds = len({e.get("seed", 0) for e in task["lft"]}) or 1
+    return (f"In the recorded run ({gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, "
+            f"{seeds_text(seeds)}): " + "; ".join(parts) + ".")
 
 
 def run_summary(res: dict, checks: dict, rows) -> str:

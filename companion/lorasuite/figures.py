@@ -160,32 +160,29 @@ def lft_figure(res: dict) -> go.Figure:
 
 
 def gpu_figure(gpu: dict) -> go.Figure:
-    """The recorded GPU study: val loss against LFT sample count (per lr) beside LoRA(n) and LoRA(full);
-    wall time and peak memory of transfer + LFT against LoRA(full)."""
+    """The recorded GPU study's ``task`` stage: val loss against LFT sample count (per lr) beside LoRA(n) and
+    LoRA(full); wall time and peak memory of transfer + LFT against LoRA(full)."""
+    task, full, planned = gpu["task"], gpu["task"]["full_lora"], gpu["profile"]["lora_steps"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38],
                         subplot_titles=("val loss vs training samples", "cost: transfer + LFT vs LoRA(full)"))
     for kind, dash, label in (("lft", None, "LoRASuite + LFT"), ("scratch", "dash", "LoRA(n) from scratch")):
-        rows = gpu.get(kind, [])
+        rows = task[kind]
         for i, lr in enumerate(sorted({r["lr"] for r in rows})):
             pts = sorted((r["n_samples"], r["val"]) for r in rows if r["lr"] == lr)
             fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
                             line=dict(color=_c(i), dash=dash), name=f"{label}, lr {lr:g}", row=1, col=1)
-    if "full_lora" in gpu:
-        ns = [r["n_samples"] for r in gpu.get("lft", [])] or [1]
-        fig.add_scatter(x=[min(ns), max(ns)], y=[gpu["full_lora"]["val"]] * 2, mode="lines",
-                        line=dict(color="black"), name="LoRA(full)", row=1, col=1)
-        fig.add_scatter(x=[min(ns), max(ns)], y=[gpu["new_base"]] * 2, mode="lines", line=dict(color="#888", dash="dot"),
-                        name="new model alone", row=1, col=1)
-        lft = [r for r in gpu.get("lft", []) if r["n_samples"] == 100] or gpu.get("lft", [])
-        if lft:
-            best = min(lft, key=lambda r: r["val"])
-            full, planned = gpu["full_lora"], (gpu.get("profile") or {}).get("lora_steps")
-            cut = full.get("steps") is not None and planned and full["steps"] < planned
-            names = [f"LFT({best['n_samples']})", f"LoRA(full), {full['steps']} of {planned} steps" if cut else "LoRA(full)"]
-            fig.add_bar(x=names, y=[best["seconds"], gpu["full_lora"]["seconds"]], name="seconds", marker_color=_c(0),
-                        row=1, col=2)
-            fig.add_bar(x=names, y=[best["peak_gb"], gpu["full_lora"]["peak_gb"]], name="peak GB", marker_color=_c(1),
-                        row=1, col=2)
+    ns = [r["n_samples"] for r in task["lft"]] or [1]
+    fig.add_scatter(x=[min(ns), max(ns)], y=[full["val"]] * 2, mode="lines", line=dict(color="black"), name="LoRA(full)",
+                    row=1, col=1)
+    fig.add_scatter(x=[min(ns), max(ns)], y=[task["new_base"]] * 2, mode="lines", line=dict(color="#888", dash="dot"),
+                    name="new model alone", row=1, col=1)
+    lft = [r for r in task["lft"] if r["n_samples"] == 100] or task["lft"]
+    if lft:
+        best = min(lft, key=lambda r: r["val"])
+        names = [f"LFT({best['n_samples']})",
+                 f"LoRA(full), {full['steps']} of {planned} steps" if full["steps"] < planned else "LoRA(full)"]
+        fig.add_bar(x=names, y=[best["seconds"], full["seconds"]], name="seconds", marker_color=_c(0), row=1, col=2)
+        fig.add_bar(x=names, y=[best["peak_gb"], full["peak_gb"]], name="peak GB", marker_color=_c(1), row=1, col=2)
     fig.update_xaxes(type="log", title_text="training samples n", row=1, col=1)
     fig.update_yaxes(title_text="val loss (nats/token)", row=1, col=1)
     fig.update_layout(title=f"Recorded GPU run: {gpu.get('device', '?')}, {gpu.get('date', '?')}", height=420,

@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import math
 import string
-import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from companion.core import ParameterError, check_int, repo_path
+from companion.core import ParameterError, repo_path
 from companion.core.checkpoints import differences, load_state, read_metadata, save_state
 from companion.lorasuite.lft import evaluate, train, windows
+from companion.models.texts import stdlib_source_files
 
 FIXTURE_DIR = repo_path("data", "lorasuite")
 FORMAT = "lorasuite-fixture"
@@ -83,9 +83,7 @@ def task_text(package: str = "email", val_every: int = 5) -> tuple[str, str]:
     """(train, val) source text of a standard-library package; every ``val_every``-th file is validation."""
     if package not in TASKS:
         raise ParameterError("package", package, f"one of {', '.join(TASKS)}")
-    root = Path(sysconfig.get_paths()["stdlib"]) / package
-    files = sorted(root.rglob("*.py"))
-    texts = [p.read_text(encoding="utf-8", errors="replace").replace("\t", "    ") for p in files]
+    texts = [p.read_text(encoding="utf-8", errors="replace").replace("\t", "    ") for p in stdlib_source_files(package)]
     val = [t for i, t in enumerate(texts) if i % val_every == val_every - 1]
     tr = [t for i, t in enumerate(texts) if i % val_every != val_every - 1]
     if not val:  # fewer files than val_every: the last 1/val_every of the text is validation

@@ -12,18 +12,21 @@ frequent pieces of a counting text. Pieces are 4-space indents, runs of word cha
 single punctuation marks and single whitespace characters (:data:`PIECE`). :func:`upgrade_vocabs` makes
 a pair the way an upgrade does: the old vocabulary counted on the first half of a text, the new one,
 larger and in a different order, on all of it plus the standard library's docstrings; they share most
-of their frequent words, several thousand tokens.
+of their frequent words, several thousand tokens. :func:`gpu_vocabs` makes the GPU profile's pair and
+:func:`check_shared_tokens` refuses, before any training, a pair sharing fewer than d_old tokens.
 """
 
 from __future__ import annotations
 
 import re
+import sysconfig
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from companion.core import ParameterError, check_int
+from companion.core import ParameterError, check_choice, check_int
 
 PIECE = re.compile(r" {4}|\w+|[^\w\s]|\s")
 
@@ -93,3 +96,46 @@ def upgrade_vocabs(text: str, old_size: int, new_size: int, extra_new_text: str 
 
 def shared_count(vo, vn) -> int:
     return len(set(vo.get_vocab()) & set(vn.get_vocab()))
+
+
+
+def local_source(exclude=(), max_bytes: int = 30_000_000) -> str:
+    """The standard library's .py source (sorted files, test folders and the ``exclude`` packages left out), tabs
+    as four spaces, until ``max_bytes`` characters."""
+    from companion.models.texts import stdlib_source_files
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out, total = [], 0
+    for p in stdlib_source_files(skip_tests=True):
+        rel = p.relative_to(root).parts
+        if "tests" in rel or rel[0] in exclude:
+            continue
+        out.append(p.read_text(encoding="utf-8", errors="replace").replace("\t", "    "))
+        total += len(out[-1])
+        if total >= max_bytes:
+            break
+    return "\n".join(out)
+
+
+def gpu_vocabs(profile: dict):
+    """The (old, new) word-level vocabularies of a GPU profile and the pre-training text they were counted on
+    (:func:`upgrade_vocabs` on ``text_bytes`` of :func:`local_source` without the ``task`` package, the new one
+    also on the docstrings), without any model."""
+    from companion.lorasuite.fixture import TASKS
+    from companion.models import stdlib_texts
+
+    task = check_choice("task", profile["task"], TASKS)
+    text = local_source(exclude=(task,), max_bytes=profile["text_bytes"])
+    vo, vn = upgrade_vocabs(text, profile["vocab"]["old"], profile["vocab"]["new"], extra_new_text="\n".join(stdlib_texts()))
+    return vo, vn, text
+
+
+def check_shared_tokens(vo, vn, d_old: int) -> int:
+    """The number of shared tokens; a clear error (before any training) when it is below d_old, where
+    W_h = E_o[c]⁺ E_n[c] cannot be full rank."""
+    from companion.lorasuite.transfer_matrix import common_tokens
+
+    n = len(common_tokens(vo.get_vocab(), vn.get_vocab())[0])
+    if n < d_old:
+        raise ParameterError("shared tokens", n, f"at least d_old = {d_old} tokens in both vocabularies for a full-rank W_h")
+    return n

@@ -121,20 +121,52 @@ def test_qr_speedup_min_and_step_reps():
     assert C.STEP_REPS >= 3
 
 
-def _gpu(step=((4096, 10.0, 14.0), (8192, 10.0, 15.0)), ppl=None, cost=None):
+def _gpu(step=((4096, 10.0, 14.0), (8192, 10.0, 15.0)), ppl=None, cost=None, states=None, models=None):
+    """A recorded payload in the stage runner's layout; ``states`` overrides stage states (a stage not done
+    has no result)."""
     ppl = ppl or {"fp32": {"source": 4.5, "docs": 5.6}, "none": {"source": 4.7, "docs": 5.9},
                   "quarot": {"source": 4.6, "docs": 5.7}, "dartquant": {"source": 4.5, "docs": 5.6},
                   "end-to-end": {"source": 4.55, "docs": 5.65}}
     cost = cost or {"dartquant_s": 2.0, "dartquant_mib": 100.0, "e2e_s": 40.0, "e2e_mib": 900.0}
-    payload = {"device": "NVIDIA H200", "date": "2026-12-02",
-               "step_cost": {"rows": [{"n": n, "tokens": 2048, "qr_ms": q, "cayley_ms": c} for n, q, c in step]},
-               "models": [{"name": "small", "train_seconds": 20, "ppl": ppl, "cost": cost}]}
+    stages = {"step_cost": {"state": "done"}, "models": {"state": "done"}, **(states or {})}
+    payload = {"device": "NVIDIA H200", "date": "2026-12-02", "stages": stages,
+               "step_cost": {"rows": [{"n": n, "tokens": 2048, "qr_ms": q, "cayley_ms": c} for n, q, c in step],
+                             "tokens": 2048},
+               "models": models or [{"name": "small", "train_seconds": 20, "ppl": ppl, "cost": cost}]}
+    for name, s in stages.items():
+        if s["state"] != "done":
+            payload.pop(name)
     return json.loads(json.dumps(payload))  # as scale.recorded() reads it back
 
 
 def test_gpu_rows_without_a_run():
     rows = C.gpu_rows(None)
     assert [r.verdict for r in rows] == ["not run here"] * 3 and all(r.evidence for r in rows)
+    assert all("python -m companion.bench dartquant" in r.evidence for r in rows)
+
+
+def test_gpu_rows_of_stages_that_did_not_finish_say_so():
+    cut = {"state": "unfinished", "started": "2026-12-02 09:00 UTC"}
+    rows = C.gpu_rows(_gpu(states={"models": cut, "step_cost": {"state": "skipped", "reason": "deadline: 3 s left, needs 10 s"}}))
+    assert [r.verdict for r in rows] == ["not run here"] * 3
+    assert "stage step_cost (skipped: deadline: 3 s left, needs 10 s)" in rows[0].evidence
+    assert all("stage models (unfinished)" in r.evidence for r in rows[1:])
+    failed = C.gpu_rows(_gpu(states={"models": {"state": "failed", "error": "OutOfMemoryError: CUDA"}}))
+    assert failed[0].verdict == "reproduced" and "models (failed: OutOfMemoryError: CUDA)" in failed[1].evidence
+    assert "stage models (not run)" in C.gpu_rows({"stages": {}, "device": "x"})[1].evidence
+
+
+def test_gpu_rows_of_models_cut_short_are_not_run():
+    first = _gpu()["models"][0]
+    no_e2e = {**first, "ppl": {k: v for k, v in first["ppl"].items() if k != "end-to-end"},
+              "not_run": "end-to-end R1 training: 10 s left, needs 25 s"}
+    no_e2e.pop("cost")
+    rows = C.gpu_rows(_gpu(models=[no_e2e, {"name": "big", "not_run": "20 s left, needs 46 s"}]))
+    ppl = [r for r in rows if "perplexity" in r.claim]
+    assert [r.verdict for r in ppl] == ["inconclusive", "not run here", "not run here", "not run here"]
+    assert "end-to-end R1 training: 10 s left" in ppl[1].evidence and "big: 20 s left" in ppl[3].evidence
+    (cost,) = [r for r in rows if r.claim.startswith("Calibration")]
+    assert cost.verdict == "not run here" and "end-to-end training" in cost.evidence
 
 
 def test_gpu_step_cost_row_judged_on_the_recorded_ratios():

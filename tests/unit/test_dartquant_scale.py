@@ -1,12 +1,17 @@
-"""Paper 08's GPU-section helpers that run without a GPU: the fused kernel's agreement measure (thresholds
-just inside and just outside), its byte count, the notebook's one-line summary, and the GPU profile's shape."""
+"""Paper 08's GPU study without a GPU: the fused kernel's agreement measure (thresholds just inside and just
+outside), its byte count, the notebook's one-line summary of a recorded payload, stage bodies on tiny inputs, and
+the GPU profile's shape."""
 
 import math
+import time
 
 import pytest
 import torch
 
-from companion.dartquant import scale as S
+from companion.core import ParameterError
+from companion.core.stages import StageContext
+from companion.dartquant import scale
+from companion.dartquant import study as S
 
 
 def _pair(tokens=40, n=16, seed=0):
@@ -68,32 +73,69 @@ def test_kernel_bytes():
     assert S.kernel_bytes(32768, 4096, 2) == 2 * 32768 * 4096 * 2 + 4096 * 4096 * 2 + 4 * 32768
 
 
-def _recorded(**kernel):
+def _recorded(compile_row=None, compile_state=None, **kernel):
     base = {"tokens": 32768, "n": 4096, "bits": 4, "dtype": "bfloat16", "bytes": S.kernel_bytes(32768, 4096, 2),
             "flop": 2 * 32768 * 4096 ** 2, "bytes_counted": "X read + R read once + quantized Y written",
-            "eager_ms": 4.0, "triton_ms": 2.0,
+            "eager_ms": 4.0, "triton_ms": 2.0, "speedup_vs_eager": 2.0,
             "agreement": {"off_frac": 1e-4, "max_steps": 1.0, "whip_rel": 1e-6, "matches": True}}
     base.update(kernel)
-    S._rates(base)
-    return {"device": "NVIDIA H200", "date": "2026-12-02", "smoke": False, "kernel": base}
+    for name in ("eager", "triton"):
+        S.add_rates(base, name, 32768, 4096, 2)
+    stages = {"kernel": {"state": "done"},
+              "kernel_compile": compile_state or {"state": "done" if compile_row else "skipped", "reason": "deadline"}}
+    return {"device": "NVIDIA H200", "date": "2026-12-02", "stages": stages, "kernel": base,
+            **({"kernel_compile": compile_row} if compile_row else {})}
 
 
 def test_kernel_summary():
-    for gpu in (None, {"device": "x"}, {**_recorded(), "smoke": True}):
-        assert "not recorded yet" in S.kernel_summary(gpu)
-    assert "not recorded yet" in S.kernel_summary({"kernel": {"skipped": "no CUDA device"}, "smoke": False})
-    txt = S.kernel_summary(_recorded())
-    assert "speed-up 2.00×" in txt and "TB/s" in txt and "Matches PyTorch: yes" in txt and "not timed" in txt
-    rec = _recorded(compiled_ms=3.0)
-    assert rec["kernel"]["speedup_vs_compiled"] == 1.5 and "torch.compile of the same function 3.000 ms" in S.kernel_summary(rec)
-    assert "1.50× its speed" in S.kernel_summary(rec)
+    assert "no GPU run recorded (python -m companion.bench dartquant)" in scale.kernel_summary(None)
+    cut = scale.kernel_summary({"stages": {"kernel": {"state": "failed", "error": "OutOfMemoryError: x"}}})
+    assert "not recorded (the recorded run's stage kernel (failed: OutOfMemoryError: x))" in cut
+    txt = scale.kernel_summary(_recorded())
+    assert "speed-up 2.00×" in txt and "TB/s" in txt and "Matches PyTorch: yes" in txt
+    assert "torch.compile not timed beside it (the recorded run's stage kernel_compile (skipped: deadline))" in txt
+    rec = _recorded(compile_row={"compiled_ms": 3.0, "speedup_vs_compiled": 1.5})
+    assert "torch.compile of the same function 3.000 ms" in scale.kernel_summary(rec)
+    assert "1.50× its speed" in scale.kernel_summary(rec)
     assert math.isclose(rec["kernel"]["triton_tbps"], rec["kernel"]["bytes"] / 2.0 / 1e9, rel_tol=1e-3)
     bad = _recorded(agreement={"off_frac": 0.5, "max_steps": 3.0, "whip_rel": 0.1, "matches": False})
-    assert "Matches PyTorch: NO" in S.kernel_summary(bad)
+    assert "Matches PyTorch: NO" in scale.kernel_summary(bad)
 
 
-def test_profile_runs_both_sizes_with_shorter_training():
-    P = S.GPU_PROFILE
+def test_the_migrated_record_reads_as_every_stage_done():
+    gpu = scale.recorded()
+    assert gpu["complete"] and all(scale.missing(gpu, s.name) is None for s in scale.STAGES)
+    assert gpu["kernel_compile"]["speedup_vs_compiled"] == round(gpu["kernel_compile"]["compiled_ms"] / gpu["kernel"]["triton_ms"], 3)
+    assert "torch.compile of the same function" in scale.kernel_summary(gpu)
+
+
+def _ctx(profile, results=None, left=math.inf):
+    """A stage's context on the CPU with ``left`` seconds to use."""
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results=results or {},
+                        until=time.perf_counter() + left)
+
+
+def test_compile_stage_times_the_reference_and_the_kernel_beside_it():
+    P = {**scale.SMOKE_PROFILE, "kernel_tokens": 9, "kernel_n": 8}
+    row = S.run_kernel_compile(_ctx(P, {"kernel": {"triton_ms": 0.5}}))
+    assert row["compiled_agreement"]["matches"] and row["compiled_agreement"]["off_frac"] == 0.0
+    assert row["speedup_vs_compiled"] == round(row["compiled_ms"] / 0.5, 3) and row["compiled_tbps"] >= 0
+    assert "speedup_vs_compiled" not in S.run_kernel_compile(_ctx(P))  # no kernel stage in this payload
+    with pytest.raises(ParameterError, match="kernel_dtype"):
+        S.run_kernel_compile(_ctx({**P, "kernel_dtype": "int8"}))
+
+
+def test_models_stage_records_the_models_it_has_no_time_for():
+    P = {**scale.SMOKE_PROFILE, "text_bytes": 20_000}
+    out = S.run_models(_ctx(P, left=5.0))  # each model needs train_seconds + MODEL_OVERHEAD_S
+    assert [m["name"] for m in out] == ["smoke-d64"] and out[0]["not_run"].endswith(f"needs {0.3 + S.MODEL_OVERHEAD_S} s")
+    assert "ppl" not in out[0]
+
+
+def test_profiles():
+    P = scale.GPU_PROFILE
     assert [m["name"] for m in P["models"]] == ["d512-L8", "d1024-L12"]
-    assert sum(m["train_seconds"] for m in P["models"]) <= 30  # both sizes inside the 150 s run
+    assert sum(m["train_seconds"] for m in P["models"]) <= 30  # both sizes inside the models stage
     assert P["kernel_n"] == 4096 and 16384 <= P["kernel_tokens"] <= 65536
+    assert set(scale.SMOKE_PROFILE) == set(P) and P["seed"] == 0
+    assert sum(s.needs_s for s in scale.STAGES) <= scale.DEADLINE_S

@@ -7,7 +7,6 @@ import pytest
 
 from companion.core import MIN_SEEDS, VERDICTS
 from companion.lorasuite import claims as C
-from companion.lorasuite.scale import recorded_summary
 
 
 def hist(final):
@@ -120,18 +119,22 @@ def test_time_saving_min():
 
 
 def gpu_json(lft=(2.64, 2.66), scratch=(2.61, 2.65), base=2.6721, transferred=2.6721, full=2.5477, steps=112,
-             planned=150, seconds=12.0, lft_seconds=8.9, seeds=(0,)):
-    """A constructed GPU JSON: LFT / LoRA(n) at n 100, lr 1e-3 and 3e-4 (one entry per seed)."""
+             planned=150, seconds=12.0, lft_seconds=8.9, seeds=(0,), states=None):
+    """A constructed GPU JSON in the stage runner's layout: LFT / LoRA(n) at n 100, lr 1e-3 and 3e-4 (one entry
+    per seed); ``states`` overrides stage states (a stage not done has no result)."""
     entries = lambda vals, sec: [{"n_samples": 100, "lr": lr, "val": v + 0.001 * s, "seconds": sec, "peak_gb": 7.0,  # noqa: E731
                                   **({"seed": s} if len(seeds) > 1 else {})}
                                  for s in seeds for lr, v in zip((1e-3, 3e-4), vals)]
-    return {"device": "NVIDIA H200", "date": "2026-12-02 00:00 UTC", "new_base": base, "transferred": transferred,
-            "profile": {"lora_steps": planned, "lora_rank": 32, "epochs": 3, "stage_limits": {"lora": 12}},
-            "parameters": {"old": 97e6, "new": 205e6}, "transfer": {"seconds": 7.0},
-            "lft": entries(lft, lft_seconds), "scratch": entries(scratch, 2.0),
-            "full_lora": {"val": full, "seconds": seconds, "peak_gb": 8.1, "steps": steps},
-            "svd": [{"d": 2048, "full_ms": 100.0, "randomized_ms": 5.0, "rel_err": 1e-3},
-                    {"d": 4096, "full_ms": 600.0, "randomized_ms": 6.0, "rel_err": 1e-3}]}
+    stages = {k: {"state": "done"} for k in ("vocab", "pretrain", "task", "svd")} | (states or {})
+    out = {"device": "NVIDIA H200", "date": "2026-12-02 00:00 UTC", "stages": stages,
+           "profile": {"lora_steps": planned, "lora_rank": 32, "epochs": 3, "stage_limits": {"lora": 12}},
+           "pretrain": {"parameters": {"old": 97e6, "new": 205e6}},
+           "task": {"new_base": base, "transferred": transferred, "transfer": {"seconds": 7.0},
+                    "lft": entries(lft, lft_seconds), "scratch": entries(scratch, 2.0),
+                    "full_lora": {"val": full, "seconds": seconds, "peak_gb": 8.1, "steps": steps}},
+           "svd": [{"d": 2048, "full_ms": 100.0, "randomized_ms": 5.0, "rel_err": 1e-3},
+                   {"d": 4096, "full_ms": 600.0, "randomized_ms": 6.0, "rel_err": 1e-3}]}
+    return {k: v for k, v in out.items() if stages.get(k, {"state": "done"})["state"] == "done"}
 
 
 def test_gpu_rows_recorded_json_one_seed():
@@ -161,16 +164,38 @@ def test_gpu_rows_follow_the_rule_with_three_seeds():
     assert full.verdict == "reproduced" and time.verdict == "reproduced"
     assert alone.verdict == "inconclusive" and "one transfer" in alone.scale  # the JSON holds one transfer
     bad = copy.deepcopy(good)
-    for e in bad["scratch"]:
+    for e in bad["task"]["scratch"]:
         e["val"] -= 0.1  # LoRA(n) from scratch ends lower in every seed
     assert C.gpu_rows(bad)[0].verdict == "not reproduced"
 
 
+def test_gpu_rows_of_stages_that_did_not_finish_say_so():
+    rows = C.gpu_rows(gpu_json(states={"task": {"state": "unfinished", "started": "2026-12-02 09:00 UTC"},
+                                       "svd": {"state": "skipped", "reason": "deadline: 4 s left, needs 15 s"}}))
+    assert [r.verdict for r in rows] == ["not run here"] * 2
+    assert "the recorded run's stage task (unfinished)" in rows[0].evidence
+    assert "stage svd (skipped: deadline: 4 s left, needs 15 s)" in rows[1].evidence
+    failed = C.gpu_rows(gpu_json(states={"svd": {"state": "failed", "error": "RuntimeError: x"}}))
+    assert len(failed) == 5 and "svd (failed: RuntimeError: x)" in failed[-1].evidence
+    assert "python -m companion.bench lorasuite" in C.gpu_rows(None)[0].evidence
+    assert "task (unfinished)" in C.recorded_summary(gpu_json(states={"task": {"state": "unfinished"}}))
+
+
+def test_the_migrated_record_reads_as_every_stage_done():
+    from companion.lorasuite.scale import STAGES, missing, recorded
+
+    gpu = recorded()
+    assert gpu["complete"] and all(missing(gpu, s.name) is None for s in STAGES)
+    rows = C.gpu_rows(gpu)
+    assert len(rows) == 5 and "stopped by its time cap at 112 of 150 steps" in rows[1].measured
+    assert "LoRA(full) was stopped by its 12 s time cap" in C.recorded_summary(gpu)
+
+
 def test_recorded_summary_says_what_the_run_showed():
-    text = recorded_summary(gpu_json())
+    text = C.recorded_summary(gpu_json())
     assert "in 2 of 2 settings" in text and "(exactly the same)" in text
     assert "stopped by its 12 s time cap after 112 of 150 steps" in text and "one seed" in text
-    text = recorded_summary(gpu_json(scratch=(2.7, 2.7), transferred=2.60, steps=150))
+    text = C.recorded_summary(gpu_json(scratch=(2.7, 2.7), transferred=2.60, steps=150))
     assert "in 0 of 2 settings" in text and "(-0.0721)" in text and "ran all 150 steps" in text
 
 

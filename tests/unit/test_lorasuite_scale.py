@@ -1,15 +1,20 @@
-"""The GPU profile's vocabularies: W_h is well-posed (full rank) at its widths, checked on the CPU without training."""
+"""The GPU study on the CPU: its vocabularies make W_h well-posed (full rank) at the GPU widths (checked without
+training), and stage bodies on tiny inputs."""
+
+import math
+import time
 
 import pytest
 import torch
 
 from companion.core import ParameterError, limit_threads
-from companion.lorasuite import transfer_matrix
+from companion.core.stages import StageContext
+from companion.lorasuite import study, transfer_matrix
 from companion.lorasuite.fixture import build_model, new_vocab, old_vocab
 from companion.lorasuite.lft import train
-from companion.lorasuite.scale import GPU_PROFILE, check_shared_tokens, gpu_vocabs
+from companion.lorasuite.scale import GPU_PROFILE, SMOKE_PROFILE
 from companion.lorasuite.transfer_matrix import common_tokens
-from companion.lorasuite.vocab import WordVocab, pieces, word_vocab
+from companion.lorasuite.vocab import WordVocab, check_shared_tokens, gpu_vocabs, pieces, word_vocab
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +79,24 @@ def test_train_stops_at_its_time_limit():
     data = torch.randint(0, 20, (64, 9))
     h = train(model, data, lr=1e-3, steps=50, batch=8, time_limit_s=0.0)
     assert len(h["train"]) == 1
+
+
+def _ctx(profile, left=math.inf):
+    """A stage's context on the CPU with ``left`` seconds to use."""
+    return StageContext(profile=profile, device="cpu", log=lambda *a: None, results={}, until=time.perf_counter() + left)
+
+
+def test_a_task_outside_the_fixture_packages_is_refused_before_any_text():
+    with pytest.raises(ParameterError, match="task"):
+        gpu_vocabs({**GPU_PROFILE, "task": "os"})
+
+
+def test_task_stage_needs_the_models_of_the_pretrain_stage():
+    with pytest.raises(RuntimeError, match="--stages pretrain,task"):
+        study.run_task(_ctx(SMOKE_PROFILE))
+
+
+def test_svd_stage_is_close_to_the_best_rank_r_error_and_stops_without_time():
+    rows = study.run_svd(_ctx({**SMOKE_PROFILE, "svd_dims": [32, 48], "svd_rank": 4}))
+    assert [r["d"] for r in rows] == [32, 48] and all(0 <= r["rel_err"] < 1e-3 for r in rows)
+    assert study.run_svd(_ctx(SMOKE_PROFILE, left=5.0)) == []  # the first size needs 10 s

@@ -1,0 +1,463 @@
+"""The stage bodies of paper 08's one-GPU study (:mod:`companion.dartquant.scale`) and the fused kernel's agreement measure.
+
+Each stage body takes a :class:`companion.core.stages.StageContext` and returns the stage's JSON-able result:
+
+* :func:`run_step_cost`: one Whip step (rotation, Eq. 4's loss, backward, SGD update) with QR-Orth (Alg. 1) and
+  with the Cayley parametrisation, the peer measured first: median time and peak memory at each width;
+* :func:`run_kernel`: the fused ``companion_kernels.rotate_quant_whip`` (``Y = X R``, per-token asymmetric
+  fake quantization of Y with clip 0.9, the per-token Whip sums) against the same function in eager PyTorch,
+  for each of the kernel's GPU tile shapes: agreement on the GPU, ms, TB/s, TFLOP/s;
+* :func:`run_models`: byte-level LLaMA-layout models trained from scratch on the standard library's source,
+  then W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end R1 training, and the
+  calibration cost of DartQuant against the end-to-end training;
+* :func:`run_kernel_compile`: ``torch.compile`` of the eager reference at the kernel stage's shape.
+
+:func:`step_cost` also times the notebook's CPU row; :func:`kernel_matches` judges a recorded kernel result.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+
+from companion.core import check_choice, time_ms
+
+#: the kernel's output counts as matching PyTorch when at most this fraction of elements sits on another
+#: grid point than eager PyTorch's (GEMM accumulation order moves a few y values across a rounding
+#: boundary), none by more than :func:`kernel_steps_bound` quantization steps, and the Whip sums agree to
+#: this relative error
+KERNEL_MAX_OFF_FRAC = 0.02
+KERNEL_WHIP_RTOL = 1e-3
+KERNEL_DTYPES = ("bfloat16", "float16", "float32")
+CLIP = 0.9              # the activation quantizer's clip ratio (paper Sec. 4.1)
+MODEL_OVERHEAD_S = 30   # seconds a model needs beyond its training: evaluations, QuaRot, DartQuant, end-to-end
+E2E_NEEDS_S = 25        # seconds the end-to-end R1 training and its evaluation need
+
+
+def _device(ctx) -> torch.device:
+    device = torch.device(ctx.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rotations stay fp32
+    return device
+
+
+def _kernel_dtype(profile: dict) -> torch.dtype:
+    return getattr(torch, check_choice("kernel_dtype", profile["kernel_dtype"], KERNEL_DTYPES))
+
+
+# ------------------------------------------------------------------------------------------ step cost
+
+def _peak_reset(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    return time.perf_counter()
+
+
+def _peak_mib(device, base: int = 0) -> float:
+    if device.type != "cuda":
+        return float("nan")
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+
+
+def step_cost(n: int, tokens: int, device, log) -> dict:
+    """Time and peak memory of one Whip step with QR-Orth and with the Cayley parametrisation at width n."""
+    from companion.dartquant.hadamard import random_hadamard
+    from companion.dartquant.qr_orth import _Rotator
+    from companion.dartquant.whip import whip_loss
+
+    x = torch.randn(tokens, n, device=device)
+    row = {"n": n, "tokens": tokens}
+    for method, key in (("cayley", "cayley"), ("qr_orth", "qr")):  # the peer first
+        rot = _Rotator(method, random_hadamard(n, 0).to(device)).to(device)
+        opt = torch.optim.SGD(rot.parameters(), lr=1e-3, momentum=0.9)
+
+        def step():
+            whip_loss(x @ rot()).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        step()
+        base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+        _peak_reset(device)
+        step()
+        row[f"{key}_mib"] = round(_peak_mib(device, base), 1)
+        row[f"{key}_ms"] = round(time_ms(step, device, warmup=50, rep=300), 3)
+        del rot, opt
+    log(f"[step cost] {row}")
+    return row
+
+
+def run_step_cost(ctx) -> dict:
+    """Stage ``step_cost``: :func:`step_cost` at each width of ``step_cost_n`` (fp32, ``step_cost_tokens``
+    tokens a step). Paper: (4/3)n³ for QR-Orth against ≈6n³ for Cayley SGD, ≈1.4× per iteration."""
+    device, P = _device(ctx), ctx.profile
+    return {"rows": [step_cost(n, P["step_cost_tokens"], device, ctx.log) for n in P["step_cost_n"]],
+            "tokens": P["step_cost_tokens"]}
+
+
+# ------------------------------------------------------------------------------------------ the fused kernel
+
+def kernel_steps_bound(bits: int, dtype: torch.dtype) -> float:
+    """The largest kernel-vs-PyTorch difference, in quantization steps s, of two correct implementations:
+    one grid point (a y near a rounding boundary), plus the rounding of each side's dequantized output
+    s·(q − z) to ``dtype``: |q − z| ≤ 2^b − 1 steps, each rounded with relative error at most u = eps/2,
+    so 1 + 2(2^b − 1)u (bf16, 4 bits: 1.117; fp32: 1 + 1.8e-6)."""
+    return 1.0 + 2 * (2 ** bits - 1) * torch.finfo(dtype).eps / 2
+
+
+def kernel_matches(agreement: dict, bits: int, dtype: torch.dtype) -> bool:
+    """Whether a :func:`kernel_agreement` record is within the three tolerances above."""
+    return bool(agreement["off_frac"] <= KERNEL_MAX_OFF_FRAC and agreement["max_steps"] <= kernel_steps_bound(bits, dtype)
+                and agreement["whip_rel"] <= KERNEL_WHIP_RTOL)
+
+
+def kernel_inputs(tokens: int, n: int, dtype: torch.dtype, device, seed: int = 0):
+    """Post-RMSNorm-like activations (Gaussian, 4 massive channels ×20) and QuaRot's random Hadamard R."""
+    from companion.dartquant.hadamard import random_hadamard
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(tokens, n, device=device, generator=g)
+    x[:, :4] *= 20.0
+    return x.to(dtype), random_hadamard(n, seed).to(device=device, dtype=dtype)
+
+
+def kernel_agreement(yk: torch.Tensor, wk: torch.Tensor, yr: torch.Tensor, wr: torch.Tensor, y: torch.Tensor,
+                     bits: int, clip: float = CLIP) -> dict:
+    """How far the kernel's ``(Q(XR), whip)`` is from the reference's, given the rounded ``y = X R``.
+
+    ``off_frac``: fraction of elements on another grid point (difference above 1e-3 of the token's step s);
+    ``max_steps``: the largest difference in units of s; ``whip_rel``: the largest relative Whip-sum error;
+    ``matches``: :func:`kernel_matches` at the kernel output's dtype.
+    """
+    yf = y.float()
+    hi = yf.amax(-1, keepdim=True).clamp(min=0) * clip
+    lo = yf.amin(-1, keepdim=True).clamp(max=0) * clip
+    step = ((hi - lo) / (2 ** bits - 1)).clamp_min(1e-30)
+    d = (yk.float() - yr.float()).abs() / step
+    out = {"off_frac": float((d > 1e-3).float().mean()), "max_steps": float(d.max()),
+           "whip_rel": float(((wk.double() - wr.double()).abs() / wr.double().abs().clamp_min(1e-12)).max()),
+           "elements": int(y.numel())}
+    out["matches"] = kernel_matches(out, bits, yk.dtype)
+    return out
+
+
+def kernel_bytes(tokens: int, n: int, itemsize: int) -> int:
+    """Compulsory bytes of the fused op: X read, R read once, quantized Y written, fp32 Whip sums written."""
+    return 2 * tokens * n * itemsize + n * n * itemsize + 4 * tokens
+
+
+def add_rates(row: dict, name: str, tokens: int, n: int, itemsize: int) -> None:
+    """``<name>_tbps`` and ``<name>_tflops`` of ``row[<name>_ms]`` (the compulsory bytes; 2·T·n² FLOP)."""
+    ms = row[f"{name}_ms"]
+    row[f"{name}_tbps"] = round(kernel_bytes(tokens, n, itemsize) / ms / 1e9, 4)
+    row[f"{name}_tflops"] = round(2 * tokens * n * n / ms / 1e9, 2)
+
+
+def kernel_study(tokens: int, n: int, bits: int, dtype: torch.dtype, device, log, seed: int = 0) -> dict:
+    """The fused Triton kernel against eager PyTorch at ``tokens`` × ``n``: agreement, ms, TB/s, TFLOP/s."""
+    from companion_kernels.dispatch import interpreting
+    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
+
+    interp = device.type != "cuda"
+    if interp and not interpreting():
+        raise RuntimeError("the kernel stage needs a CUDA device, or TRITON_INTERPRET=1 on the CPU "
+                           "(python -m companion.bench dartquant --smoke sets it)")
+    from companion_kernels.rotate_quant_whip.triton import GPU_TILES, rotate_quant_whip_triton
+
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    row = {"tokens": tokens, "n": n, "bits": bits, "dtype": str(dtype).replace("torch.", ""), "clip": CLIP,
+           "bytes": kernel_bytes(tokens, n, itemsize), "flop": 2 * tokens * n * n,
+           "bytes_counted": "X read + R read once + quantized Y written + fp32 Whip sums written"}
+    x, r = kernel_inputs(tokens, n, dtype, device, seed)
+    eager = lambda: rotate_quant_whip_reference(x, r, bits, CLIP)  # noqa: E731
+    yr, wr = eager()
+    y = x @ r
+    row["eager_ms"] = round(time_ms(eager, device), 4)  # the peer first
+    tiles = [None] if interp or dtype == torch.float32 else list(GPU_TILES)
+    row["tiles"] = []
+    for tile in tiles:  # each tile: agreement with eager PyTorch, then time; the best time is reported
+        fused = lambda tile=tile: rotate_quant_whip_triton(x, r, bits, CLIP, interpret=interp, tiles=tile)  # noqa: E731
+        yk, wk = fused()
+        entry = {"tile": list(tile) if tile else "default", "agreement": kernel_agreement(yk, wk, yr, wr, y, bits)}
+        del yk, wk
+        entry["ms"] = round(time_ms(fused, device, cpu_reps=1 if interp else 5), 4)
+        row["tiles"].append(entry)
+    best = min(row["tiles"], key=lambda e: e["ms"])
+    row["triton_ms"], row["best_tile"] = best["ms"], best["tile"]
+    worst = max(row["tiles"], key=lambda e: (not e["agreement"]["matches"], e["agreement"]["off_frac"]))
+    row["agreement"] = worst["agreement"]  # every tile tried must match for the row to match
+    del x, r, yr, wr, y
+    for name in ("eager", "triton"):
+        add_rates(row, name, tokens, n, itemsize)
+    row["speedup_vs_eager"] = round(row["eager_ms"] / row["triton_ms"], 3)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    log(f"[kernel] {row}")
+    return row
+
+
+def run_kernel(ctx) -> dict:
+    """Stage ``kernel``: :func:`kernel_study` at ``kernel_tokens`` × ``kernel_n`` in ``kernel_dtype``. Bytes
+    counted for TB/s: X read + R read once + quantized Y written + the fp32 Whip sums written (the kernel's
+    read-back of Y and R's re-reads from L2 are not counted); at n = 4096 the op is compute-bound (2n FLOP per
+    4 bytes), so TFLOP/s is reported too."""
+    P = ctx.profile
+    return kernel_study(P["kernel_tokens"], P["kernel_n"], P["kernel_bits"], _kernel_dtype(P), _device(ctx), ctx.log,
+                        ctx.seed)
+
+
+def run_kernel_compile(ctx) -> dict:
+    """Stage ``kernel_compile``: ``torch.compile`` (``compile_backend``) of the eager reference on the kernel
+    stage's inputs: the first call's seconds (the compilation), agreement with eager PyTorch, ms and rates, and
+    the fused kernel's speed relative to it when this payload holds the kernel stage. Last in the study: its
+    compile time is hard to bound."""
+    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
+
+    P, device = ctx.profile, _device(ctx)
+    tokens, n, bits, dtype = P["kernel_tokens"], P["kernel_n"], P["kernel_bits"], _kernel_dtype(P)
+    x, r = kernel_inputs(tokens, n, dtype, device, ctx.seed)
+    compiled = torch.compile(rotate_quant_whip_reference, backend=P["compile_backend"])
+    t0 = time.perf_counter()
+    yc, wc = compiled(x, r, bits, CLIP)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    row = {"compile_seconds": round(time.perf_counter() - t0, 1)}
+    yr, wr = rotate_quant_whip_reference(x, r, bits, CLIP)
+    row["compiled_agreement"] = kernel_agreement(yc, wc, yr, wr, x @ r, bits)
+    del yc, wc, yr, wr
+    row["compiled_ms"] = round(time_ms(lambda: compiled(x, r, bits, CLIP), device), 4)
+    add_rates(row, "compiled", tokens, n, torch.empty((), dtype=dtype).element_size())
+    triton_ms = (ctx.results.get("kernel") or {}).get("triton_ms")
+    if triton_ms:
+        row["speedup_vs_compiled"] = round(row["compiled_ms"] / triton_ms, 3)
+    ctx.log(f"[kernel, torch.compile] {row}")
+    return row
+
+
+# ------------------------------------------------------------------------------------------ the models
+
+def docstring_bytes() -> torch.Tensor:
+    """The standard library's English docstrings as one byte tensor (the cross set)."""
+    from companion.models import stdlib_texts
+
+    return torch.frombuffer(bytearray("\n\n".join(stdlib_texts()).encode()), dtype=torch.uint8).long()
+
+
+def windows(data: torch.Tensor, n: int, seq_len: int, seed: int) -> torch.Tensor:
+    """``n`` windows of ``seq_len`` bytes at seeded random starts."""
+    g = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(data) - seq_len - 1, (n,), generator=g)
+    return data[starts[:, None] + torch.arange(seq_len)[None]]
+
+
+def train(model, data, *, seconds, batch, seq_len, lr, device, log) -> dict:
+    """AdamW (β 0.9/0.95, weight decay 0.1, 50 warm-up steps, bf16 autocast on a GPU) on next-byte loss for
+    ``seconds``; the loss every 50 steps."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    g = torch.Generator().manual_seed(1)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    model.train()
+    t0, step, losses = time.perf_counter(), 0, []
+    while time.perf_counter() - t0 < seconds:
+        ids = windows(data, batch, seq_len + 1, int(torch.randint(0, 2 ** 31, (1,), generator=g))).to(device)
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, (step + 1) / 50)
+        with amp:
+            out = model(input_ids=ids[:, :-1], labels=ids[:, :-1])
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 50 == 0:
+            losses.append(float(out.loss.detach()))
+        step += 1
+        if step % 200 == 0:
+            log(f"  step {step} loss {out.loss.item():.3f}")
+    model.eval()
+    return {"steps": step, "seconds": round(time.perf_counter() - t0, 1), "loss": losses}
+
+
+def _ppl_sets(model, sets, *, w_bits=None, a_bits=None, kv_bits=None, r3=False):
+    from companion.dartquant.rotation import perplexity, quantize_weights, quantized_activations
+
+    m = model
+    if w_bits is not None:
+        m = quantize_weights(copy.deepcopy(model), w_bits, "rtn")
+    with quantized_activations(m, a_bits, kv_bits, r3=r3):
+        return {k: round(perplexity(m, v, batch=8), 4) for k, v in sets.items()}
+
+
+def rotated_params(model, r1: torch.Tensor) -> dict:
+    """The model's parameters with R1 applied, as differentiable tensors (for :func:`torch.func.functional_call`)."""
+    from companion.dartquant.rotation import llama_parts
+
+    p = llama_parts(model)
+    out = {}
+    names = {id(mod): n for n, mod in model.named_modules()}
+    out[names[id(p.embed)] + ".weight"] = p.embed.weight @ r1
+    out[names[id(p.lm_head)] + ".weight"] = p.lm_head.weight @ r1
+    for layer in p.layers:
+        for lin in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.mlp.gate_proj, layer.mlp.up_proj):
+            out[names[id(lin)] + ".weight"] = lin.weight @ r1
+        for lin in (layer.self_attn.o_proj, layer.mlp.down_proj):
+            out[names[id(lin)] + ".weight"] = r1.T @ lin.weight
+    return out
+
+
+def end_to_end_r1(model, calib_ids, *, steps, lr, batch, a_bits, kv_bits, device, seed=0):
+    """SpinQuant-style: R1 = B·Cayley(A) (torch's orthogonal parametrisation, B the random Hadamard start),
+    Adam on A, next-token loss of the W16A{a}KV{kv} model (straight-through rounding). The model is frozen."""
+    from companion.dartquant.hadamard import random_hadamard
+    from companion.dartquant.rotation import quantized_activations
+
+    d = model.config.hidden_size
+    holder = torch.nn.Module()
+    holder.weight = torch.nn.Parameter(random_hadamard(d, seed).to(device))
+    torch.nn.utils.parametrizations.orthogonal(holder, "weight", orthogonal_map="cayley")
+    with torch.no_grad():
+        holder.weight = random_hadamard(d, seed).to(device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.Adam(holder.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    with quantized_activations(model, a_bits, kv_bits, r3=True, ste=True):
+        for _ in range(steps):
+            ids = calib_ids[torch.randint(0, calib_ids.shape[0], (batch,), generator=g)].to(device)
+            with amp:
+                out = torch.func.functional_call(model, rotated_params(model, holder.weight), (),
+                                                 {"input_ids": ids, "labels": ids})
+            out.loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(float(out.loss.detach()))
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return holder.weight.detach().float(), losses
+
+
+def dartquant_calibrate(model, calib_ids, P, device, seed=0):
+    """Collect the R1/R2 sites in memory and learn R1 (pooled) and each layer's R2 with Whip + QR-Orth."""
+    from companion.dartquant.activations import collect_calibration
+    from companion.dartquant.qr_orth import calibrate
+
+    data = collect_calibration(model, calib_ids.to(device), tokens_per_sample=P["calib_tokens_per_sample"], seed=seed)
+    x1 = data["r1"].reshape(-1, data["r1"].shape[-1])
+    c1 = calibrate(x1, steps=P["r1_steps"], lr=P["rot_lr"], batch=P["rot_batch"], seed=seed)
+    cfg = model.config
+    r2, r2_loss = [], []
+    for xl in data["r2"]:
+        c2 = calibrate(xl.reshape(-1, xl.shape[-1]), steps=P["r2_steps"], lr=P["rot_lr"], batch=P["rot_batch"],
+                       heads=cfg.num_attention_heads, kv_heads=cfg.num_key_value_heads, seed=seed)
+        r2.append(c2.rotation)
+        r2_loss.append((c2.losses[0], float(np.mean(c2.losses[-10:]))))
+    return c1.rotation, r2, {"r1_loss": (c1.losses[0], float(np.mean(c1.losses[-10:]))), "r2_loss": r2_loss,
+                             "r1_tokens": int(x1.shape[0])}
+
+
+def _hadamard_r2(cfg, seed: int) -> list[torch.Tensor]:
+    """QuaRot's R2: a random Hadamard per layer, one copy per K/V head."""
+    from companion.dartquant.hadamard import random_hadamard
+
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    return [random_hadamard(hd, seed + 1 + i).unsqueeze(0).repeat(cfg.num_key_value_heads, 1, 1)
+            for i in range(cfg.num_hidden_layers)]
+
+
+def model_study(spec: dict, P: dict, train_data, sets: dict, calib_ids, device, ctx) -> dict:
+    """One model of :func:`run_models`: trained, norms fused, then FP and W4A4KV4 perplexity for each method,
+    and the two calibrations' wall time and peak memory."""
+    from companion.dartquant.hadamard import random_hadamard
+    from companion.dartquant.rotation import fuse_norms, rotate_model
+    from companion.models import tiny_llama
+
+    seed, log, L, b = ctx.seed, ctx.log, P["seq_len"], P["bits"]
+    log(f"[model] {spec['name']}")
+    model = tiny_llama(vocab_size=256, hidden_size=spec["hidden"], num_layers=spec["layers"], num_heads=spec["heads"],
+                       num_kv_heads=spec["kv_heads"], intermediate_size=spec["ffn"], max_position=L + 1, seed=seed)
+    model.to(device)
+    tr = train(model, train_data, seconds=spec.get("train_seconds", P["train_seconds"]), batch=P["batch"], seq_len=L,
+               lr=P["lr"], device=device, log=log)
+    model.float()
+    fuse_norms(model)
+    entry = {"name": spec["name"], **spec, "parameters": sum(p.numel() for p in model.parameters()),
+             "train_seconds": tr["seconds"], "train_steps": tr["steps"], "train_loss": tr["loss"]}
+    q = dict(w_bits=b["w"], a_bits=b["a"], kv_bits=b["kv"])
+    ppl = {"fp32": _ppl_sets(model, sets), "none": _ppl_sets(model, sets, **q)}
+    log(f"  fp32 {ppl['fp32']}, none {ppl['none']}")
+
+    cfg = model.config
+    quarot = copy.deepcopy(model)
+    rotate_model(quarot, random_hadamard(cfg.hidden_size, seed), _hadamard_r2(cfg, seed), r4=True)
+    ppl["quarot"] = _ppl_sets(quarot, sets, r3=True, **q)
+    del quarot
+
+    t0 = _peak_reset(device)
+    base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+    r1, r2, info = dartquant_calibrate(model, calib_ids, P, device, seed)
+    dq_s, dq_mib = time.perf_counter() - t0, _peak_mib(device, base)
+    dq = copy.deepcopy(model)
+    rotate_model(dq, r1, r2, r4=True)
+    ppl["dartquant"] = _ppl_sets(dq, sets, r3=True, **q)
+    del dq
+    entry["dartquant"] = {"seconds": round(dq_s, 2), "peak_mib": round(dq_mib, 1), **info}
+    log(f"  quarot {ppl['quarot']}, dartquant {ppl['dartquant']} ({dq_s:.1f} s)")
+
+    if ctx.left() < E2E_NEEDS_S:
+        entry["not_run"] = f"end-to-end R1 training: {ctx.left():.0f} s left, needs {E2E_NEEDS_S} s"
+        log(f"  {entry['not_run']}")
+    else:
+        e2e_model = copy.deepcopy(model)
+        rotate_model(e2e_model, None, _hadamard_r2(cfg, seed), r4=True)
+        t0 = _peak_reset(device)
+        base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+        r1_e2e, losses = end_to_end_r1(e2e_model, calib_ids, steps=P["e2e_steps"], lr=P["e2e_lr"], batch=P["e2e_batch"],
+                                       a_bits=b["a"], kv_bits=b["kv"], device=device, seed=seed)
+        e2e_s, e2e_mib = time.perf_counter() - t0, _peak_mib(device, base)
+        rotate_model(e2e_model, r1_e2e)
+        ppl["end-to-end"] = _ppl_sets(e2e_model, sets, r3=True, **q)
+        del e2e_model
+        entry["end_to_end"] = {"seconds": round(e2e_s, 2), "peak_mib": round(e2e_mib, 1),
+                               "loss_first": losses[0], "loss_last": float(np.mean(losses[-10:]))}
+        entry["cost"] = {"dartquant_s": round(dq_s, 2), "dartquant_mib": round(dq_mib, 1),
+                         "e2e_s": round(e2e_s, 2), "e2e_mib": round(e2e_mib, 1)}
+        log(f"  end-to-end {ppl['end-to-end']} ({e2e_s:.1f} s)")
+    entry["ppl"] = ppl
+    return entry
+
+
+def run_models(ctx) -> list[dict]:
+    """Stage ``models``: each model of ``models`` (byte-level LLaMA layout with GQA) trained from scratch for its
+    ``train_seconds`` on ``text_bytes`` of the standard library's source (bf16 autocast, AdamW), then
+    (:func:`model_study`) FP perplexity on held-out source files and on English docstrings (the cross set), and
+    W4A4KV4 perplexity (RTN weights, group 128, MSE clip; per-token asymmetric activations, clip 0.9; K/V per
+    head) for **none** (norms fused only), **QuaRot** (random Hadamard R1, R2, online R3/R4), **DartQuant**
+    (Whip + QR-Orth R1 on the pooled q/up inputs, per-layer R2 on the o_proj inputs, R3/R4 Hadamard) and
+    **end-to-end** (SpinQuant-style: R1 under torch's Cayley parametrisation trained by Adam through the
+    W16A4KV4 model with straight-through rounding, R2/R3/R4 Hadamard). A model the time left cannot cover is
+    recorded as ``{"name", "not_run"}``."""
+    from companion.models.texts import stdlib_source_bytes
+
+    P, device = ctx.profile, _device(ctx)
+    train_data, val_data = stdlib_source_bytes(P["text_bytes"])
+    L = P["seq_len"]
+    sets = {"source": windows(val_data, P["eval_samples"], L, 11),
+            "docstrings": windows(docstring_bytes(), P["eval_samples"], L, 12)}
+    calib_ids = windows(train_data, P["calib_samples"], L, 13)
+    out = []
+    for spec in P["models"]:
+        need = spec.get("train_seconds", P["train_seconds"]) + MODEL_OVERHEAD_S
+        if ctx.left() < need:
+            out.append({"name": spec["name"], "not_run": f"{ctx.left():.0f} s left, needs {need} s"})
+            ctx.log(f"[model] {spec['name']} not run: {out[-1]['not_run']}")
+            continue
+        out.append(model_study(spec, P, train_data, sets, calib_ids, device, ctx))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return out
