@@ -120,3 +120,31 @@ def test_sigterm_mid_stage_leaves_the_stage_unfinished_in_the_file(tmp_path):
     payload = json.loads(out.read_text())
     assert stage_states(payload) == {"quick": "done", "slow": "unfinished"} and not payload["complete"]
     assert not_finished(payload) == ["slow (unfinished)"]
+
+
+def test_a_smoke_run_of_the_entry_killed_mid_stage_leaves_that_stage_unfinished(tmp_path):
+    """`python -m companion.bench hollowflow --smoke` sent SIGTERM while its last stage (about 3 s) runs: the JSON
+    on disk marks that stage unfinished, the earlier ones done, and the run not complete."""
+    from companion.core import repo_path
+
+    out = tmp_path / "hollowflow_gpu.json"
+    proc = subprocess.Popen([sys.executable, "-m", "companion.bench", "hollowflow", "--smoke", "--out-dir", str(tmp_path)],
+                            cwd=repo_path(), env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo_path())},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if stage_states(json.loads(out.read_text())).get("toy_LJ55") == "unfinished":
+                    proc.send_signal(signal.SIGTERM)
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.02)
+        assert proc.wait(timeout=60) == -signal.SIGTERM, "the run ended before its last stage could be interrupted"
+    finally:
+        proc.kill()
+    payload = json.loads(out.read_text())
+    assert stage_states(payload) == {"likelihood_step": "done", "segment_sum": "done", "toy_LJ13": "done",
+                                     "toy_LJ55": "unfinished"}
+    assert not payload["complete"] and payload["smoke"] and "exit" not in payload
