@@ -9,7 +9,6 @@ rᵀ [∇²G]⁻¹ ∂∇²G r, whose expectation is tr([∇²G]⁻¹ ∂∇²G)
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -63,14 +62,6 @@ def flow_loss(potential: ConvexPotential, x, logdet="hutchinson", n_probes=1, cg
     prior = -0.5 * (y * y).sum(1)
     ld = exact_logdet(potential, x) if logdet == "exact" else logdet_surrogate(potential, x, n_probes, cg_iters, generator)
     return -(prior + ld).mean()
-
-
-def flow_nll(potential, x):
-    """The exact negative log-likelihood (nats per sample), for monitoring at small d."""
-    with torch.no_grad():
-        y = potential.grad(x)
-        d = x.shape[1]
-        return float((0.5 * (y * y).sum(1) + 0.5 * d * math.log(2 * math.pi) - exact_logdet(potential, x)).mean())
 
 
 def flow_sample(potential, n, generator=None, inverse="newton", tol=1e-6, max_iter=50, dtype=torch.float64, device="cpu"):

@@ -110,14 +110,6 @@ def eight_gaussians(radius: float = 2.0, std: float = 0.25) -> GaussianMixture:
     return GaussianMixture(means, std, name="8 Gaussians")
 
 
-def make_target(name: str, kappa: float = 100.0):
-    if name == "gaussian":
-        return ill_conditioned_gaussian(kappa)
-    if name == "8gaussians":
-        return eight_gaussians()
-    raise ParameterError("target", name, "one of " + ", ".join(repr(t) for t in TARGETS))
-
-
 def newton_stationary_covariance(cov: torch.Tensor, eta: float, noise_diag: bool = False) -> torch.Tensor:
     """The exact stationary covariance of mirror Langevin on N(μ, Σ) with the Newton map G = ½xᵀΣ⁻¹x
     (the stationary mean is μ).

@@ -75,10 +75,5 @@ def bd_against(curves: dict, reference: str) -> dict:
     return out
 
 
-def low_layer_psnr(study: KeyframeStudy) -> dict:
-    """PSNR of the base layer (l = 1) per variant: the paper's "Low" ablation number."""
-    return {k: float(v["psnr"][0]) for k, v in study.curves.items()}
-
-
 def monotone(values, tol: float = 0.0) -> bool:
     return bool(np.all(np.diff(np.asarray(values, dtype=float)) >= -tol))

@@ -30,7 +30,7 @@ import torch
 
 from companion.core import ParameterError, repo_path
 from companion.core.checkpoints import differences, load_state, read_metadata, save_state
-from companion.lorasuite.lft import evaluate, train, windows
+from companion.lorasuite.lft import train, windows
 from companion.models.texts import stdlib_source_files
 
 FIXTURE_DIR = repo_path("data", "lorasuite")
@@ -311,20 +311,6 @@ def load_fixture(recipe: Recipe = Recipe(), folder=None, build: bool = True, log
         out[key + "_val"] = meta["val_before_after"]
     out["recipe"] = recipe
     return out
-
-
-def fixture_summary(fx: dict) -> dict:
-    """Validation losses on the task of the models and cached adapters (computed now)."""
-    from companion.lorasuite.transfer import merged_model
-
-    r = fx["recipe"]
-    s = r.lora_alpha / r.lora_rank
-    return {
-        "old_base": evaluate(fx["old_model"], fx["B_val_old"]),
-        "old_lora": evaluate(merged_model(fx["old_model"], fx["old_lora"], s), fx["B_val_old"]),
-        "new_base": evaluate(fx["new_model"], fx["B_val_new"]),
-        "full_lora": evaluate(merged_model(fx["new_model"], fx["full_lora"], s), fx["B_val_new"]),
-    }
 
 
 if __name__ == "__main__":  # pragma: no cover - the command that made data/lorasuite/

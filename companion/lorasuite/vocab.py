@@ -94,11 +94,6 @@ def upgrade_vocabs(text: str, old_size: int, new_size: int, extra_new_text: str 
     return vo, vn
 
 
-def shared_count(vo, vn) -> int:
-    return len(set(vo.get_vocab()) & set(vn.get_vocab()))
-
-
-
 def local_source(exclude=(), max_bytes: int = 30_000_000) -> str:
     """The standard library's .py source (sorted files, test folders and the ``exclude`` packages left out), tabs
     as four spaces, until ``max_bytes`` characters."""
