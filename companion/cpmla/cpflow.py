@@ -9,7 +9,6 @@ rᵀ [∇²G]⁻¹ ∂∇²G r, whose expectation is tr([∇²G]⁻¹ ∂∇²G)
 
 from __future__ import annotations
 
-
 import torch
 
 from companion.core import ParameterError, check_choice, check_float, check_int
