@@ -61,8 +61,8 @@ SMOKE_PROFILE = {
     "kernel_tokens": 67, "kernel_n": 32, "kernel_dtype": "float32", "compile_backend": "eager",
 }
 STAGES = (
-    Stage("step_cost", E.run_step_cost, needs_s=10),
-    Stage("kernel", E.run_kernel, needs_s=15),
+    Stage("step_cost", E.run_step_cost, needs_s=15),
+    Stage("kernel", E.run_kernel, needs_s=10),
     Stage("models", E.run_models, needs_s=90),
     Stage("kernel_compile", E.run_kernel_compile, needs_s=35),
 )

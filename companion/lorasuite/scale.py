@@ -52,9 +52,9 @@ SMOKE_PROFILE = {
     "cka_tokens": 32, "svd_dims": [64], "svd_rank": 4, "vocab": {"old": 512, "new": 768}, "text_bytes": 300_000,
 }
 STAGES = (
-    Stage("vocab", E.run_vocab, needs_s=15),
+    Stage("vocab", E.run_vocab, needs_s=5),
     Stage("pretrain", E.run_pretrain, needs_s=65),
-    Stage("task", E.run_task, needs_s=45),
+    Stage("task", E.run_task, needs_s=55),
     Stage("svd", E.run_svd, needs_s=15),
 )
 
