@@ -15,6 +15,8 @@ ranking, ``p_t(r) ∝ exp(−(r − μ_t)²/2σ²)``, and moves
 * :mod:`~companion.gain_rl.sampler` -- the Gaussian sampler over ranks, the μ update (and the TRL path's
   one-epoch lag behind a flag), uniform and DAPO-style filtering baselines;
 * :mod:`~companion.gain_rl.grpo` -- GRPO written out (the patched TRL trainer's loss) and the curriculum loop;
+* :mod:`~companion.gain_rl.trl_sampler` -- the ordering and the schedule inside TRL's ``GRPOTrainer`` (a sampler and
+  a small subclass fed by the trainer's rollouts; imports TRL only when used, so not imported here);
 * :mod:`~companion.gain_rl.policy` -- the character policy (the shared Qwen-shaped tiny decoder), generated
   arithmetic, the SFT warm start;
 * :mod:`~companion.gain_rl.experiments` -- pool signals (concentration, gradient norms, Spearman) and the

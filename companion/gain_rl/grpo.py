@@ -12,6 +12,15 @@ with ``G = 8``, ``β = 0.005`` and binary reward (the paper's 2.0/0.0 with ``rew
 ``exp(logp − logp.detach())`` is 1 in value and carries ``∇ logp``: one policy-gradient step per batch,
 no clipping, as in that trainer.
 
+With ``old_logp`` (the policy that sampled, when a batch is reused: TRL's ``num_iterations > 1``) the ratio
+``ρ_t = exp(logp_t − old_t)`` is clipped as in PPO / GRPO (DeepSeekMath, Eq. 3):
+
+    ℓ_t = −( min(ρ_t A_k, clip(ρ_t, 1 − ε_low, 1 + ε_high) A_k) − β · KL_t )
+
+With ``old_t = logp_t.detach()`` it is the formula above (``ρ = 1`` inside the clip). TRL's ``GRPOTrainer``
+computes the same with ``loss_type="grpo"`` and ``use_bias_correction_kl=False`` (its default ``True`` multiplies
+``KL_t`` by ``ρ_t``); ``tests/unit/test_gain_rl_trl.py`` compares the two on one batch.
+
 :func:`run_curriculum` is one RL run: each epoch the sampler picks the prompts (``draw``), the policy
 samples ``G`` completions each (temperature 1), the loss is minimised in ``minibatches`` AdamW steps
 (weight decay 0.1, gradient norm clipped at 0.1, constant learning rate, as the paper), the epoch's mean
@@ -55,12 +64,24 @@ def completion_mask(completions: torch.Tensor) -> torch.Tensor:
 
 
 def grpo_loss(logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-              beta: float = 0.005) -> torch.Tensor:
-    """The patched TRL trainer's GRPO loss on per-token log-probabilities ``[B, T]`` (see the module doc)."""
+              beta: float = 0.005, *, old_logp: torch.Tensor | None = None, epsilon_low: float = 0.2,
+              epsilon_high: float | None = None) -> torch.Tensor:
+    """The patched TRL trainer's GRPO loss on per-token log-probabilities ``[B, T]`` (see the module doc); with
+    ``old_logp``, the ratio to that policy clipped to ``[1 − epsilon_low, 1 + epsilon_high]`` (``epsilon_high``
+    defaults to ``epsilon_low``)."""
     check_float("beta", beta, lo=0.0)
     d = ref_logp - logp
     kl = torch.exp(d) - d - 1
-    per_token = -(torch.exp(logp - logp.detach()) * advantages[:, None] - beta * kl)
+    if old_logp is None:
+        per_token = -(torch.exp(logp - logp.detach()) * advantages[:, None] - beta * kl)
+    else:
+        check_float("epsilon_low", epsilon_low, lo=0.0)
+        epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
+        check_float("epsilon_high", epsilon_high, lo=0.0)
+        ratio = torch.exp(logp - old_logp)
+        adv = advantages[:, None]
+        clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+        per_token = -(torch.min(ratio * adv, clipped * adv) - beta * kl)
     return ((per_token * mask).sum(1) / mask.sum(1)).mean()
 
 

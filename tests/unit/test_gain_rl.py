@@ -238,37 +238,34 @@ def test_uniform_and_filter_samplers():
 
 # ------------------------------------------------------------------------------------------------ GRPO
 
-def _trl_loss(per_token_logps, ref_per_token_logps, rewards, completion_mask, num_generations, beta):
-    # the patched TRL trainer's lines, transcribed (grpo_trainer.py, compute_loss)
-    per_token_kl = torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1
-    mean_grouped_rewards = rewards.view(-1, num_generations).mean(dim=1)
-    std_grouped_rewards = rewards.view(-1, num_generations).std(dim=1)
-    mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations, dim=0)
-    std_grouped_rewards = std_grouped_rewards.repeat_interleave(num_generations, dim=0)
-    advantages = (rewards - mean_grouped_rewards) / (std_grouped_rewards + 1e-4)
-    per_token_loss = torch.exp(per_token_logps - per_token_logps.detach()) * advantages.unsqueeze(1)
-    per_token_loss = -(per_token_loss - beta * per_token_kl)
-    return ((per_token_loss * completion_mask).sum(dim=1) / completion_mask.sum(dim=1)).mean()
-
-
-def test_grpo_loss_equals_trl_formula_value_and_gradient():
+def test_grpo_loss_clipped_form_reduces_on_policy_and_clips():
+    """With ``old_logp = logp.detach()`` the clipped objective is the unclipped one in value and gradient; off-policy,
+    a token whose ratio is past the clip on the advantage's side gets no gradient. (TRL's own loss is compared in
+    test_gain_rl_trl.py.)"""
     torch.manual_seed(5)
-    logits = torch.randn(16, 4, 15, requires_grad=True)
-    toks = torch.randint(0, 15, (16, 4))
-    ref = torch.log_softmax(torch.randn(16, 4, 15), -1).gather(-1, toks[..., None]).squeeze(-1)
-    rewards = torch.tensor([1., 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]) * 2
+    logits = torch.randn(8, 4, 15)
+    toks = torch.randint(0, 15, (8, 4))
+    ref = torch.log_softmax(torch.randn(8, 4, 15), -1).gather(-1, toks[..., None]).squeeze(-1)
+    adv = G.group_advantages(torch.tensor([1., 0, 0, 1, 1, 1, 0, 0]) * 2, 4)
     mask = G.completion_mask(toks)
     outs = []
-    for fn in ("ours", "trl"):
-        lg = logits.clone().detach().requires_grad_(True)
+    for clipped in (False, True):
+        lg = logits.clone().requires_grad_(True)
         logp = torch.log_softmax(lg, -1).gather(-1, toks[..., None]).squeeze(-1)
-        if fn == "ours":
-            loss = G.grpo_loss(logp, ref, G.group_advantages(rewards, 8), mask, 0.005)
-        else:
-            loss = _trl_loss(logp, ref, rewards, mask, 8, 0.005)
+        old = logp.detach() if clipped else None
+        loss = G.grpo_loss(logp, ref, adv, mask, 0.005, old_logp=old)
         loss.backward()
         outs.append((loss.detach(), lg.grad))
     assert torch.allclose(outs[0][0], outs[1][0]) and torch.allclose(outs[0][1], outs[1][1])
+    lg = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(lg, -1).gather(-1, toks[..., None]).squeeze(-1)
+    old = logp.detach().clone()
+    old[0, 0] -= 1.0  # ratio e > 1.2 on a positive-advantage row: clipped
+    assert adv[0] > 0 and mask[0, 0] == 1
+    G.grpo_loss(logp, ref, adv, mask, 0.0, old_logp=old).backward()
+    assert float(lg.grad[0, 0].abs().max()) == 0 and float(lg.grad[0, 1].abs().max()) > 0
+    with pytest.raises(ParameterError, match="epsilon_low"):
+        G.grpo_loss(logp, ref, adv, mask, old_logp=old, epsilon_low=-0.1)
 
 
 def test_advantages_and_mask():
