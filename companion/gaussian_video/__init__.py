@@ -15,8 +15,9 @@ is a 2-D CPU analogue that keeps every mechanism, plus two 3-D studies for one G
   progressive render, λ_l;
 * :mod:`~companion.gaussian_video.rate` — uniform-noise quantisation, the FFT Gaussian-KDE rate
   (Silverman) and the Gaussian residual rate;
-* :mod:`~companion.gaussian_video.bitstream` — quantisation (uint16 positions, uint8 others), an exact
-  rANS coder, keyframe / inter-frame chunks per layer with exact size accounting, the H.264 path;
+* :mod:`~companion.gaussian_video.bitstream` — quantisation (uint16 positions, uint8 others), constriction's
+  ANS coder under the rate models, keyframe / inter-frame chunks per layer with exact size accounting, the
+  H.264 path;
 * :mod:`~companion.gaussian_video.pipeline` — keyframe fit, layer-wise RD, inter-frames, grouping, the
   bit-exact decoder;
 * :mod:`~companion.gaussian_video.bd` — BD-PSNR and BD-rate (PCHIP);

@@ -3,8 +3,14 @@
 The paper stores positions as uint16 and the other attributes as uint8, flattens each channel into an
 image and codes the images with H.264 (x264, I/P frames only, 3 references, yuv444p, preset medium,
 qp 20). At this scale we code the same quantised symbols with an entropy coder driven by the training's
-rate models (the issue's choice of constriction ``Categorical`` / ``QuantizedGaussian``; constriction is
-not installed here, so :func:`rans_encode` is a minimal exact range-ANS coder on Python integers):
+rate models (Sec. 3.3: the KDE for keyframes, the Gaussian for residuals, R = −Σ log₂ P(x̃)): the ANS coder of
+constriction 0.5.0 (``constriction.stream.stack.AnsCoder``, 32-bit words) under a
+``constriction.stream.model.Categorical(freqs, perfect=False)`` per channel, built from the integer
+frequencies below (:func:`categorical`), so encoder and decoder hand constriction the same numbers and get
+the same 24-bit fixed-point model. A stream's size is −Σ log₂ P(s) under those frequencies (the coded
+counterpart of the training's rate R) plus the rounding of P to 24 bits and at most 64 bits for the
+coder's final state (:func:`ans_encode`); constriction's rounding is part of the format, hence the pinned
+version:
 
 * **keyframe** channel c: per-channel min/max (float32) and symbols s = round((x − min)/(max − min) ·
   (2^b − 1)), b = 16 for positions, 8 otherwise; the model is a ``Categorical`` from the FFT-KDE of the
@@ -12,15 +18,20 @@ not installed here, so :func:`rans_encode` is a minimal exact range-ANS coder on
   byte of 16-bit positions; their low byte is sent raw, 8 bits);
 * **inter-frame**: the motion grid (G × G × 3 values: Δx, Δy, Δθ, quantised with step q) in the header,
   then per layer the residuals Δ = x_t − x̂_{t−1} of log-scale, opacity and colour quantised with step q;
-  each channel is coded with a ``QuantizedGaussian`` whose mean and std (float16) and symbol range
-  (int16) are in the frame header.
+  each channel is coded with a ``QuantizedGaussian`` (:func:`gaussian_freqs`) whose mean and std (float16)
+  and symbol range (int16) are in the frame header (a constant channel, lo = hi, costs no bits).
 
-Layout of one frame: ``type | header | chunk_1 | … | chunk_L``; a chunk holds layer l's symbols of every
-channel. **Size accounting** (printed by the notebook): a frame's bytes are its header (model tables,
+Layout of one frame: ``varint(len) header | varint(len) chunk_1 | … | varint(len) chunk_L``. Keyframe header:
+``K``, L, the Gaussians per layer, then per channel min, max and the 32 KDE levels. Inter-frame header: ``P``,
+G, the model (mean, std, lo, hi) of each grid and residual channel, then the grid as one ANS stream. Chunk l
+holds layer l's symbols of every channel: the raw low bytes of the 16-bit channels (channel by channel), then
+one ANS stream of the channels in order (the decoder knows every count from the header or the keyframe).
+**Size accounting** (printed by the notebook): a frame's bytes are its header (model tables,
 min/max, counts) plus its chunks; the bytes of layers ≤ l are the header plus chunks 1..l, so the sizes
-add over layers exactly. The motion grid counts in the header; there are no MLP weights (the CPU
-analogue's motion model is the grid itself). Decoding is bit-exact: :func:`decode_frame` returns the same float32 tensors as
-the encoder's own dequantisation.
+add over layers exactly, and chunk l depends on layer l's symbols and the header alone. The motion grid counts
+in the header; there are no MLP weights (the CPU analogue's motion model is the grid itself). Decoding is
+bit-exact: :func:`decode_key` returns the same float32 tensors as the dequantised Gaussians :func:`encode_key`
+returns, :func:`decode_inter` the same integer symbols.
 
 **The paper's codec path** (used by the GPU study, :mod:`companion.gaussian_video.decode`): per layer, each
 8-bit attribute channel of the layer's Gaussians is one image plane (:func:`attribute_frames`, a 16-bit
@@ -34,12 +45,12 @@ and 3rd plane of each group of three) get qp + 4 (the stream's SEI, which lists 
 
 from __future__ import annotations
 
-import bisect
 import io
 import math
 import struct
 from dataclasses import dataclass
 
+import constriction
 import numpy as np
 import torch
 
@@ -53,43 +64,50 @@ INTER_ATTRIBUTES = ("log_scale", "opacity", "color")  # per-Gaussian residuals; 
 FREQ_TOTAL = 1 << 16
 
 
-# --- the entropy coder ---------------------------------------------------------------------------
+# --- the entropy coder: constriction's ANS ----------------------------------------------------------
 
-def _cum(freqs):
-    cum = [0]
-    for f in freqs:
-        if f <= 0:
-            raise ValueError("every frequency must be a positive integer")
-        cum.append(cum[-1] + int(f))
-    return cum
-
-
-def rans_encode(symbols, freqs) -> bytes:
-    """Range-ANS with an unbounded integer state: x ← ⌊x/f_s⌋·M + C_s + (x mod f_s), from x = 1, in
-    reverse order. Its length is ⌈(1 + Σ log₂(M/f_s))/8⌉ bytes at most plus one: arithmetic-coding
-    optimal for a static model."""
-    cum = _cum(freqs)
-    M = cum[-1]
-    x = 1
-    for s in reversed(list(symbols)):
-        f = freqs[s]
-        x = (x // f) * M + cum[s] + (x % f)
-    return x.to_bytes((x.bit_length() + 7) // 8, "big")
+def categorical(freqs) -> constriction.stream.model.Categorical | None:
+    """constriction's ``Categorical`` over the symbols 0..len(freqs)−1 with P(s) ∝ freqs[s] (positive
+    integers), quantised by constriction to 24-bit fixed point (``perfect=False``: its fast, deterministic
+    rounding, which encoder and decoder repeat on the same numbers). None for a one-symbol alphabet (a
+    constant channel): its symbols are certain and cost nothing, and constriction needs two symbols or more."""
+    f = np.asarray(freqs, dtype=np.float64)
+    if f.ndim != 1 or len(f) == 0 or not bool((f >= 1).all()) or not bool((f == np.floor(f)).all()):
+        raise ValueError("freqs must be a non-empty list of positive integers")
+    return None if len(f) == 1 else constriction.stream.model.Categorical(f, perfect=False)
 
 
-def rans_decode(data: bytes, freqs, n: int) -> list[int]:
-    """The inverse of :func:`rans_encode` for ``n`` symbols (checks that the state returns to 1)."""
-    cum = _cum(freqs)
-    M = cum[-1]
-    x = int.from_bytes(data, "big")
-    out = []
-    for _ in range(n):
-        slot = x % M
-        s = bisect.bisect_right(cum, slot) - 1
-        out.append(s)
-        x = freqs[s] * (x // M) + slot - cum[s]
-    if x != 1:
-        raise ValueError("corrupt rANS payload: the decoder state did not return to 1")
+def ans_encode(parts) -> bytes:
+    """One ANS stream of ``parts`` = [(symbols, model), ...] (symbols non-negative integers below the model's
+    size; a model None codes only zeros, in no bits), each array under its own model; :func:`ans_decode`
+    reads the arrays back in the same order. ANS is a stack, so the parts are pushed last first. Returns the
+    compressed 32-bit words, little-endian; an empty stream is zero bytes."""
+    coder = constriction.stream.stack.AnsCoder()
+    for sym, model in reversed(parts):
+        sym = np.asarray(sym)
+        if not sym.size:
+            continue
+        if int(sym.min()) < 0 or int(sym.max()) >= (1 << 31 if model is not None else 1):
+            raise ValueError("ANS symbols must be integers in 0..n − 1 for a model over n symbols")
+        if model is not None:
+            try:
+                coder.encode_reverse(np.ascontiguousarray(sym, dtype=np.int32), model)
+            except KeyError:  # constriction's answer to a symbol outside the model's alphabet
+                raise ValueError("ANS symbols must be integers in 0..n − 1 for a model over n symbols") from None
+    return coder.get_compressed().astype("<u4", copy=False).tobytes()
+
+
+def ans_decode(data: bytes, parts) -> list[np.ndarray]:
+    """The inverse of :func:`ans_encode`: ``parts`` = [(model, count), ...] in the encoder's order; int64
+    arrays. Raises ValueError when the stream does not end exactly where the last symbol does (a corrupt or
+    mismatched payload)."""
+    if len(data) % 4:
+        raise ValueError(f"corrupt ANS payload: {len(data)} bytes is not a whole number of 32-bit words")
+    coder = constriction.stream.stack.AnsCoder(np.frombuffer(data, dtype="<u4").astype(np.uint32))
+    out = [np.zeros(n, dtype=np.int64) if model is None else coder.decode(model, n).astype(np.int64)
+           for model, n in parts]
+    if not coder.is_empty():
+        raise ValueError("corrupt ANS payload: the decoder did not return to the initial state")
     return out
 
 
@@ -162,20 +180,6 @@ def key_step(x: torch.Tensor, bits: int) -> float:
     return max(span, 1e-6) / ((1 << bits) - 1)
 
 
-def dequantise_key(g: Gaussians2D) -> Gaussians2D:
-    """What the decoder will reconstruct from a keyframe: every channel quantised and dequantised."""
-    out = {}
-    for name in ATTRIBUTES:
-        t = getattr(g, name)
-        bits = KEY_BITS.get(name, 8)
-        cols = []
-        for c in range(t.shape[1]):
-            s, lo, hi = key_quantise(t[:, c], bits)
-            cols.append(key_dequantise(s, lo, hi, bits))
-        out[name] = torch.stack(cols, 1)
-    return Gaussians2D(**out)
-
-
 # --- frames --------------------------------------------------------------------------------------
 
 @dataclass
@@ -192,8 +196,54 @@ class EncodedFrame:
         return self.header_bytes + sum(self.layer_bytes[:l])
 
 
-def _order(layer: torch.Tensor, L: int) -> list[torch.Tensor]:
-    return [torch.nonzero(layer == l).reshape(-1) for l in range(1, L + 1)]
+def _order(layer: torch.Tensor, L: int) -> list[np.ndarray]:
+    return [torch.nonzero(layer == l).reshape(-1).numpy() for l in range(1, L + 1)]
+
+
+def encode_key_channels(columns, rows) -> tuple[bytes, list[bytes], list[torch.Tensor]]:
+    """The keyframe channels ``columns`` = [(x, bits), ...] (1-D CPU float tensors over all Gaussians) of a
+    frame whose layer l holds the Gaussians ``rows[l]`` (an index array or a slice): (the header's tables —
+    per channel min, max (float32) and the 32 KDE levels —, chunk l = the raw low bytes of the 16-bit channels
+    of layer l then one ANS stream of every channel's (high-byte) symbols of layer l, the dequantised channels)."""
+    header, raws, parts, dec = bytearray(), [[] for _ in rows], [[] for _ in rows], []
+    for x, bits in columns:
+        s, lo, hi = key_quantise(x, bits)
+        dec.append(key_dequantise(s, lo, hi, bits))
+        high = (s >> (bits - 8)).numpy()
+        levels = kde_levels(high)
+        header += struct.pack("<ff", lo, hi) + levels
+        model = categorical(kde_freqs(levels))
+        for l, r in enumerate(rows):
+            parts[l].append((high[r], model))
+            if bits > 8:
+                raws[l].append((s.numpy()[r] & 0xFF).astype(np.uint8).tobytes())
+    return bytes(header), [b"".join(r) + ans_encode(p) for r, p in zip(raws, parts)], dec
+
+
+def decode_key_channels(header: bytes, pos: int, chunks, counts, bits: list[int]) -> list[torch.Tensor]:
+    """The inverse of :func:`encode_key_channels` for the layers of ``chunks`` (``counts[l]`` Gaussians each;
+    the tables from ``header[pos:]``, one channel per entry of ``bits``): every channel dequantised (float32),
+    layer 1's Gaussians first."""
+    tables, models = [], []
+    for _ in bits:
+        lo, hi = struct.unpack_from("<ff", header, pos)
+        tables.append((np.float32(lo), np.float32(hi)))
+        models.append(categorical(kde_freqs(header[pos + 8:pos + 8 + KDE_LEVELS])))
+        pos += 8 + KDE_LEVELS
+    n_raw = sum(b > 8 for b in bits)
+    syms = [[] for _ in bits]
+    for chunk, n in zip(chunks, counts):
+        raw = np.frombuffer(chunk[:n_raw * n], dtype=np.uint8).reshape(n_raw, n).astype(np.int64)
+        highs = ans_decode(chunk[n_raw * n:], [(m, n) for m in models])
+        k = 0
+        for c, b in enumerate(bits):
+            if b > 8:
+                syms[c].append((highs[c] << 8) | raw[k])
+                k += 1
+            else:
+                syms[c].append(highs[c])
+    return [key_dequantise(torch.from_numpy(np.concatenate(sc)), lo, hi, b)
+            for sc, (lo, hi), b in zip(syms, tables, bits)]
 
 
 def encode_key(g: Gaussians2D, layer: torch.Tensor, L: int) -> tuple[EncodedFrame, Gaussians2D]:
@@ -201,23 +251,10 @@ def encode_key(g: Gaussians2D, layer: torch.Tensor, L: int) -> tuple[EncodedFram
     idx = _order(layer, L)
     header = bytearray(b"K")
     header += _varint(L) + b"".join(_varint(len(i)) for i in idx)
-    chunks = [bytearray() for _ in range(L)]
-    for name, ch in ATTRIBUTES.items():
-        t = getattr(g, name).detach()
-        bits = KEY_BITS.get(name, 8)
-        for c in range(ch):
-            s, lo, hi = key_quantise(t[:, c], bits)
-            high = (s >> (bits - 8)).numpy()
-            levels = kde_levels(high)
-            header += struct.pack("<ff", lo, hi) + levels
-            freqs = kde_freqs(levels)
-            for l in range(L):
-                sym = high[idx[l].numpy()].tolist()
-                payload = rans_encode(sym, freqs)
-                if bits > 8:
-                    payload = (s[idx[l]] & 0xFF).to(torch.uint8).numpy().tobytes() + payload
-                chunks[l] += _varint(len(payload)) + payload
-    return _assemble(bytes(header), chunks, "key"), dequantise_key(g)
+    names = [(name, c) for name, ch in ATTRIBUTES.items() for c in range(ch)]
+    columns = [(getattr(g, n).detach()[:, c], KEY_BITS.get(n, 8)) for n, c in names]
+    tables, chunks, dec = encode_key_channels(columns, idx)
+    return _assemble(bytes(header) + tables, chunks, "key"), Gaussians2D(**_by_attribute(names, dec))
 
 
 def read_key_header(frame: EncodedFrame | bytes, upto: int | None = None):
@@ -241,40 +278,33 @@ def read_key_header(frame: EncodedFrame | bytes, upto: int | None = None):
 def decode_key(frame: EncodedFrame | bytes, upto: int | None = None):
     """(Gaussians of layers ≤ upto in layer order, their layer index) from a keyframe's bytes."""
     header, chunks, counts, upto, pos = read_key_header(frame, upto)
-    cpos = [0] * upto
-    out = {}
-    for name, ch in ATTRIBUTES.items():
-        bits = KEY_BITS.get(name, 8)
-        cols = []
-        for _ in range(ch):
-            lo, hi = struct.unpack_from("<ff", header, pos)
-            levels = header[pos + 8:pos + 8 + KDE_LEVELS]
-            pos += 8 + KDE_LEVELS
-            freqs = kde_freqs(levels)
-            parts = []
-            for l in range(upto):
-                n_bytes, p = _read_varint(chunks[l], cpos[l])
-                payload = chunks[l][p:p + n_bytes]
-                cpos[l] = p + n_bytes
-                low = None
-                if bits > 8:
-                    low, payload = np.frombuffer(payload[:counts[l]], dtype=np.uint8), payload[counts[l]:]
-                high = np.array(rans_decode(payload, freqs, counts[l]), dtype=np.int64)
-                sym = high if low is None else (high << 8) | low.astype(np.int64)
-                parts.append(torch.from_numpy(sym))
-            cols.append(key_dequantise(torch.cat(parts), np.float32(lo), np.float32(hi), bits))
-        out[name] = torch.stack(cols, 1)
+    names = [(name, c) for name, ch in ATTRIBUTES.items() for c in range(ch)]
+    cols = decode_key_channels(header, pos, chunks[:upto], counts[:upto], [KEY_BITS.get(n, 8) for n, _ in names])
     layer = torch.repeat_interleave(torch.arange(1, upto + 1), torch.tensor(counts[:upto]))
-    return Gaussians2D(**out), layer
+    return Gaussians2D(**_by_attribute(names, cols)), layer
 
 
-def _code_column(col: torch.Tensor, q: float):
+def _by_attribute(names, cols) -> dict[str, torch.Tensor]:
+    """{attribute: its channels stacked ``[N, ch]``} from columns listed as (attribute, channel) ``names``."""
+    return {a: torch.stack([col for (n, _), col in zip(names, cols) if n == a], 1) for a in dict(names)}
+
+
+def gaussian_column(col: torch.Tensor, q: float):
+    """(header entry, model, lo) of one column of integer delta symbols: its mean and std (float16, std ≥ ¼)
+    and symbol range lo..hi (int16) — the ``QuantizedGaussian`` of :func:`gaussian_freqs` as a
+    :func:`categorical` over s − lo. ``q`` only names the step in the error for deltas beyond int16."""
     mean = float(np.float16(col.double().mean()))
     std = float(np.float16(max(float(col.double().std()) if len(col) > 1 else 0.0, 0.25)))
     lo, hi = int(col.min()), int(col.max())
     if lo < -32768 or hi > 32767:
         raise ParameterError("q", q, "a step large enough that the deltas fit in int16 symbols")
-    return struct.pack("<eehh", mean, std, lo, hi), gaussian_freqs(mean, std, lo, hi), lo
+    return struct.pack("<eehh", mean, std, lo, hi), categorical(gaussian_freqs(mean, std, lo, hi)), lo
+
+
+def read_gaussian_column(header: bytes, pos: int):
+    """(model, lo, the position after it) of a :func:`gaussian_column` header entry."""
+    mean, std, lo, hi = struct.unpack_from("<eehh", header, pos)
+    return categorical(gaussian_freqs(mean, std, lo, hi)), lo, pos + 8
 
 
 def encode_inter(deltas: dict[str, torch.Tensor], layer: torch.Tensor, L: int, q: float) -> EncodedFrame:
@@ -286,21 +316,21 @@ def encode_inter(deltas: dict[str, torch.Tensor], layer: torch.Tensor, L: int, q
     header = bytearray(b"P")
     grid = deltas["grid"].long()
     header += _varint(grid.shape[0])
+    grid_parts, res = [], []
     for c in range(grid.shape[2]):
         col = grid[:, :, c].reshape(-1)
-        head, freqs, lo = _code_column(col, q)
-        payload = rans_encode((col - lo).tolist(), freqs)
-        header += head + _varint(len(payload)) + payload
-    chunks = [bytearray() for _ in range(L)]
+        head, model, lo = gaussian_column(col, q)
+        header += head
+        grid_parts.append(((col - lo).numpy(), model))
     for name in INTER_ATTRIBUTES:
         sym = deltas[name].long()
         for c in range(sym.shape[1]):
-            col = sym[:, c]
-            head, freqs, lo = _code_column(col, q)
+            head, model, lo = gaussian_column(sym[:, c], q)
             header += head
-            for l in range(L):
-                payload = rans_encode((col[idx[l]] - lo).tolist(), freqs)
-                chunks[l] += _varint(len(payload)) + payload
+            res.append(((sym[:, c] - lo).numpy(), model))
+    stream = ans_encode(grid_parts)
+    header += _varint(len(stream)) + stream
+    chunks = [ans_encode([(col[i], model) for col, model in res]) for i in idx]
     return _assemble(bytes(header), chunks, "inter")
 
 
@@ -316,30 +346,26 @@ def decode_inter(frame: EncodedFrame | bytes, layer: torch.Tensor, upto: int | N
     if not 1 <= upto <= L:
         raise ParameterError("l", upto, f"a layer index in 1..{L}")
     idx = _order(layer, L)
-    pos, cpos, out = 1, [0] * upto, {}
-    G, pos = _read_varint(header, pos)
-    gcols = []
+    G, pos = _read_varint(header, 1)
+    grid_meta, res_meta = [], []
     for _ in range(3):
-        mean, std, lo, hi = struct.unpack_from("<eehh", header, pos)
-        n_bytes, pos = _read_varint(header, pos + 8)
-        vals = rans_decode(header[pos:pos + n_bytes], gaussian_freqs(mean, std, lo, hi), G * G)
-        pos += n_bytes
-        gcols.append(torch.tensor(vals, dtype=torch.long).reshape(G, G) + lo)
-    out["grid"] = torch.stack(gcols, -1)
+        model, lo, pos = read_gaussian_column(header, pos)
+        grid_meta.append((model, lo))
     for name in INTER_ATTRIBUTES:
-        cols = []
         for _ in range(ATTRIBUTES[name]):
-            mean, std, lo, hi = struct.unpack_from("<eehh", header, pos)
-            pos += 8
-            freqs = gaussian_freqs(mean, std, lo, hi)
-            col = torch.zeros(len(layer), dtype=torch.long)
-            for l in range(upto):
-                n_bytes, p = _read_varint(chunks[l], cpos[l])
-                payload = chunks[l][p:p + n_bytes]
-                cpos[l] = p + n_bytes
-                col[idx[l]] = torch.tensor(rans_decode(payload, freqs, len(idx[l])), dtype=torch.long) + lo
-            cols.append(col)
-        out[name] = torch.stack(cols, 1)
+            model, lo, pos = read_gaussian_column(header, pos)
+            res_meta.append((model, lo))
+    n_bytes, pos = _read_varint(header, pos)
+    vals = ans_decode(header[pos:pos + n_bytes], [(m, G * G) for m, _ in grid_meta])
+    out = {"grid": torch.stack([torch.from_numpy(v).reshape(G, G) + lo for v, (_, lo) in zip(vals, grid_meta)], -1)}
+    cols = [torch.zeros(len(layer), dtype=torch.long) for _ in res_meta]
+    for l in range(upto):
+        for col, v, (_, lo) in zip(cols, ans_decode(chunks[l], [(m, len(idx[l])) for m, _ in res_meta]), res_meta):
+            col[idx[l]] = torch.from_numpy(v) + lo
+    k = 0
+    for name in INTER_ATTRIBUTES:
+        out[name] = torch.stack(cols[k:k + ATTRIBUTES[name]], 1)
+        k += ATTRIBUTES[name]
     return out
 
 

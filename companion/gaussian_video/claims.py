@@ -210,7 +210,7 @@ def _unfinished(payload: dict, stage: str) -> str | None:
 
 
 def _zlib_words() -> str:
-    return "zlib level 9 (standing in for the issue's constriction entropy coder, which is not used here)"
+    return "zlib level 9 (standing in for the issue's constriction entropy coder, which that study did not use)"
 
 
 def decode_rows(gpu: dict) -> list[Claim]:

@@ -20,8 +20,9 @@ nearby Gaussians, which an image codec needs):
   whose bytes, decode time and PSNR at l = L are recorded beside: a position's high-byte plane makes coding
   errors expensive (one level of it is 1/256 of the scene's extent).
 * **zlib, for comparison** (:func:`encode_scene`): a keyframe of the quantised symbols, then closed-loop int8
-  deltas of positions and quaternions at step ``q_inter``, each (layer, attribute) chunk zlib level 9 (the
-  package's rANS coder of the CPU study is pure Python and far too slow for 100k Gaussians).
+  deltas of positions and quaternions at step ``q_inter``, each (layer, attribute) chunk zlib level 9 (chosen
+  when the package's entropy coder was a pure-Python rANS, far too slow for 100k Gaussians; the committed
+  results are zlib's, and :mod:`.bitstream` now codes with constriction's ANS).
 
 **Decode + dequantise + render per frame for l = 1..L**, frame t_last, camera 0 (:func:`per_layer_stage`):
 

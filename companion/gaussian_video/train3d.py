@@ -4,7 +4,7 @@ motion-aware grouping, an exact bitstream per layer and frame, decoding and eval
 
 It mirrors :mod:`companion.gaussian_video.pipeline` (the 2-D CPU version) and reuses its pieces:
 Ψ and the layer split (:mod:`.significance`), uniform-noise quantisation and the KDE / Gaussian rate
-models (:mod:`.rate`), the quantiser and the exact rANS coder with its KDE ``Categorical`` and
+models (:mod:`.rate`), the quantiser and constriction's ANS coder under the KDE ``Categorical`` and
 ``QuantizedGaussian`` tables (:mod:`.bitstream`), the grouping rule (:func:`.pipeline.motion_groups`),
 the EWA projection and the differentiable splatter (:mod:`.splat`), the scene and cameras (:mod:`.scene3d`).
 The GPU study :mod:`companion.gaussian_video.scale_train3d` runs it in three stages (the bodies at the end).
@@ -56,19 +56,19 @@ Both are closed loop: the grid and residuals are quantised (steps ``q_motion`` a
 *decoded* previous frame on the CPU (:func:`apply_inter`), exactly as the decoder does. A frame starts a
 new group (a fresh keyframe) when the rigid stage's mean‖Δμ_t‖ > τ_μ (scene units).
 
-**Bitstream** (:func:`encode_key`, :func:`encode_inter`): keyframe channels quantised per channel
-(positions 16 bits, the rest 8) and coded with the package's rANS coder under the KDE ``Categorical``;
-inter-frames: the grid symbols in the header, the residual symbols per layer under a ``QuantizedGaussian``.
-Every (layer, channel) payload is cut into blocks of ``BLOCK`` symbols, each its own rANS state (the
-package's big-integer coder is quadratic in the block length), coded in a process pool. Bytes of layers
-≤ l = header + chunks 1..l, so sizes add over layers exactly; decoding is bit-exact.
+**Bitstream** (:func:`encode_key`, :func:`encode_inter`; the format of :mod:`.bitstream`): keyframe channels
+quantised per channel (positions 16 bits, the rest 8; the KDE ``Categorical`` of each channel in the header),
+chunk l = the raw low bytes of layer l's positions, then one ANS stream (constriction) of every channel's
+symbols of layer l; inter-frames: every grid level's and residual channel's ``QuantizedGaussian`` in the
+header, then the whole motion grid as one ANS stream, and chunk l = one ANS stream of layer l's residual
+symbols. Bytes of layers ≤ l = header + chunks 1..l, so sizes add over layers exactly; decoding is bit-exact.
 
 **Deviations from the paper, and why**: a dense multi-resolution grid emitting Δμ and ΔR directly instead
 of a hash grid + two MLPs (no tiny-cuda-nn here; the grid is the 3-D form of the 2-D pipeline's grid and is
 coded in the header, so its bytes count); L1 only (no D-SSIM); RGB colours (SH degree 0); no densification
 (a fixed point cloud, pruned once, of Gaussians with α < ``prune_alpha`` rather than the paper's lowest
 40 %); a fresh fit per keyframe from that frame's point cloud; per step a
-random subset of training cameras; rANS instead of H.264; the rate in bits per training pixel with the
+random subset of training cameras; ANS instead of H.264; the rate in bits per training pixel with the
 unstated λ_rate_key, q and q_motion chosen here; training steps far below the paper's (12,000 + 1,500 key,
 800 + 2,000 inter) for time.
 """
@@ -76,10 +76,8 @@ unstated λ_rate_key, q and q_motion chosen here; training steps far below the p
 from __future__ import annotations
 
 import math
-import multiprocessing
 import struct
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -89,8 +87,8 @@ import torch.nn.functional as F
 from companion.core import ParameterError, check_choice, check_float, check_int, time_ms
 from companion.core.stages import StageContext
 from companion.gaussian_video.bitstream import (
-    KDE_LEVELS, EncodedFrame, _assemble, _code_column, _read_varint, _split, _varint, gaussian_freqs, kde_freqs, kde_levels,
-    key_dequantise, key_quantise, key_step, rans_decode, rans_encode, read_key_header)
+    KDE_LEVELS, EncodedFrame, _assemble, _by_attribute, _read_varint, _split, _varint, ans_decode, ans_encode,
+    decode_key_channels, encode_key_channels, gaussian_column, key_step, read_gaussian_column, read_key_header)
 from companion.gaussian_video.gsplat_peer import load_gsplat
 from companion.gaussian_video.pipeline import motion_groups
 from companion.gaussian_video.rate import gaussian_bits, kde_bits
@@ -104,7 +102,6 @@ ATTRIBUTES = {"means": 3, "quats": 4, "log_scales": 3, "opacity": 1, "colors": 3
 KEY_BITS = {"means": 16}  # everything else 8 bits (paper Sec. 3.4)
 RESIDUAL = ("log_scales", "opacity", "colors")
 MOTION_CHANNELS = 6  # Δμ (3) and the rotation vector v (3)
-BLOCK = 2048  # symbols per rANS block
 BACKENDS = ("gsplat", "torch")
 NEAR = 0.01
 
@@ -457,41 +454,12 @@ def apply_inter(prev: dict, box: torch.Tensor, grid_sym: list, res_sym: dict, q:
 
 # --- the bitstream -------------------------------------------------------------------------------
 
-def _encode_job(job) -> bytes:
-    symbols, freqs = job
-    blocks = [rans_encode(symbols[i:i + BLOCK], freqs) for i in range(0, len(symbols), BLOCK)]
-    return b"".join(_varint(len(b)) + b for b in blocks)
-
-
-def _decode_job(job) -> list:
-    data, freqs, n = job
-    out, pos = [], 0
-    for i in range(0, n, BLOCK):
-        m, pos = _read_varint(data, pos)
-        out += rans_decode(data[pos:pos + m], freqs, min(BLOCK, n - i))
-        pos += m
-    return out
-
-
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-
-
-def _pmap(fn, jobs: list, workers: int) -> list:
-    """``map`` over a process pool of ``workers`` (kept for the next call; plain Python work only, so it is
-    safe to fork after CUDA is initialised: the children never touch the GPU)."""
-    if workers <= 1 or len(jobs) < 2:
-        return [fn(j) for j in jobs]
-    if workers not in _POOLS:
-        _POOLS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-    return list(_POOLS[workers].map(fn, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
-
-
 def _bounds(layer: torch.Tensor, L: int) -> list[int]:
     counts = torch.bincount(layer.cpu(), minlength=L + 1)[1:].tolist()
     return [0] + np.cumsum(counts).tolist()
 
 
-def encode_key(p: dict, layer: torch.Tensor, L: int, workers: int = 1) -> tuple[EncodedFrame, dict]:
+def encode_key(p: dict, layer: torch.Tensor, L: int) -> tuple[EncodedFrame, dict]:
     """Code a keyframe in layer order (``layer`` sorted); returns the frame and the dequantised parameters
     (CPU float32), which the decoder reproduces bit for bit."""
     check_int("L", L, lo=1)
@@ -499,89 +467,49 @@ def encode_key(p: dict, layer: torch.Tensor, L: int, workers: int = 1) -> tuple[
     if b[-1] != len(layer) or bool((layer[1:] < layer[:-1]).any()):
         raise ParameterError("layer", "unsorted", "layer indices 1..L in non-decreasing order")
     header = bytearray(b"K") + _varint(L) + b"".join(_varint(b[l + 1] - b[l]) for l in range(L))
-    jobs, raws, dec = [], [], {}
-    for name, ch in ATTRIBUTES.items():
-        bits = KEY_BITS.get(name, 8)
-        cols = []
-        for c in range(ch):
-            s, lo, hi = key_quantise(p[name][:, c].detach().float().cpu(), bits)
-            cols.append(key_dequantise(s, lo, hi, bits))
-            high = (s >> (bits - 8)).numpy()
-            levels = kde_levels(high)
-            header += struct.pack("<ff", lo, hi) + levels
-            freqs = kde_freqs(levels)
-            for l in range(L):
-                jobs.append((high[b[l]:b[l + 1]].tolist(), freqs))
-                raws.append((s[b[l]:b[l + 1]] & 0xFF).to(torch.uint8).numpy().tobytes() if bits > 8 else b"")
-        dec[name] = torch.stack(cols, 1)
-    payloads = _pmap(_encode_job, jobs, workers)
-    chunks = [bytearray() for _ in range(L)]
-    for i, (raw, payload) in enumerate(zip(raws, payloads)):
-        chunks[i % L] += _varint(len(raw + payload)) + raw + payload
-    return _assemble(bytes(header), chunks, "key"), dec
+    names = [(name, c) for name, ch in ATTRIBUTES.items() for c in range(ch)]
+    tables, chunks, dec = encode_key_channels(
+        [(p[n][:, c].detach().float().cpu(), KEY_BITS.get(n, 8)) for n, c in names],
+        [slice(b[l], b[l + 1]) for l in range(L)])
+    return _assemble(bytes(header) + tables, chunks, "key"), _by_attribute(names, dec)
 
 
-def decode_key(frame: EncodedFrame | bytes, upto: int | None = None, workers: int = 1) -> tuple[dict, torch.Tensor]:
+def decode_key(frame: EncodedFrame | bytes, upto: int | None = None) -> tuple[dict, torch.Tensor]:
     """(parameters of layers ≤ upto, their layer index) from a keyframe's bytes."""
     header, chunks, counts, upto, pos = read_key_header(frame, upto)
-    cpos, jobs, raws, meta = [0] * upto, [], [], []
-    for name, ch in ATTRIBUTES.items():
-        bits = KEY_BITS.get(name, 8)
-        for _ in range(ch):
-            lo, hi = struct.unpack_from("<ff", header, pos)
-            freqs = kde_freqs(header[pos + 8:pos + 8 + KDE_LEVELS])
-            pos += 8 + KDE_LEVELS
-            meta.append((name, lo, hi, bits))
-            for l in range(upto):
-                n_bytes, q = _read_varint(chunks[l], cpos[l])
-                payload = chunks[l][q:q + n_bytes]
-                cpos[l] = q + n_bytes
-                n_raw = counts[l] if bits > 8 else 0
-                raws.append(np.frombuffer(payload[:n_raw], dtype=np.uint8).astype(np.int64))
-                jobs.append((payload[n_raw:], freqs, counts[l]))
-    highs = _pmap(_decode_job, jobs, workers)
-    cols = {k: [] for k in ATTRIBUTES}
-    for j, (name, lo, hi, bits) in enumerate(meta):
-        parts = []
-        for l in range(upto):
-            high = np.array(highs[j * upto + l], dtype=np.int64)
-            parts.append(torch.from_numpy((high << 8) | raws[j * upto + l] if bits > 8 else high))
-        cols[name].append(key_dequantise(torch.cat(parts), np.float32(lo), np.float32(hi), bits))
+    names = [(name, c) for name, ch in ATTRIBUTES.items() for c in range(ch)]
+    cols = decode_key_channels(header, pos, chunks[:upto], counts[:upto], [KEY_BITS.get(n, 8) for n, _ in names])
     layer = torch.repeat_interleave(torch.arange(1, upto + 1), torch.tensor(counts[:upto]))
-    return {k: torch.stack(v, 1) for k, v in cols.items()}, layer
+    return _by_attribute(names, cols), layer
 
 
-def encode_inter(grid_sym: list, res_sym: dict, layer: torch.Tensor, L: int, q: float, workers: int = 1) -> EncodedFrame:
+def encode_inter(grid_sym: list, res_sym: dict, layer: torch.Tensor, L: int, q: float) -> EncodedFrame:
     """Code one inter-frame: the motion-grid symbols (every level, in the header: every layer needs the
     motion) and the residual symbols ``[N, ch]`` of Δs, Δα, Δf, one chunk per layer."""
     q = check_float("q", q, lo=0.0, lo_open=True)
     b = _bounds(layer, L)
     header = bytearray(b"P") + _varint(len(grid_sym))
-    jobs = []
+    grid_parts, res = [], []
     for g in grid_sym:
         header += _varint(g.shape[1])
         for c in range(MOTION_CHANNELS):
-            col = g[c].reshape(-1)
-            head, freqs, lo = _code_column(col, q)
+            col = g[c].reshape(-1).long().cpu()
+            head, model, lo = gaussian_column(col, q)
             header += head
-            jobs.append(((col - lo).tolist(), freqs))
-    n_grid = len(jobs)
+            grid_parts.append(((col - lo).numpy(), model))
     for name in RESIDUAL:
         for c in range(ATTRIBUTES[name]):
-            col = res_sym[name][:, c]
-            head, freqs, lo = _code_column(col, q)
+            col = res_sym[name][:, c].long().cpu()
+            head, model, lo = gaussian_column(col, q)
             header += head
-            jobs += [((col[b[l]:b[l + 1]] - lo).tolist(), freqs) for l in range(L)]
-    payloads = _pmap(_encode_job, jobs, workers)
-    for pl in payloads[:n_grid]:
-        header += _varint(len(pl)) + pl
-    chunks = [bytearray() for _ in range(L)]
-    for i, pl in enumerate(payloads[n_grid:]):
-        chunks[i % L] += _varint(len(pl)) + pl
+            res.append(((col - lo).numpy(), model))
+    stream = ans_encode(grid_parts)
+    header += _varint(len(stream)) + stream
+    chunks = [ans_encode([(col[b[l]:b[l + 1]], model) for col, model in res]) for l in range(L)]
     return _assemble(bytes(header), chunks, "inter")
 
 
-def decode_inter(frame: EncodedFrame | bytes, counts: list, upto: int | None = None, workers: int = 1):
+def decode_inter(frame: EncodedFrame | bytes, counts: list, upto: int | None = None):
     """(grid symbols per level, residual symbols of the Gaussians of layers ≤ upto) from an inter-frame;
     ``counts`` are the Gaussians per layer of the group's keyframe."""
     data = frame.data if isinstance(frame, EncodedFrame) else frame
@@ -597,39 +525,25 @@ def decode_inter(frame: EncodedFrame | bytes, counts: list, upto: int | None = N
     for _ in range(n_levels):
         R, pos = _read_varint(header, pos)
         for _ in range(MOTION_CHANNELS):
-            mean, std, lo, hi = struct.unpack_from("<eehh", header, pos)
-            pos += 8
-            grid_meta.append((R, gaussian_freqs(mean, std, lo, hi), lo))
+            model, lo, pos = read_gaussian_column(header, pos)
+            grid_meta.append((R, model, lo))
     for name in RESIDUAL:
         for _ in range(ATTRIBUTES[name]):
-            mean, std, lo, hi = struct.unpack_from("<eehh", header, pos)
-            pos += 8
-            res_meta.append((gaussian_freqs(mean, std, lo, hi), lo))
-    jobs = []
-    for R, freqs, _ in grid_meta:
-        n_bytes, pos = _read_varint(header, pos)
-        jobs.append((header[pos:pos + n_bytes], freqs, R ** 3))
-        pos += n_bytes
-    cpos = [0] * upto
-    for freqs, _ in res_meta:
-        for l in range(upto):
-            n_bytes, p = _read_varint(chunks[l], cpos[l])
-            jobs.append((chunks[l][p:p + n_bytes], freqs, counts[l]))
-            cpos[l] = p + n_bytes
-    vals = _pmap(_decode_job, jobs, workers)
+            model, lo, pos = read_gaussian_column(header, pos)
+            res_meta.append((model, lo))
+    n_bytes, pos = _read_varint(header, pos)
+    vals = ans_decode(header[pos:pos + n_bytes], [(m, R ** 3) for R, m, _ in grid_meta])
     grids = []
     for i in range(n_levels):
         R = grid_meta[i * MOTION_CHANNELS][0]
-        grids.append(torch.stack([torch.tensor(vals[i * MOTION_CHANNELS + c], dtype=torch.long).reshape(R, R, R)
+        grids.append(torch.stack([torch.from_numpy(vals[i * MOTION_CHANNELS + c]).reshape(R, R, R)
                                   + grid_meta[i * MOTION_CHANNELS + c][2] for c in range(MOTION_CHANNELS)]))
-    res, j, k0 = {}, n_levels * MOTION_CHANNELS, 0
+    layers = [ans_decode(chunks[l], [(m, counts[l]) for m, _ in res_meta]) for l in range(upto)]
+    cols = [torch.from_numpy(np.concatenate([v[k] for v in layers])) + lo for k, (_, lo) in enumerate(res_meta)]
+    res, k = {}, 0
     for name in RESIDUAL:
-        cols = []
-        for _ in range(ATTRIBUTES[name]):
-            lo = res_meta[k0][1]
-            cols.append(torch.cat([torch.tensor(vals[j + l], dtype=torch.long) + lo for l in range(upto)]))
-            j, k0 = j + upto, k0 + 1
-        res[name] = torch.stack(cols, 1)
+        res[name] = torch.stack(cols[k:k + ATTRIBUTES[name]], 1)
+        k += ATTRIBUTES[name]
     return grids, res
 
 
@@ -658,13 +572,12 @@ def evaluate(p: dict, layer: torch.Tensor, L: int, images: torch.Tensor, viewmat
     return [psnr(img, images) for img in imgs]
 
 
-def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1, deadline_s: float | None = None,
+def encode_sequence3d(data: dict, cfg: Config, backend: str, *, deadline_s: float | None = None,
                       log=None) -> Sequence3D:
     """Train and code the sequence of ``data`` (:func:`make_dataset`) frame by frame (module docstring).
     Stops adding frames once ``deadline_s`` seconds have passed (the frames done stay valid)."""
     images, views, K = data["images"], data["viewmats"], data["K"]
     check_sequence(images, views)
-    check_int("workers", workers, lo=1)
     tr, te = data["train"], data["test"]
     dev = images.device
     t0 = time.perf_counter()
@@ -689,7 +602,7 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1
             p, layer, lk = fit_keyframe(data["means"][t].to(dev), target, views[tr], K, cfg, backend, log)
             res.losses[f"key@{t}"] = lk
             t_code = time.perf_counter()
-            enc, state = encode_key(p, layer.cpu(), cfg.L, workers)
+            enc, state = encode_key(p, layer.cpu(), cfg.L)
             layer, (_, box), prev_res = layer.cpu(), grid_box(enc), None
             res.groups.append(t)
         else:
@@ -700,7 +613,7 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1
                                          {k: v.to(dev) for k, v in prev_res.items()})
             res.losses[f"residual@{t}"] = lres
             t_code = time.perf_counter()
-            enc = encode_inter(grid_sym, res_sym, layer, cfg.L, cfg.q, workers)
+            enc = encode_inter(grid_sym, res_sym, layer, cfg.L, cfg.q)
             state = apply_inter(state, box, grid_sym, res_sym, cfg.q, cfg.q_motion)
             prev_res = {k: res_sym[k].float() * cfg.q for k in RESIDUAL}
         t_eval = time.perf_counter()
@@ -719,17 +632,17 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, workers: int = 1
     return res
 
 
-def decode_sequence3d(encoded: list, cfg: Config, upto: int | None = None, workers: int = 1) -> list:
+def decode_sequence3d(encoded: list, cfg: Config, upto: int | None = None) -> list:
     """The client: (parameters of layers ≤ upto, their layer index) per frame from the bytes alone."""
     out, state, layer, counts, box = [], None, None, None, None
     for enc in encoded:
         if enc.kind == "key":
             counts, box = grid_box(enc)
-            state, layer = decode_key(enc, upto, workers)
+            state, layer = decode_key(enc, upto)
         else:
             if state is None:
                 raise ValueError("the stream must start with a keyframe")
-            grid_sym, res_sym = decode_inter(enc, counts, upto, workers)
+            grid_sym, res_sym = decode_inter(enc, counts, upto)
             state = apply_inter(state, box, grid_sym, res_sym, cfg.q, cfg.q_motion)
         out.append((state, layer))
     return out
@@ -819,7 +732,7 @@ def sequence_stage(ctx: StageContext) -> dict:
     its results per layer (:func:`results`)."""
     P = ctx.profile
     data = _dataset(ctx)
-    seq = encode_sequence3d(data, Config.from_profile(P), P["backend"], workers=P["workers"], deadline_s=ctx.left(),
+    seq = encode_sequence3d(data, Config.from_profile(P), P["backend"], deadline_s=ctx.left(),
                             log=ctx.log)
     ctx.shared["sequence"] = seq
     return results(seq, data)
@@ -833,7 +746,7 @@ def decode_stage(ctx: StageContext) -> dict:
         raise RuntimeError("decode needs the coded frames of this call's sequence stage (they are not saved): "
                            "run the stages sequence,decode together")
     t0 = time.perf_counter()
-    decoded = decode_sequence3d(seq.encoded, seq.cfg, workers=ctx.profile["workers"])
+    decoded = decode_sequence3d(seq.encoded, seq.cfg)
     return {"decode_all_s": round(time.perf_counter() - t0, 2),
             "decode_check": all(torch.equal(a[k], b[k]) and torch.equal(la, lb)
                                 for (a, la), (b, lb) in zip(decoded, seq.states) for k in a)}
