@@ -66,7 +66,7 @@ test-ui: $(STAMP) ## widgets in JupyterLab driven by headless Chromium
 	@# On a loaded 2-core machine a browser run can exceed its limits: failed notebooks get one serial second run.
 	bash tests/ui/setup.sh && { $(PY) -m pytest tests/ui -q -n 2 || { echo "==> browser stage: running the failed notebooks once more"; $(PY) -m pytest tests/ui -q --lf; }; } || { rc=$$?; [ $$rc -eq 77 ] && echo "==> browser stage skipped (see above)" || exit $$rc; }
 
-lab: $(STAMP) ## JupyterLab on 127.0.0.1 in notebooks/; token from JUPYTER_TOKEN (generated if unset), printed once
+lab: $(STAMP) ## JupyterLab on 127.0.0.1 in notebooks/ (no news or update checks); token from JUPYTER_TOKEN (generated if unset), printed once
 	@export JUPYTER_TOKEN="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_hex(24))')}"; \
 	port=$${JUPYTER_PORT:-8888}; \
 	echo ""; \
@@ -74,7 +74,8 @@ lab: $(STAMP) ## JupyterLab on 127.0.0.1 in notebooks/; token from JUPYTER_TOKEN
 	echo "  (open that URL; the token is also in JUPYTER_TOKEN. JUPYTER_PORT=... picks another port.)"; \
 	echo ""; \
 	exec $(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$$port --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
-	  --ServerApp.root_dir=notebooks --ServerApp.port_retries=0
+	  --ServerApp.root_dir=notebooks --ServerApp.port_retries=0 \
+	  --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 
 bench: $(STAMP) ## CPU benchmarks (results in benchmarks/results/; the list: companion/bench.py)
 	PYTHON=$(PY) benchmarks/run_studies.sh $$($(PY) -m companion.bench --list cpu)

@@ -7,6 +7,7 @@ the validation cell with a message a user can act on.
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -78,3 +79,58 @@ def check_str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ParameterError(name, value, "a non-empty string")
     return value
+
+
+def parameter_defaults(source: str) -> dict[str, Any]:
+    """``{name: default}`` of a parameters cell's source, in order: its assignments of literals to names
+    (a value that is not a literal maps to None)."""
+    defaults: dict[str, Any] = {}
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                defaults[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+            except ValueError:
+                defaults[stmt.targets[0].id] = None
+    return defaults
+
+
+class UnknownParameterError(ParameterError):
+    """Values given for names that are not parameters of the notebook."""
+
+    def __init__(self, unknown: list[str], known: list[str], notebook: str):
+        self.unknown, self.known = unknown, known
+        ValueError.__init__(self, f"{notebook} has no parameter(s) {', '.join(unknown)}; its parameters cell has: "
+                                  f"{', '.join(known)}")
+        self.name, self.value, self.allowed = ", ".join(unknown), None, "one of " + ", ".join(known)
+
+
+def check_known(names: Iterable[str], known: Iterable[str], notebook: str) -> None:
+    """Every one of ``names`` is one of ``known`` (a notebook's parameters), else
+    :class:`UnknownParameterError` naming the unknown ones and all the valid ones."""
+    known = list(known)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UnknownParameterError(unknown, known, notebook)
+
+
+INJECTED_HEADER = "# Parameters\n"  # the first line of the cell papermill adds (tagged injected-parameters)
+
+
+def check_injected(namespace: dict) -> None:
+    """Refuse a value papermill injected under a name the notebook's parameters cell does not define.
+
+    papermill (``-p NAME VALUE``, ``companion.runner``, ``companion.sweep``) runs the cell tagged
+    ``parameters``, then a cell it adds, which starts with ``# Parameters`` and assigns the given values.
+    IPython keeps the source of every cell it ran in ``In``: the last such cell is checked against the cell
+    run just before it (papermill's own ``PAPERMILL_INPUT_PATH`` and ``PAPERMILL_OUTPUT_PATH``, from
+    ``--inject-paths``, are allowed). Without IPython's history, or with nothing injected, there is nothing
+    to check.
+    A validation cell calls ``check_injected(globals())`` first, so a misspelt name stops the run instead of
+    leaving the default in place.
+    """
+    history = list(namespace.get("In") or ())
+    for i in range(len(history) - 1, 0, -1):
+        if history[i].startswith(INJECTED_HEADER):
+            injected = [name for name in parameter_defaults(history[i]) if not name.startswith("PAPERMILL_")]
+            check_known(injected, parameter_defaults(history[i - 1]), "this notebook")
+            return

@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from companion.core import repo_path
+from companion.core.validation import parameter_defaults
 from companion.golden import MARKER, is_golden
 from companion.runner import NOTEBOOK_NAME
 
@@ -80,3 +81,45 @@ def test_science_is_imported_from_the_library(nb):
     path, notebook = nb
     source = "\n".join(c.source for c in code_cells(notebook))
     assert re.search(r"^\s*(from|import) companion", source, re.M), f"{path.name} does not import companion"
+
+
+def test_papermill_lists_every_parameter_with_its_help(nb):
+    """papermill's own parser (``papermill --help-notebook``, and its check of ``-p`` names) sees every
+    parameter, with its comment as the help: it skips a line with a second ``=``, e.g. in a comment."""
+    from papermill.inspection import inspect_notebook
+
+    path, notebook = nb
+    names = list(parameter_defaults(code_cells(notebook)[0].source))
+    listed = inspect_notebook(str(path))
+    assert list(listed) == names, f"{path.name}: papermill lists {list(listed)}, the parameters cell has {names}"
+    undocumented = [name for name in names if not listed[name]["help"]]
+    assert not undocumented, f"{path.name}: give {undocumented} a comment (papermill's help) on the same line"
+
+
+def test_validation_cell_refuses_injected_names_first(nb):
+    path, notebook = nb
+    statements = [ast.unparse(s) for s in ast.parse(code_cells(notebook)[1].source).body
+                  if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    assert statements[0] == "check_injected(globals())", (
+        f"{path.name}: the validation cell must start with check_injected(globals()) after its imports")
+
+
+# Markdown outside code spans, fenced code, math ($...$, $$...$$) and link targets.
+_HIDDEN = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|(?<!\\)\$(?:[^$\n]|\n(?!\s*\n))+?(?<!\\)\$|\]\([^)\s]*\)|<https?://[^>]*>|https?://\S+",
+                     re.S)
+_RAW_TEX = re.compile(r"\\[A-Za-z]+|[\^_]\{")
+
+
+def test_math_is_typeset_and_identifiers_are_code(nb):
+    """Equations are written as $...$ / $$...$$ (MathJax, in Lab and in the HTML reports) and identifiers as
+    `code`: TeX outside math shows raw (``\\frac``, ``^{``, ``_{``), and a bare underscore (``x_i``, ``lm_head``)
+    is either pseudo-math or an identifier, which markdown may turn into italics (``α'_i ... α'_j``)."""
+    path, notebook = nb
+    for i, cell in enumerate(notebook.cells):
+        if cell.cell_type != "markdown":
+            continue
+        prose = _HIDDEN.sub(" ", cell.source)
+        for line in prose.splitlines():
+            raw = _RAW_TEX.findall(line) + re.findall(r"\S*_\S*", line)
+            assert not raw, (f"{path.name}, markdown cell {i}: {raw} outside $...$ or `...` in {line.strip()!r}: "
+                             "write math as $...$ and identifiers as `code`")

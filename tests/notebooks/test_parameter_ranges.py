@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -135,3 +136,26 @@ def test_validation_accepts_its_range_ends_and_rejects_just_outside(path):
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
     stale = {k for k in KNOWN if k[0] == path.stem} - known_seen
     assert not stale, f"fixed, remove from KNOWN: {stale}"
+
+
+def test_an_injected_name_that_is_not_a_parameter_is_refused_naming_the_valid_ones(tmp_path):
+    """``papermill -p N_MAXX 1000`` (a typo) stops in the validation cell, naming the valid names; papermill
+    itself only warns."""
+    tour = str(repo_path("notebooks", "00_tour.ipynb"))
+    run = [sys.executable, "-m", "papermill", tour, str(tmp_path / "out.ipynb"), "--cwd", str(tmp_path),
+           "--kernel", "python3", "--no-progress-bar", "-p", "N_MAXX", "1000"]
+    result = subprocess.run(run, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode != 0
+    assert ("this notebook has no parameter(s) N_MAXX; its parameters cell has: PROFILE, SEED, N_MAX, REPEATS"
+            in result.stdout + result.stderr)
+
+
+def test_check_injected_reads_the_cell_papermill_adds_after_the_parameters_cell():
+    from companion.core.validation import UnknownParameterError, check_injected
+
+    params = 'PROFILE = "auto"  # a comment\nSEED = 0\nN = 3'
+    check_injected({})  # outside IPython: nothing to check
+    check_injected({"In": ["", params, "check_injected(globals())"]})  # nothing injected
+    check_injected({"In": ["", params, "# Parameters\nN = 5\nPAPERMILL_INPUT_PATH = 'x.ipynb'\n", "..."]})
+    with pytest.raises(UnknownParameterError, match=r"no parameter\(s\) M, K; its parameters cell has: PROFILE, SEED, N"):
+        check_injected({"In": ["", params, "# Parameters\nM = 5\nN = 1\nK = 2\n", "check_injected(globals())"]})
