@@ -433,15 +433,16 @@ in `companion.@@SLUG@@`; the notebook only drives it.
 > Skeleton made by `python -m companion.new`. The method is a stand-in (a Monte Carlo estimate whose error
 > falls as n^(-1/2)) until `companion/@@SLUG@@/@@MODULE@@.py` holds the paper's; every place to change says TODO."""
 
-NB_PARAMETERS = """PROFILE = "auto"   # "auto" | "cpu" | "gpu"
-SEED = 0
+NB_PARAMETERS = """PROFILE = "auto"   # "auto", "cpu" or "gpu"
+SEED = 0           # seeds Python, NumPy and PyTorch
 N_MIN = 100        # smallest sample size
 N_MAX = 10000      # largest sample size
 N_POINTS = 5       # sample sizes, spaced geometrically from N_MIN to N_MAX
 N_SEEDS = 16       # seeds per sample size"""
 
-NB_VALIDATION = """from companion.core import ParameterError, check_common, check_int
+NB_VALIDATION = """from companion.core import ParameterError, check_common, check_injected, check_int
 
+check_injected(globals())
 profile = check_common(PROFILE, SEED)
 check_int("N_MIN", N_MIN, lo=10, hi=100000)
 check_int("N_MAX", N_MAX, lo=20, hi=1000000)
@@ -505,8 +506,8 @@ Explorer(functools.partial(explorer_view, explorer_data), explorer_controls(expl
 
 NB_REPRODUCE = """## Reproduce
 
-TODO: the paper's experiment at the CPU profile's scale. Here: the RMS error over N_SEEDS seeds at N_POINTS
-sample sizes from N_MIN to N_MAX, against the theory √(2/n)."""
+TODO: the paper's experiment at the CPU profile's scale. Here: the RMS error over `N_SEEDS` seeds at `N_POINTS`
+sample sizes from `N_MIN` to `N_MAX`, against the theory $\sqrt{2/n}$."""
 
 NB_REPRODUCE_CODE = """from companion.core import Timer
 from companion.@@SLUG@@.@@MODULE@@ import error_curve, fitted_slope

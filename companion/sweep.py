@@ -16,8 +16,8 @@ handling and stop) and gets its own folder, named by its parameters (``N_MAX=100
 the executed notebook, its HTML report, claims and recorded values. ``index.html`` (in the run index's
 style) shows a plotly figure of one recorded value (``companion.core.record(name, value)`` in the
 notebook; ``--value`` picks it, else the first one recorded) against the grid: a heat map for two axes,
-a line with the seeds' spread for one; and the claims table of every point. ``summary.json`` holds
-the same, and the run's exit status is 1 if a point failed.
+a line with the seeds' spread for one; and the claims table of every point, under the provenance line. ``summary.json`` holds
+the same with the provenance (commit, profile, host, package versions), and the run's exit status is 1 if a point failed.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from pathlib import Path
 
 from companion import runner
 from companion.core.atomic import write_json_atomic, write_text_atomic
+from companion.core.validation import UnknownParameterError, check_known, parameter_defaults
+from companion.report import provenance
 
 MAX_POINTS = 16  # more grid points than this need --yes
 _PAIR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\[[^\]]*\]|[^\s\[\]]+)\s*")
@@ -44,15 +46,7 @@ def parameters_cell(path: Path) -> dict:
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
-            source = "".join(cell.get("source", ""))
-            defaults = {}
-            for stmt in ast.parse(source).body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                    try:
-                        defaults[stmt.targets[0].id] = ast.literal_eval(stmt.value)
-                    except ValueError:
-                        defaults[stmt.targets[0].id] = None
-            return defaults
+            return parameter_defaults("".join(cell.get("source", "")))
     raise SystemExit(f"{Path(path).name} has no cell tagged 'parameters': it cannot be swept")
 
 
@@ -126,10 +120,10 @@ def _type_ok(value, default) -> bool:
 
 def check_grid(grid: dict[str, list], defaults: dict, notebook: str) -> None:
     """Every name a parameter of the notebook, every value of its default's type; else SystemExit before anything runs."""
-    unknown = [k for k in grid if k not in defaults]
-    if unknown:
-        raise SystemExit(f"{notebook} has no parameter(s) {', '.join(unknown)}; its parameters cell has: "
-                         f"{', '.join(defaults)}")
+    try:
+        check_known(grid, defaults, notebook)
+    except UnknownParameterError as exc:
+        raise SystemExit(str(exc)) from None
     for name, values in grid.items():
         for value in values:
             if not _type_ok(value, defaults[name]):
@@ -202,10 +196,11 @@ def sweep_figure(grid: dict[str, list], seeds: list[int], rows: list[dict], valu
 
 
 def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], planned: list[dict], done: dict,
-                 value: str | None, *, status: str, stopping: str | None, started: str, parameters: dict) -> None:
-    """``index.html`` and ``summary.json`` of the sweep so far (rewritten after every point)."""
-    from companion import report as C  # the run index's page style: its CSS, badges and colours
-    from companion.report import plotly_html, plotly_js
+                 value: str | None, *, status: str, stopping: str | None, started: str, parameters: dict, prov: dict) -> None:
+    """``index.html`` and ``summary.json`` of the sweep so far (rewritten after every point); ``prov`` is the
+    sweep's provenance (``companion.report.provenance``)."""
+    from companion import report as C  # the run index's page style: its CSS, badges, colours and provenance line
+    from companion.report import PLOTLY_FILE, install_static, plotly_html
 
     rows = []
     for point in planned:
@@ -262,9 +257,10 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
     extra = (f"<p class='sub'>fixed: {html.escape(', '.join(f'{k}={v}' for k, v in parameters.items()))}</p>" if parameters else "")
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Companion sweep " + html.escape(out_dir.name) + "</title>"
-        f"<style>{C.INDEX_CSS}</style><script>{plotly_js()}</script></head><body>"
+        f"<style>{C.INDEX_CSS}</style><script src='{PLOTLY_FILE}'></script></head><body>"
         f"<h1>Sweep of {html.escape(notebook)} {C.badge(status, C.STATUS_COLOURS)}</h1>"
         f"<p class='sub'>{len(planned)} point(s): {html.escape(axes)} · started {html.escape(started)}</p>{extra}"
+        f"<p class='provenance'>{C.provenance_text(prov)}</p>"
         f"<div class='counts'>{count_html}</div>{banner}"
         f"<h2>{html.escape(value or 'recorded value')} against the grid</h2>{fig_html}"
         "<h2>Claims at each grid point</h2>"
@@ -272,9 +268,10 @@ def write_report(out_dir: Path, notebook: str, grid: dict, seeds: list[int], pla
         "<col style='width:17%'><col style='width:18%'><col style='width:9%'><col style='width:8%'><col style='width:12%'></colgroup>"
         f"<tr><th>point</th><th>status · {html.escape(value or 'value')}</th><th>claim</th><th>paper says</th>"
         "<th>measured here</th><th>scale</th><th>verdict</th><th>evidence</th></tr>" + "".join(body) + "</table></body></html>")
+    install_static(out_dir)
     write_text_atomic(out_dir / "index.html", page)
     write_json_atomic(out_dir / "summary.json", {
-        "kind": "sweep", "notebook": notebook, "status": status, "interrupted_by": stopping, "started": started,
+        "kind": "sweep", "notebook": notebook, "status": status, "interrupted_by": stopping, "started": started, "provenance": prov,
         "grid": grid, "seeds": seeds, "value": value, "parameters": parameters, "unfinished": unfinished if status != "passed" else [],
         "points": rows})
 
@@ -292,12 +289,13 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     driver = driver or runner.Driver(len(planned))
     done: dict[str, runner.NotebookResult] = {}
+    prov = provenance(parameters.get("PROFILE", "auto"))
 
     def report(final: bool = False) -> None:
         results = list(done.values())
         status = runner.run_status(results, final, driver.stopping)
         write_report(out_dir, stem, grid, seeds, planned, done, value, status=status, stopping=driver.stopping,
-                     started=started, parameters=parameters)
+                     started=started, parameters=parameters, prov=prov)
 
     def make_jobs(has_gpu: bool) -> list[runner.Job]:
         jobs_list = []
@@ -305,7 +303,7 @@ def sweep(path: Path, grid: dict, seeds: list[int], out_dir: Path, *, parameters
             folder = out_dir / point_name(point)
             folder.mkdir(parents=True, exist_ok=False)
             point_params = {**parameters, **point}
-            jobs_list.append(runner.Job(point_name(point), path, point_params, folder, mathjax_prefix="../",
+            jobs_list.append(runner.Job(point_name(point), path, point_params, folder, root="../",
                                         gpu=runner.needs_gpu(path, point_params.get("PROFILE", ""), has_gpu)))
         return jobs_list
 

@@ -18,6 +18,7 @@ from companion.core.validation import (
     check_bool,
     check_choice,
     check_float,
+    check_injected,
     check_int,
     check_str,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "check_choice",
     "check_common",
     "check_float",
+    "check_injected",
     "check_int",
     "check_str",
     "device_for",

@@ -121,7 +121,9 @@ def test_notebook_contract_holds(generated):
     nbformat.validate(nb[1])
     for name in ("test_name_and_kernel", "test_parameters_cell_is_first_and_literal",
                  "test_validation_cell_follows_and_checks_common_parameters", "test_skeleton_sections_in_order",
-                 "test_committed_without_outputs_or_widget_state", "test_science_is_imported_from_the_library"):
+                 "test_committed_without_outputs_or_widget_state", "test_science_is_imported_from_the_library",
+                 "test_papermill_lists_every_parameter_with_its_help",
+                 "test_validation_cell_refuses_injected_names_first", "test_math_is_typeset_and_identifiers_are_code"):
         getattr(contract, name)(nb)
     source = "\n".join(c.source for c in nb[1].cells if c.cell_type == "code")
     assert "claims.extend(claim_rows(" in source and "Explorer(functools.partial(explorer_view" in source
