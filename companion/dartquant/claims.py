@@ -12,20 +12,26 @@ threshold is a module-level constant, tested just inside and just outside in
 * ``invariance``: ``{"max_abs_diff": float, "max_abs_logit": float, "model": str}`` of the rotated tiny LLaMA;
 * ``angle``: :func:`~companion.dartquant.experiment.angle_study` on the 2-D cloud;
 * ``gpu``: the recorded GPU payload (:func:`companion.dartquant.scale.recorded`, or None); a row whose stage
-  did not finish there says so (:func:`companion.dartquant.scale.missing`) and is not run.
+  did not finish there says so (:func:`companion.dartquant.scale.missing`) and is not run. The massive-channel
+  rows are judged over the ``outliers_seed*`` stages that finished, one value per seed; the rotations are
+  compared on the model whose residual stream carries the massive channels
+  (:func:`companion.dartquant.outliers.inject_stream_channels`), since fusing the norms undoes the norm-gain
+  injection before any rotation sees it.
 
 Kinds: orthogonality, invariance and the variance loss's missing signal are identities (``kind="exact"``,
-one run); the gains are effects (one value per seed, three seeds or more to be judged); the step cost and
-the calibration cost are ratios measured side by side in one run (``kind="timing"``).
+one run); the gains, the W4A4KV4 break without rotation and the perplexity ratios are effects (one value per
+seed, three seeds or more to be judged); the step cost and the calibration cost are ratios measured side by
+side in one run (``kind="timing"``). The comparison with end-to-end training is inconclusive where its loss
+did not go down (a baseline that was not trained).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run, seeds_text
+from companion.core import Claim, inconclusive, judge, not_run, seeds_text
 from companion.dartquant.experiment import run_key
-from companion.dartquant.scale import missing
+from companion.dartquant.scale import GPU_PROFILE, OUTLIER_STAGES, missing
 
 ORTH_TOL = 1e-5            # ‖RᵀR − I‖∞ a fp32 QR-Orth rotation may show
 WHIP_DROP_MIN = 1e-3       # relative drop of the full-data Whip loss (final R vs initial R) that counts as a decrease
@@ -38,6 +44,8 @@ INVARIANCE_TOL = 1e-4      # max |logits(rotated) − logits(original)| in fp32
 QR_SPEEDUP_MIN = 1.2       # Cayley/QR-Orth time per step counted as "QR-Orth faster" (paper ≈ 1.4× at large n)
 STEP_REPS = 5              # timed steps per method on a CPU (companion.core.time_ms's default cpu_reps)
 PPL_RATIO_MAX = 1.0        # DartQuant's average W4A4KV4 perplexity over a peer's at most this counts as "beats"
+BREAK_FACTOR = 1.5         # average W4A4KV4 PPL without rotation over FP at least this counts as "broken"
+E2E_LOSS_DROP_MIN = 0.0    # end-to-end relative loss drop on a fixed batch (before → after) above this counts as trained
 COST_TIME_PAPER = 47.0     # end-to-end / DartQuant calibration time (paper, 70B: 42.90 vs 0.91 GPU-h)
 COST_MEMORY_PAPER = 10.0   # end-to-end / DartQuant peak memory (paper, 70B: 238.89 vs 23.47 GiB)
 CHEAPER = 1.0              # the weaker bar of both cost rows: DartQuant cheaper at all
@@ -182,16 +190,26 @@ def gpu_step_cost_row(gpu: dict | None) -> Claim:
     if why:
         return Claim(claim, STEP_PAPER, "no GPU step times recorded", "one H200 (planned)", not_run(why))
     rows, tokens = gpu["step_cost"]["rows"], gpu["step_cost"]["tokens"]
-    txt = "; ".join(f"n={r['n']}: QR-Orth {r['qr_ms']:.1f} ms, Cayley {r['cayley_ms']:.1f} ms" for r in rows)
-    return Claim(claim, STEP_PAPER, txt + " (ratio Cayley/QR-Orth)",
+
+    def met(r):
+        return "met" if r["cayley_ms"] / r["qr_ms"] >= QR_SPEEDUP_MIN else "not met"
+
+    txt = "; ".join(f"n={r['n']}: QR-Orth {r['qr_ms']:.1f} ms, Cayley {r['cayley_ms']:.1f} ms "
+                    f"({r['cayley_ms'] / r['qr_ms']:.2f}×, {met(r)})" for r in rows)
+    return Claim(claim, STEP_PAPER, txt + f" (ratio Cayley/QR-Orth; met: ≥ {QR_SPEEDUP_MIN:.2f}×)",
                  f"{_where(gpu)}, one run, n = {', '.join(str(r['n']) for r in rows)}, fp32, {tokens} tokens a step",
                  judge([r["cayley_ms"] / r["qr_ms"] for r in rows], QR_SPEEDUP_MIN, kind="timing", direction="higher",
                        fmt=_times))
 
 
+BREAK_PAPER = ("massive activations in a few channels make per-token 4-bit activations fail without a rotation "
+               "(Sec. 1, Fig. 3); Llama-2-7B W4A4 without rotation is unusable, QuaRot 20.63 avg PPL")
 PPL_PAPER = {"quarot": "Llama-2-7B W4A4KV16 avg PPL: DartQuant 18.53 vs QuaRot 20.63",
-             "end-to-end": "Llama-2-7B W4A4KV4 avg PPL: DartQuant 19.14 vs SpinQuant (end-to-end rotations) 25.12"}
-PEER_NAME = {"quarot": "QuaRot's random Hadamard", "end-to-end": "end-to-end rotation training"}
+             "end-to-end": "Llama-2-7B W4A4KV4 avg PPL: DartQuant 19.14 vs SpinQuant (end-to-end rotations) 25.12",
+             "none": "a rotation spreads the massive channels that break W4A4 without one (Sec. 1, Fig. 3)"}
+PEER_NAME = {"quarot": "QuaRot's random Hadamard", "end-to-end": "end-to-end rotation training", "none": "no rotation"}
+PEERS = ("quarot", "end-to-end", "none")
+STREAM_BREAK = "Massive residual-stream channels break W4A4KV4 without a rotation"
 COST_PAPER = "70B calibration: 0.91 GPU-h / 23.47 GiB vs SpinQuant 42.90 GPU-h / 238.89 GiB (47×, 10×)"
 
 
@@ -200,24 +218,96 @@ def mean_ppl(ppl: dict, method: str) -> float:
     return float(np.mean(list(ppl[method].values())))
 
 
-def ppl_row(model: dict, peer: str, where: str) -> Claim:
-    ppl = model["ppl"]
-    ratio = mean_ppl(ppl, "dartquant") / mean_ppl(ppl, peer)
-    sets = " / ".join(ppl["dartquant"])
-    txt = "; ".join(f"{k} " + " / ".join(f"{v:.3f}" for v in ppl[k].values()) for k in ("fp32", "none", peer, "dartquant") if k in ppl)
-    return Claim(f"DartQuant beats {PEER_NAME[peer]} in W4A4KV4 perplexity ({model['name']})", PPL_PAPER[peer],
-                 f"PPL on {sets}: {txt}; average DartQuant/{peer} {ratio:.4f}",
-                 f"{model['name']} byte-level LLaMA trained {model.get('train_seconds', '?')} s on local text; {where}, one seed",
-                 judge(ratio, PPL_RATIO_MAX, direction="lower", fmt=lambda v: f"{v:.4f}"))
+def outlier_runs(gpu: dict | None) -> tuple[list, str | None]:
+    """The recorded seeds of the massive-channel study (one entry per ``outliers_seed*`` stage that ended
+    done) and, when none did or they predate the residual-stream injection, why not."""
+    runs = [gpu[name] for name in OUTLIER_STAGES if not missing(gpu, name)]
+    if not runs:
+        return [], missing(gpu, OUTLIER_STAGES[0])
+    if any("stream" not in r.get("ppl", {}) for r in runs):
+        return [], "the recorded outlier stages predate the residual-stream injection: rerun them"
+    return runs, None
 
 
-def cost_rows(models: list, where: str) -> list[Claim]:
-    costs = [(m["name"], m["cost"]) for m in models if m.get("cost")]
-    if not costs:
-        return [Claim("Calibration cost vs end-to-end rotation training", COST_PAPER, "not measured", where,
-                      not_run("no model of the recorded run reached the end-to-end training"))]
-    scale = f"{where}, one run, " + ", ".join(n for n, _ in costs) + " (the two calibrations side by side)"
-    time_txt = "; ".join(f"{n}: DartQuant R1+R2 {c['dartquant_s']:.1f} s vs end-to-end Cayley {c['e2e_s']:.1f} s" for n, c in costs)
+def _outlier_scale(gpu: dict, runs: list) -> str:
+    m = runs[0]
+    return (f"{_where(gpu)}, {seeds_text(len(runs))} (model init and training, channels, calibration windows, "
+            f"rotations); {m['name']} byte-level LLaMA trained {m['train_seconds']:.0f} s, "
+            f"{len(m['channels'])} channels put in by hand")
+
+
+def none_ppl(run: dict, s: str) -> float:
+    """The average W4A4KV4 perplexity of a recorded seed without rotation at norm-gain scale ``s``."""
+    return mean_ppl(run["ppl"]["none"], s)
+
+
+def _ratio(v: float) -> str:
+    return f"{v:.3f}×"
+
+
+def break_row(runs: list, s: str, where: str) -> Claim:
+    """W4A4KV4 without rotation over FP (average PPL), per seed, with the norm gains' channels × ``s``."""
+    inj = [r["injected"][s] for r in runs]
+    return Claim(f"Massive channels in the norm gains break W4A4KV4 without a rotation (s = {s})", BREAK_PAPER,
+                 "avg PPL FP → none per seed: "
+                 + ", ".join(f"{mean_ppl(r['ppl'], 'fp32'):.3f} → {none_ppl(r, s):.3f}" for r in runs)
+                 + " (ratio none/FP); channel peak ratio " + ", ".join(f"{i['peak_ratio']:.1f}" for i in inj)
+                 + f"; the float model unchanged by the injection: max |Δ logit| {max(i['logit_diff'] for i in inj):.1e}; "
+                 "fusing the norms cancels it (largest relative weight difference to the fused trained model "
+                 f"{max(i['fused_weight_diff'] for i in inj):.1e}), so no rotation is compared on it",
+                 where, judge([none_ppl(r, s) / mean_ppl(r["ppl"], "fp32") for r in runs], BREAK_FACTOR,
+                              direction="higher", fmt=_ratio))
+
+
+def stream_break_row(runs: list, where: str) -> Claim:
+    """W4A4KV4 without rotation over FP (average PPL), per seed, on the model whose residual stream's top
+    directions were put into channels (the model every rotation below starts from)."""
+    st = [r["stream"] for r in runs]
+    return Claim(STREAM_BREAK, BREAK_PAPER,
+                 "avg PPL FP → none (fused norms, stream's top directions in channels) per seed: "
+                 + ", ".join(f"{mean_ppl(r['ppl'], 'fp32'):.3f} → {mean_ppl(r['ppl']['stream'], 'none'):.3f}" for r in runs)
+                 + " (ratio none/FP); channel RMS ratio fused → stream channels per seed: "
+                 + ", ".join(f"{t['rms_ratio_fused']:.1f} → {t['rms_ratio']:.1f}" for t in st)
+                 + f"; the float model unchanged by the change of basis: max |Δ logit| {max(t['logit_diff'] for t in st):.1e}",
+                 where, judge([mean_ppl(r["ppl"]["stream"], "none") / mean_ppl(r["ppl"], "fp32") for r in runs],
+                              BREAK_FACTOR, direction="higher", fmt=_ratio))
+
+
+def versus_row(runs: list, peer: str, where: str) -> Claim:
+    """DartQuant's average W4A4KV4 PPL over ``peer``'s on the residual-stream model, per seed; against
+    end-to-end training only where its loss went down on every seed."""
+    claim = f"DartQuant beats {PEER_NAME[peer]} in W4A4KV4 perplexity (massive residual-stream channels)"
+    arms = [r["ppl"]["stream"] for r in runs]
+    ratios = [mean_ppl(a, "dartquant") / mean_ppl(a, peer) for a in arms]
+    txt = ("avg PPL " + peer + " → DartQuant per seed: "
+           + ", ".join(f"{mean_ppl(a, peer):.3f} → {mean_ppl(a, 'dartquant'):.3f}" for a in arms)
+           + f" (ratio DartQuant/{peer})")
+    if peer == "end-to-end":
+        drops = [r["cost"]["e2e_loss_drop"] for r in runs]
+        txt += ("; end-to-end loss on a fixed calibration batch, relative drop over its training, per seed: "
+                + ", ".join(f"{100 * d:.1f} %" for d in drops))
+        flat = [r["seed"] for r, d in zip(runs, drops) if d <= E2E_LOSS_DROP_MIN]
+        if flat:
+            return Claim(claim, PPL_PAPER[peer], txt, where,
+                         inconclusive(f"the end-to-end loss did not go down on seed(s) {flat}: that baseline was not trained"))
+    return Claim(claim, PPL_PAPER[peer], txt, where,
+                 judge(ratios, PPL_RATIO_MAX, direction="lower", fmt=lambda v: f"{v:.4f}"))
+
+
+def cost_values(gpu: dict) -> list[tuple[str, dict]]:
+    """``(model name, cost)`` of every recorded calibration pair: each outlier seed, then the cost stage's models."""
+    runs, _ = outlier_runs(gpu)
+    out = [(f"{r['name']} seed {r['seed']}", r["cost"]) for r in runs]
+    if not missing(gpu, "cost"):
+        out += [(m["name"], m["cost"]) for m in gpu["cost"]]
+    return out
+
+
+def cost_rows(gpu: dict) -> list[Claim]:
+    costs = cost_values(gpu)
+    scale = (f"{_where(gpu)}, {len(costs)} calibration pairs side by side: " + ", ".join(n for n, _ in costs)
+             + f"; end-to-end: {gpu.get('profile', {}).get('e2e_steps', '?')} SpinQuant-style steps (scale.py states the recipe)")
+    time_txt = "; ".join(f"{n}: DartQuant R1+R2 {c['dartquant_s']:.2f} s vs end-to-end {c['e2e_s']:.2f} s" for n, c in costs)
     mem_txt = "; ".join(f"{n}: DartQuant {c['dartquant_mib']:.0f} MiB vs end-to-end {c['e2e_mib']:.0f} MiB" for n, c in costs)
     return [Claim("Calibration is faster than end-to-end rotation training", COST_PAPER, time_txt + " (ratio end-to-end/DartQuant)",
                   scale, judge([c["e2e_s"] / c["dartquant_s"] for _, c in costs], COST_TIME_PAPER, kind="timing",
@@ -230,26 +320,29 @@ def cost_rows(models: list, where: str) -> list[Claim]:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    """The step-cost row, then per model its perplexity rows against QuaRot and end-to-end training (not run
-    where the recorded run did not reach them), then the two calibration-cost rows."""
-    why = missing(gpu, "models")
-    if why:
-        return [gpu_step_cost_row(gpu),
-                Claim("End-to-end W4A4KV4 perplexity", PPL_PAPER["end-to-end"], "no GPU model results recorded",
-                      "one H200 (planned)", not_run(why)),
-                Claim("Calibration cost vs end-to-end rotation training", COST_PAPER, "no GPU model results recorded",
-                      "one H200 (planned)", not_run(why))]
-    where = _where(gpu)
+    """The step-cost row, then the massive-channel study (one break row per norm-gain scale s > 1, the break
+    row of the residual-stream channels, DartQuant against QuaRot, end-to-end training and no rotation on that
+    model, judged over the recorded seeds), then the two calibration-cost rows; a row whose stages the recorded
+    run lacks is not run here, with the reason."""
+    runs, why = outlier_runs(gpu)
     rows = [gpu_step_cost_row(gpu)]
-    for mod in gpu["models"]:
-        for peer in ("quarot", "end-to-end"):
-            if peer in mod.get("ppl", {}):
-                rows.append(ppl_row(mod, peer, where))
-            else:
-                rows.append(Claim(f"DartQuant beats {PEER_NAME[peer]} in W4A4KV4 perplexity ({mod['name']})",
-                                  PPL_PAPER[peer], "not measured", where,
-                                  not_run(f"{mod['name']}: {mod.get('not_run', 'not in the recorded run')}")))
-    return rows + cost_rows(gpu["models"], where)
+    if why:
+        planned = "one H200 (planned), 3 seeds"
+        scales = [s for s in GPU_PROFILE["outlier_scales"] if s != 1]
+        rows += [Claim(f"Massive channels in the norm gains break W4A4KV4 without a rotation (s = {s})", BREAK_PAPER,
+                       "no GPU outlier run recorded", planned, not_run(why)) for s in scales]
+        rows.append(Claim(STREAM_BREAK, BREAK_PAPER, "no GPU outlier run recorded", planned, not_run(why)))
+        rows += [Claim(f"DartQuant beats {PEER_NAME[p]} in W4A4KV4 perplexity (massive residual-stream channels)",
+                       PPL_PAPER[p], "no GPU outlier run recorded", planned, not_run(why)) for p in PEERS]
+    else:
+        where = _outlier_scale(gpu, runs)
+        rows += [break_row(runs, s, where) for s in runs[0]["ppl"]["none"] if float(s) != 1]
+        rows.append(stream_break_row(runs, where))
+        rows += [versus_row(runs, p, where) for p in PEERS]
+    if not cost_values(gpu or {}):
+        return rows + [Claim("Calibration cost vs end-to-end rotation training", COST_PAPER, "not measured",
+                             "one H200 (planned)", not_run(why or missing(gpu, "cost")))]
+    return rows + cost_rows(gpu)
 
 
 def claim_rows(*, synthetic: dict, real: dict, real_layer: int, seeds: list, real_seeds: list, invariance: dict,

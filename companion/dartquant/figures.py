@@ -72,24 +72,61 @@ def layer_figure(studies: dict) -> go.Figure:
     return fig
 
 
-def gpu_figure(gpu: dict) -> go.Figure | None:
-    """Perplexity by method and calibration cost, from the recorded GPU payload."""
-    models = [m for m in gpu.get("models", []) if m.get("ppl")]
-    if not models:
-        return None
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("W4A4KV4 perplexity (log)", "calibration wall time (s, log)"))
-    for i, m in enumerate(models):
-        sets = sorted({s for d in m["ppl"].values() for s in d})
-        for j, s in enumerate(sets):
-            fig.add_trace(go.Bar(x=[f"{m['name']}: {k}" for k in m["ppl"]], y=[m["ppl"][k].get(s) for k in m["ppl"]],
-                                 name=f"{m['name']} · {s}", marker_color=_PAL[(2 * i + j) % len(_PAL)]), row=1, col=1)
-        c = m.get("cost")
-        if c:
-            fig.add_trace(go.Bar(x=[f"{m['name']}: DartQuant", f"{m['name']}: end-to-end"], y=[c["dartquant_s"], c["e2e_s"]],
-                                 showlegend=False, marker_color=_PAL[i % len(_PAL)]), row=1, col=2)
+STREAM_ARMS = (("none", "none"), ("QuaRot", "quarot"), ("DartQuant", "dartquant"), ("end-to-end", "end-to-end"))
+
+
+def _method_values(run: dict) -> list[tuple[str, float]]:
+    """(label, average W4A4KV4 PPL) in the order of the figure: FP, none at each norm-gain s, fused norms, then
+    the four arms on the residual-stream model (``stream: ...``)."""
+    from companion.dartquant.claims import mean_ppl, none_ppl
+
+    ppl = run["ppl"]
+    return ([("FP32", mean_ppl(ppl, "fp32"))] + [(f"gains ×{s}: none", none_ppl(run, s)) for s in ppl["none"]]
+            + [("fused, no rotation", mean_ppl(ppl, "fused"))]
+            + [(f"stream: {name}", mean_ppl(ppl["stream"], key)) for name, key in STREAM_ARMS])
+
+
+def gpu_figure(gpu: dict | None) -> go.Figure:
+    """The recorded massive-channel study per seed: average W4A4KV4 perplexity by method (left: the norm-gain
+    injection without rotation, fused norms, then no rotation, QuaRot, DartQuant and end-to-end training on the
+    model whose residual stream carries the massive channels; the legend gives each seed's channel RMS ratio
+    there), the calibration wall time of DartQuant and of end-to-end training (middle), the end-to-end loss
+    curves (right). Without a recorded run of those stages, a figure that says so."""
+    from companion.dartquant.claims import cost_values, outlier_runs
+    from companion.dartquant.scale import missing
+
+    runs, why = outlier_runs(gpu)
+    if why:
+        fig = go.Figure()
+        fig.add_annotation(text=f"GPU massive-channel study not recorded: {why}", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig.update_layout(height=200, width=1100)
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.45, 0.25, 0.3],
+                        subplot_titles=("average W4A4KV4 perplexity per seed (log)", "calibration wall time (s, log)",
+                                        "end-to-end training loss"))
+    for i, r in enumerate(runs):
+        vals = _method_values(r)
+        fig.add_trace(go.Scatter(x=[lab for lab, _ in vals], y=[v for _, v in vals], mode="markers+lines",
+                                 name=f"seed {r['seed']} (stream channel RMS ratio {r['stream']['rms_ratio']:.1f})",
+                                 legendgroup=f"s{i}", marker=dict(size=9, color=_PAL[i % len(_PAL)]),
+                                 line=dict(width=1, dash="dot")), row=1, col=1)
+        fig.add_trace(go.Scatter(y=r["cost"]["e2e_loss"], mode="lines", name=f"seed {r['seed']}", legendgroup=f"s{i}",
+                                 showlegend=False, line=dict(color=_PAL[i % len(_PAL)])), row=1, col=3)
+    for j, m in enumerate([] if missing(gpu, "cost") else gpu["cost"]):
+        fig.add_trace(go.Scatter(y=m["cost"]["e2e_loss"], mode="lines", name=m["name"],
+                                 line=dict(color=_PAL[(len(runs) + j) % len(_PAL)], dash="dash")), row=1, col=3)
+    costs = cost_values(gpu)
+    for k, (method, key) in enumerate((("DartQuant", "dartquant_s"), ("end-to-end", "e2e_s"))):
+        fig.add_trace(go.Bar(x=[n for n, _ in costs], y=[c[key] for _, c in costs], name=method,
+                             marker_color=_PAL[(k + 3) % len(_PAL)]), row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_layout(height=420, width=1100, barmode="group", title=f"Recorded on {gpu.get('device')} ({gpu.get('date')})")
+    fig.update_xaxes(title_text="step", row=1, col=3)
+    fig.update_layout(height=460, width=1250, barmode="group", legend=dict(orientation="h", y=-0.35),
+                      title=f"Massive channels put in by hand (norm gains; residual stream), {len(runs)} seed(s), "
+                            f"recorded on {gpu.get('device')} ({gpu.get('date')})")
     return fig
 
 

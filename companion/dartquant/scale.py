@@ -1,24 +1,39 @@
 """The one-GPU (H200) study of paper 08 (DartQuant) and the reader of its committed results. No plotly import.
 
-Stages (bodies in :mod:`companion.dartquant.study`):
+Stages (bodies in :mod:`companion.dartquant.study`), the most important first:
 
-1. ``step_cost``: one Whip step with QR-Orth (Alg. 1) and with the Cayley parametrisation (the peer, first) at
+1. ``outliers_seed0``, ``outliers_seed1``, ``outliers_seed2``: one seed each (the model's init and training
+   batches, the injected channels, the calibration windows, the random rotations). A byte-level LLaMA-layout
+   model (d 512, 8 layers, GQA) trained for 12 s on the standard library's source has no massive activations,
+   so W4A4KV4 barely hurts it; the stage puts them in by hand, by two function-preserving transforms
+   (:mod:`companion.dartquant.outliers`). (a) In the norm gains: 4 channels of every RMSNorm gain × s, the
+   matching input columns of q/k/v and gate/up ÷ s, s in 1, 10, 50, measured without rotation; folding the
+   gains (the first step of every rotation method) undoes it exactly, so no rotation is compared on it. (b) In
+   the residual stream: after fusing the norms, the stream's top 4 directions (right singular vectors of its
+   hidden states on the calibration windows) are mapped onto the same 4 channels by Householder reflections
+   fused as R1, as in real LLMs whose massive activations sit in a few fixed channels of the stream. On (b)
+   it measures W4A4KV4 perplexity on held-out source and on docstrings for no rotation, QuaRot, DartQuant and
+   end-to-end R1 training (the comparison the claims judge), with both calibrations' wall time, peak memory
+   and the end-to-end loss curve;
+2. ``cost``: the two calibrations at the second width (d 1024, 12 layers) with the same recipe;
+3. ``step_cost``: one Whip step with QR-Orth (Alg. 1) and with the Cayley parametrisation (the peer, first) at
    n = 4096 and 8192, fp32, 2048 tokens a step: median time and peak memory (paper: (4/3)n³ vs ≈6n³, ≈1.4×);
-2. ``kernel``: the fused ``companion_kernels.rotate_quant_whip`` (X R, per-token INT4 fake quantization with
+4. ``kernel``: the fused ``companion_kernels.rotate_quant_whip`` (X R, per-token INT4 fake quantization with
    clip 0.9, the per-token Whip sums of Eq. 4) at 32768 tokens × d = 4096 in bf16 against eager PyTorch, for
    each GPU tile shape: agreement on the GPU, ms, TB/s, TFLOP/s;
-3. ``models``: two byte-level LLaMA-layout models (d 512 and 1024, GQA) trained for 12 s and 16 s on the
-   standard library's source; W4A4KV4 perplexity on held-out source and on docstrings for no rotation, QuaRot,
-   DartQuant and end-to-end R1 training, and the calibration cost (time, peak memory) of DartQuant against the
-   end-to-end training;
-4. ``kernel_compile``: ``torch.compile`` of the eager reference on the kernel's inputs (last: its compile time
+5. ``kernel_compile``: ``torch.compile`` of the eager reference on the kernel's inputs (last: its compile time
    is hard to bound).
 
-Not reproduced, for one lease: the paper's 7–70B pretrained LLMs (here 25–150M parameters trained for seconds;
-such models have few massive activations, so the gaps are expected to be smaller), GPTQ weights (RTN instead:
-the GPTQ column loop in Python would cost more than the lease), the paper's calibration schedules (shorter
-here). Run it with ``python -m companion.bench dartquant`` (``--smoke``: a tiny CPU run, the kernel in the
-Triton interpreter).
+End-to-end recipe (SpinQuant's, scaled down): 100 iterations of 8 calibration sequences (SpinQuant: 8 GPUs × 1
+sequence of 2048 tokens; here 512-byte windows), the learning rate decayed linearly to 0; deviation: Adam at
+lr 1e-3 on torch's Cayley parametrisation instead of SpinQuant's Cayley SGD at lr 1.5, a step size that does
+not carry over between the two. DartQuant: 300 R1 and 100 R2 steps of 1024 tokens, SGD momentum 0.9, lr 1e-2
+(the official code runs epochs over files instead).
+
+Not reproduced, for one lease: the paper's 7–70B pretrained LLMs (here 25–150M parameters trained for seconds,
+their massive channels put in by hand), GPTQ weights (RTN instead: the GPTQ column loop in Python would cost
+more than the lease). Run it with ``python -m companion.bench dartquant`` (``--smoke``: a tiny CPU run, the
+kernel in the Triton interpreter).
 """
 
 from __future__ import annotations
@@ -30,13 +45,15 @@ from companion.dartquant import study as E
 
 RESULTS_NAME = "dartquant_gpu"
 COMMAND = "python -m companion.bench dartquant"
-DEADLINE_S = 150
+DEADLINE_S = 320
+N_SEEDS = 3  # outlier stages, one seed each
 GPU_PROFILE = {
-    "models": [
-        {"name": "d512-L8", "hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "ffn": 1536, "train_seconds": 12},
-        {"name": "d1024-L12", "hidden": 1024, "layers": 12, "heads": 16, "kv_heads": 8, "ffn": 3072, "train_seconds": 16},
-    ],
-    "train_seconds": 12,  # default for a model without its own
+    "outlier_model": {"name": "d512-L8", "hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "ffn": 1536,
+                      "train_seconds": 12},
+    "outlier_scales": [1, 10, 50],  # s = 1: the model as trained
+    "outlier_channels": 4,
+    "cost_models": [{"name": "d1024-L12", "hidden": 1024, "layers": 12, "heads": 16, "kv_heads": 8, "ffn": 3072,
+                     "train_seconds": 16}],
     "text_bytes": 16_000_000,  # of the standard library's source, split by file into train and validation
     "seq_len": 512,
     "batch": 32,
@@ -44,7 +61,7 @@ GPU_PROFILE = {
     "calib_samples": 128,
     "calib_tokens_per_sample": 64,
     "r1_steps": 300, "r2_steps": 100, "rot_lr": 1e-2, "rot_batch": 1024,
-    "e2e_steps": 60, "e2e_lr": 2e-3, "e2e_batch": 8,
+    "e2e_steps": 100, "e2e_lr": 1e-3, "e2e_batch": 8,
     "eval_samples": 32,
     "bits": {"w": 4, "a": 4, "kv": 4},
     "step_cost_n": [4096, 8192], "step_cost_tokens": 2048,
@@ -54,18 +71,28 @@ GPU_PROFILE = {
 }
 SMOKE_PROFILE = {
     **GPU_PROFILE,
-    "models": [{"name": "smoke-d64", "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128}],
-    "train_seconds": 0.3, "text_bytes": 400_000, "seq_len": 64, "batch": 4, "calib_samples": 8,
+    "outlier_model": {"name": "smoke-d64", "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128,
+                      "train_seconds": 0.2},
+    "cost_models": [{"name": "smoke-d128", "hidden": 128, "layers": 1, "heads": 4, "kv_heads": 2, "ffn": 256,
+                     "train_seconds": 0.2}],
+    "text_bytes": 400_000, "seq_len": 64, "batch": 4, "calib_samples": 8,
     "calib_tokens_per_sample": 16, "r1_steps": 5, "r2_steps": 3, "rot_batch": 64, "e2e_steps": 3, "e2e_batch": 2,
     "eval_samples": 4, "step_cost_n": [64], "step_cost_tokens": 128,
     "kernel_tokens": 67, "kernel_n": 32, "kernel_dtype": "float32", "compile_backend": "eager",
 }
+# needs_s on one H200, from the recorded run of 2026-12-02 (d 512: 12 s training, DartQuant 2.8 s, 60
+# end-to-end steps 10.6 s; d 1024: 16 s, 5.2 s, 13.2 s): an outlier seed = 12 s training + 8 quantized
+# evaluations (~1.5 s each: none at 3 s, fused, and the residual-stream model's 4 arms) + the stream's
+# directions (one pass over the calibration windows, < 1 s) + DartQuant ~3 s + 100 end-to-end steps ~18 s + the
+# text read once ~3 s ≈ 50 s; cost = 16 s + ~5 s + ~22 s + ~2 s ≈ 45 s
 STAGES = (
+    *(Stage(f"outliers_seed{i}", E.outlier_stage(i), needs_s=55) for i in range(N_SEEDS)),
+    Stage("cost", E.run_cost, needs_s=55),
     Stage("step_cost", E.run_step_cost, needs_s=15),
     Stage("kernel", E.run_kernel, needs_s=10),
-    Stage("models", E.run_models, needs_s=90),
     Stage("kernel_compile", E.run_kernel_compile, needs_s=35),
 )
+OUTLIER_STAGES = tuple(s.name for s in STAGES[:N_SEEDS])
 
 
 run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)

@@ -7,9 +7,13 @@ Each stage body takes a :class:`companion.core.stages.StageContext` and returns 
 * :func:`run_kernel`: the fused ``companion_kernels.rotate_quant_whip`` (``Y = X R``, per-token asymmetric
   fake quantization of Y with clip 0.9, the per-token Whip sums) against the same function in eager PyTorch,
   for each of the kernel's GPU tile shapes: agreement on the GPU, ms, TB/s, TFLOP/s;
-* :func:`run_models`: byte-level LLaMA-layout models trained from scratch on the standard library's source,
-  then W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end R1 training, and the
+* :func:`outlier_stage` (one stage per seed, :func:`outlier_study`): a byte-level LLaMA-layout model trained
+  from scratch on the standard library's source, massive channels put in by two function-preserving transforms
+  (:mod:`companion.dartquant.outliers`: in the norm gains, which fusing the norms undoes, and in the residual
+  stream by a change of basis, which it does not), then W4A4KV4 perplexity with no rotation, fused norms only,
+  and, on the residual-stream model, no rotation, QuaRot, DartQuant and end-to-end R1 training, and the
   calibration cost of DartQuant against the end-to-end training;
+* :func:`run_cost`: the same two calibrations at a second width;
 * :func:`run_kernel_compile`: ``torch.compile`` of the eager reference at the kernel stage's shape.
 
 :func:`step_cost` also times the notebook's CPU row; :func:`kernel_matches` judges a recorded kernel result.
@@ -33,8 +37,6 @@ KERNEL_MAX_OFF_FRAC = 0.02
 KERNEL_WHIP_RTOL = 1e-3
 KERNEL_DTYPES = ("bfloat16", "float16", "float32")
 CLIP = 0.9              # the activation quantizer's clip ratio (paper Sec. 4.1)
-MODEL_OVERHEAD_S = 30   # seconds a model needs beyond its training: evaluations, QuaRot, DartQuant, end-to-end
-E2E_NEEDS_S = 25        # seconds the end-to-end R1 training and its evaluation need
 
 
 def _device(ctx) -> torch.device:
@@ -255,11 +257,11 @@ def windows(data: torch.Tensor, n: int, seq_len: int, seed: int) -> torch.Tensor
     return data[starts[:, None] + torch.arange(seq_len)[None]]
 
 
-def train(model, data, *, seconds, batch, seq_len, lr, device, log) -> dict:
+def train(model, data, *, seconds, batch, seq_len, lr, device, log, seed=0) -> dict:
     """AdamW (β 0.9/0.95, weight decay 0.1, 50 warm-up steps, bf16 autocast on a GPU) on next-byte loss for
-    ``seconds``; the loss every 50 steps."""
+    ``seconds`` (batches drawn by ``seed``); the loss every 50 steps."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(1 + seed)
     amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     model.train()
     t0, step, losses = time.perf_counter(), 0, []
@@ -311,7 +313,10 @@ def rotated_params(model, r1: torch.Tensor) -> dict:
 
 def end_to_end_r1(model, calib_ids, *, steps, lr, batch, a_bits, kv_bits, device, seed=0):
     """SpinQuant-style: R1 = B·Cayley(A) (torch's orthogonal parametrisation, B the random Hadamard start),
-    Adam on A, next-token loss of the W16A{a}KV{kv} model (straight-through rounding). The model is frozen."""
+    Adam on A with the learning rate decayed linearly to 0 (SpinQuant's schedule), next-token loss of the
+    W16A{a}KV{kv} model (straight-through rounding). The model is frozen. Returns R1, the loss of every step
+    and the loss on a fixed batch (the first ``batch`` calibration windows) before and after the training,
+    which says whether the training lowered its objective free of the batch-to-batch noise of the curve."""
     from companion.dartquant.hadamard import random_hadamard
     from companion.dartquant.rotation import quantized_activations
 
@@ -327,19 +332,29 @@ def end_to_end_r1(model, calib_ids, *, steps, lr, batch, a_bits, kv_bits, device
     g = torch.Generator().manual_seed(seed)
     losses = []
     amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    probe = calib_ids[:batch].to(device)
+
+    def loss_of(ids):
+        with amp:
+            return torch.func.functional_call(model, rotated_params(model, holder.weight), (),
+                                              {"input_ids": ids, "labels": ids}).loss
+
     with quantized_activations(model, a_bits, kv_bits, r3=True, ste=True):
-        for _ in range(steps):
-            ids = calib_ids[torch.randint(0, calib_ids.shape[0], (batch,), generator=g)].to(device)
-            with amp:
-                out = torch.func.functional_call(model, rotated_params(model, holder.weight), (),
-                                                 {"input_ids": ids, "labels": ids})
-            out.loss.backward()
+        with torch.no_grad():
+            before = float(loss_of(probe))
+        for step in range(steps):
+            for group in opt.param_groups:
+                group["lr"] = lr * (1 - step / steps)
+            loss = loss_of(calib_ids[torch.randint(0, calib_ids.shape[0], (batch,), generator=g)].to(device))
+            loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses.append(float(out.loss.detach()))
+            losses.append(round(float(loss.detach()), 5))
+        with torch.no_grad():
+            after = float(loss_of(probe))
     for p in model.parameters():
         p.requires_grad_(True)
-    return holder.weight.detach().float(), losses
+    return holder.weight.detach().float(), losses, (before, after)
 
 
 def dartquant_calibrate(model, calib_ids, P, device, seed=0):
@@ -370,94 +385,177 @@ def _hadamard_r2(cfg, seed: int) -> list[torch.Tensor]:
             for i in range(cfg.num_hidden_layers)]
 
 
-def model_study(spec: dict, P: dict, train_data, sets: dict, calib_ids, device, ctx) -> dict:
-    """One model of :func:`run_models`: trained, norms fused, then FP and W4A4KV4 perplexity for each method,
-    and the two calibrations' wall time and peak memory."""
-    from companion.dartquant.hadamard import random_hadamard
-    from companion.dartquant.rotation import fuse_norms, rotate_model
+
+
+def _text(ctx) -> dict:
+    """The training text, the evaluation sets (held-out source files, English docstrings) and their sizes,
+    read once per call and kept in ``ctx.shared``."""
+    if "text" not in ctx.shared:
+        from companion.models.texts import stdlib_source_bytes
+
+        P = ctx.profile
+        train_data, val_data = stdlib_source_bytes(P["text_bytes"])
+        ctx.shared["text"] = {"train": train_data, "sets": {"source": windows(val_data, P["eval_samples"], P["seq_len"], 11),
+                                                            "docstrings": windows(docstring_bytes(), P["eval_samples"],
+                                                                                  P["seq_len"], 12)}}
+    return ctx.shared["text"]
+
+
+def trained_model(spec: dict, P: dict, train_data, seed: int, device, log):
+    """A byte-level LLaMA-layout model (GQA) of ``spec`` built with ``seed`` and trained for its ``train_seconds``
+    (:func:`train`), in fp32 and eval mode; and its training record."""
     from companion.models import tiny_llama
 
-    seed, log, L, b = ctx.seed, ctx.log, P["seq_len"], P["bits"]
-    log(f"[model] {spec['name']}")
+    log(f"[model] {spec['name']}, seed {seed}")
     model = tiny_llama(vocab_size=256, hidden_size=spec["hidden"], num_layers=spec["layers"], num_heads=spec["heads"],
-                       num_kv_heads=spec["kv_heads"], intermediate_size=spec["ffn"], max_position=L + 1, seed=seed)
-    model.to(device)
-    tr = train(model, train_data, seconds=spec.get("train_seconds", P["train_seconds"]), batch=P["batch"], seq_len=L,
-               lr=P["lr"], device=device, log=log)
-    model.float()
-    fuse_norms(model)
-    entry = {"name": spec["name"], **spec, "parameters": sum(p.numel() for p in model.parameters()),
-             "train_seconds": tr["seconds"], "train_steps": tr["steps"], "train_loss": tr["loss"]}
-    q = dict(w_bits=b["w"], a_bits=b["a"], kv_bits=b["kv"])
-    ppl = {"fp32": _ppl_sets(model, sets), "none": _ppl_sets(model, sets, **q)}
-    log(f"  fp32 {ppl['fp32']}, none {ppl['none']}")
+                       num_kv_heads=spec["kv_heads"], intermediate_size=spec["ffn"], max_position=P["seq_len"] + 1,
+                       seed=seed).to(device)
+    tr = train(model, train_data, seconds=spec["train_seconds"], batch=P["batch"], seq_len=P["seq_len"], lr=P["lr"],
+               device=device, log=log, seed=seed)
+    return model.float(), {"name": spec["name"], **spec, "parameters": sum(p.numel() for p in model.parameters()),
+                           "train_seconds": tr["seconds"], "train_steps": tr["steps"], "train_loss": tr["loss"]}
 
-    cfg = model.config
-    quarot = copy.deepcopy(model)
-    rotate_model(quarot, random_hadamard(cfg.hidden_size, seed), _hadamard_r2(cfg, seed), r4=True)
-    ppl["quarot"] = _ppl_sets(quarot, sets, r3=True, **q)
-    del quarot
 
+def calibration_costs(model, calib_ids, P: dict, device, seed: int) -> tuple[dict, tuple]:
+    """Wall time and peak memory (above the resident model) of the DartQuant calibration (R1 + R2, Whip +
+    QR-Orth, :func:`dartquant_calibrate`) and of the end-to-end R1 training (:func:`end_to_end_r1`, the
+    ``e2e_*`` recipe) of one norm-fused ``model``, with the end-to-end loss curve and its relative drop on a fixed
+    batch (``e2e_loss_drop``, > 0 when the training lowered its loss); and the rotations
+    ``(r1, r2, r1_e2e)``. The model is not changed."""
+    from companion.dartquant.rotation import rotate_model
+
+    b = P["bits"]
     t0 = _peak_reset(device)
     base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
     r1, r2, info = dartquant_calibrate(model, calib_ids, P, device, seed)
     dq_s, dq_mib = time.perf_counter() - t0, _peak_mib(device, base)
-    dq = copy.deepcopy(model)
-    rotate_model(dq, r1, r2, r4=True)
-    ppl["dartquant"] = _ppl_sets(dq, sets, r3=True, **q)
-    del dq
-    entry["dartquant"] = {"seconds": round(dq_s, 2), "peak_mib": round(dq_mib, 1), **info}
-    log(f"  quarot {ppl['quarot']}, dartquant {ppl['dartquant']} ({dq_s:.1f} s)")
+    e2e_model = rotate_model(copy.deepcopy(model), None, _hadamard_r2(model.config, seed), r4=True)
+    t0 = _peak_reset(device)
+    base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+    r1_e2e, losses, (before, after) = end_to_end_r1(e2e_model, calib_ids, steps=P["e2e_steps"], lr=P["e2e_lr"],
+                                                    batch=P["e2e_batch"], a_bits=b["a"], kv_bits=b["kv"], device=device,
+                                                    seed=seed)
+    e2e_s, e2e_mib = time.perf_counter() - t0, _peak_mib(device, base)
+    del e2e_model
+    cost = {"dartquant_s": round(dq_s, 2), "dartquant_mib": round(dq_mib, 1), "e2e_s": round(e2e_s, 2),
+            "e2e_mib": round(e2e_mib, 1), "e2e_loss": losses, "e2e_fixed_loss": [round(before, 5), round(after, 5)],
+            "e2e_loss_drop": round(1 - after / before, 5), **info}
+    return cost, (r1, r2, r1_e2e)
 
-    if ctx.left() < E2E_NEEDS_S:
-        entry["not_run"] = f"end-to-end R1 training: {ctx.left():.0f} s left, needs {E2E_NEEDS_S} s"
-        log(f"  {entry['not_run']}")
-    else:
-        e2e_model = copy.deepcopy(model)
-        rotate_model(e2e_model, None, _hadamard_r2(cfg, seed), r4=True)
-        t0 = _peak_reset(device)
-        base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
-        r1_e2e, losses = end_to_end_r1(e2e_model, calib_ids, steps=P["e2e_steps"], lr=P["e2e_lr"], batch=P["e2e_batch"],
-                                       a_bits=b["a"], kv_bits=b["kv"], device=device, seed=seed)
-        e2e_s, e2e_mib = time.perf_counter() - t0, _peak_mib(device, base)
-        rotate_model(e2e_model, r1_e2e)
-        ppl["end-to-end"] = _ppl_sets(e2e_model, sets, r3=True, **q)
-        del e2e_model
-        entry["end_to_end"] = {"seconds": round(e2e_s, 2), "peak_mib": round(e2e_mib, 1),
-                               "loss_first": losses[0], "loss_last": float(np.mean(losses[-10:]))}
-        entry["cost"] = {"dartquant_s": round(dq_s, 2), "dartquant_mib": round(dq_mib, 1),
-                         "e2e_s": round(e2e_s, 2), "e2e_mib": round(e2e_mib, 1)}
-        log(f"  end-to-end {ppl['end-to-end']} ({e2e_s:.1f} s)")
-    entry["ppl"] = ppl
+
+def outlier_study(ctx, seed: int) -> dict:
+    """One seed of the massive-channel study: a model of ``outlier_model`` built and trained with ``seed``;
+    ``outlier_channels`` channels drawn with ``seed`` (:func:`~companion.dartquant.outliers.pick_channels`);
+    then FP perplexity, and W4A4KV4 perplexity (RTN weights, group 128, MSE clip; per-token asymmetric
+    activations, clip 0.9; K/V per head) of
+
+    * ``none``: each ``outlier_scales`` s injected into the norm gains
+      (:func:`~companion.dartquant.outliers.inject_massive_channels`), norms not fused, no rotation (s = 1: the
+      model as trained), with the injected model's largest |Δ logit| in fp32 against the trained one, its
+      channel peak ratio, and how far its fused weights are from the trained model's (folding the gains cancels
+      this injection, so a rotation method never sees it);
+    * ``fused``: norms fused, no rotation;
+
+    and, on the fused model with the residual stream's top directions put into those channels
+    (:func:`~companion.dartquant.outliers.inject_stream_channels`, the directions taken on the calibration
+    windows; its |Δ logit| and the channel RMS ratio before and after are recorded under ``stream``), the
+    arms under ``ppl["stream"]``:
+
+    * ``none``: no rotation;
+    * ``quarot``: random Hadamard R1 and R2 (seeded), online R3/R4;
+    * ``dartquant``: Whip + QR-Orth R1 (q/up inputs pooled) and per-layer R2 (o_proj inputs) on calibration
+      windows drawn with ``seed``, R3/R4 Hadamard;
+    * ``end-to-end``: R1 trained through the W16A4KV4 model (:func:`end_to_end_r1`), R2/R3/R4 Hadamard;
+
+    and the two calibrations' wall time, peak memory and the end-to-end loss curve on that model
+    (:func:`calibration_costs`)."""
+    from companion.dartquant.hadamard import random_hadamard
+    from companion.dartquant.outliers import (channel_peak_ratio, channel_rms_ratio, inject_massive_channels,
+                                              inject_stream_channels, pick_channels)
+    from companion.dartquant.rotation import fuse_norms, rotate_model
+
+    P, device, log = ctx.profile, _device(ctx), ctx.log
+    text = _text(ctx)
+    sets, b = text["sets"], P["bits"]
+    q = dict(w_bits=b["w"], a_bits=b["a"], kv_bits=b["kv"])
+    model, entry = trained_model(P["outlier_model"], P, text["train"], seed, device, log)
+    calib_ids = windows(text["train"], P["calib_samples"], P["seq_len"], 13 + 1000 * seed)
+    channels = pick_channels(model.config.hidden_size, P["outlier_channels"], seed)
+    probe = sets["source"][: min(8, len(sets["source"]))].to(device)
+    entry.update(seed=seed, channels=channels)
+    ppl = {"fp32": _ppl_sets(model, sets), "none": {}}
+    fused = fuse_norms(copy.deepcopy(model))
+    with torch.no_grad():
+        ref = model(input_ids=probe).logits
+        entry["injected"] = {}
+        for s in P["outlier_scales"]:
+            inj = inject_massive_channels(copy.deepcopy(model), channels, s)
+            row = {"logit_diff": float((inj(input_ids=probe).logits - ref).abs().max()),
+                   "peak_ratio": round(channel_peak_ratio(inj, probe), 3)}
+            ppl["none"][str(s)] = _ppl_sets(inj, sets, **q)
+            fuse_norms(inj)
+            row["fused_weight_diff"] = max(float((a - c).abs().max() / c.abs().max().clamp_min(1e-30))
+                                           for a, c in zip(inj.parameters(), fused.parameters()))
+            entry["injected"][str(s)] = row
+            log(f"  s={s}: none {ppl['none'][str(s)]}, {row}")
+            del inj
+    del model
+    ppl["fused"] = _ppl_sets(fused, sets, **q)
+    rms_fused = channel_rms_ratio(fused, probe)
+    stream, _ = inject_stream_channels(fused, channels, calib_ids)  # in place: the fused model is not needed again
+    with torch.no_grad():
+        entry["stream"] = {"logit_diff": float((stream(input_ids=probe).logits - ref).abs().max()),
+                           "rms_ratio_fused": round(rms_fused, 3), "rms_ratio": round(channel_rms_ratio(stream, probe), 3)}
+    log(f"  residual-stream channels: {entry['stream']}")
+    arms = {"none": _ppl_sets(stream, sets, **q)}
+    cfg = stream.config
+    quarot = rotate_model(copy.deepcopy(stream), random_hadamard(cfg.hidden_size, seed), _hadamard_r2(cfg, seed), r4=True)
+    arms["quarot"] = _ppl_sets(quarot, sets, r3=True, **q)
+    del quarot
+    cost, (r1, r2, r1_e2e) = calibration_costs(stream, calib_ids, P, device, seed)
+    dq = rotate_model(copy.deepcopy(stream), r1, r2, r4=True)
+    arms["dartquant"] = _ppl_sets(dq, sets, r3=True, **q)
+    del dq
+    e2e = rotate_model(copy.deepcopy(stream), r1_e2e, _hadamard_r2(cfg, seed), r4=True)
+    arms["end-to-end"] = _ppl_sets(e2e, sets, r3=True, **q)
+    del e2e, stream, fused
+    ppl["stream"] = arms
+    entry.update(ppl=ppl, cost=cost)
+    log(f"  fp32 {ppl['fp32']}, fused {ppl['fused']}; residual-stream channels: " + ", ".join(f"{k} {v}" for k, v in arms.items())
+        + f"; DartQuant {cost['dartquant_s']} s vs end-to-end {cost['e2e_s']} s (loss drop {cost['e2e_loss_drop']})")
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return entry
 
 
-def run_models(ctx) -> list[dict]:
-    """Stage ``models``: each model of ``models`` (byte-level LLaMA layout with GQA) trained from scratch for its
-    ``train_seconds`` on ``text_bytes`` of the standard library's source (bf16 autocast, AdamW), then
-    (:func:`model_study`) FP perplexity on held-out source files and on English docstrings (the cross set), and
-    W4A4KV4 perplexity (RTN weights, group 128, MSE clip; per-token asymmetric activations, clip 0.9; K/V per
-    head) for **none** (norms fused only), **QuaRot** (random Hadamard R1, R2, online R3/R4), **DartQuant**
-    (Whip + QR-Orth R1 on the pooled q/up inputs, per-layer R2 on the o_proj inputs, R3/R4 Hadamard) and
-    **end-to-end** (SpinQuant-style: R1 under torch's Cayley parametrisation trained by Adam through the
-    W16A4KV4 model with straight-through rounding, R2/R3/R4 Hadamard). A model the time left cannot cover is
-    recorded as ``{"name", "not_run"}``."""
-    from companion.models.texts import stdlib_source_bytes
+def outlier_stage(offset: int):
+    """The body of stage ``outliers_seed<offset>``: :func:`outlier_study` at the profile's seed + ``offset``."""
+    def run(ctx):
+        return outlier_study(ctx, ctx.seed + offset)
+
+    run.__name__ = f"run_outliers_seed{offset}"
+    run.__doc__ = f"Stage ``outliers_seed{offset}``: :func:`outlier_study` at seed = the profile's seed + {offset}."
+    return run
+
+
+def run_cost(ctx) -> list[dict]:
+    """Stage ``cost``: for each model of ``cost_models`` (the second width; the first is every seed of the
+    outlier stages), trained with the profile's seed, norms fused, the DartQuant calibration and the
+    end-to-end R1 training with the same recipe as the outlier stages (:func:`calibration_costs`): wall time,
+    peak memory, the end-to-end loss curve."""
+    from companion.dartquant.rotation import fuse_norms
 
     P, device = ctx.profile, _device(ctx)
-    train_data, val_data = stdlib_source_bytes(P["text_bytes"])
-    L = P["seq_len"]
-    sets = {"source": windows(val_data, P["eval_samples"], L, 11),
-            "docstrings": windows(docstring_bytes(), P["eval_samples"], L, 12)}
-    calib_ids = windows(train_data, P["calib_samples"], L, 13)
+    text = _text(ctx)
     out = []
-    for spec in P["models"]:
-        need = spec.get("train_seconds", P["train_seconds"]) + MODEL_OVERHEAD_S
-        if ctx.left() < need:
-            out.append({"name": spec["name"], "not_run": f"{ctx.left():.0f} s left, needs {need} s"})
-            ctx.log(f"[model] {spec['name']} not run: {out[-1]['not_run']}")
-            continue
-        out.append(model_study(spec, P, train_data, sets, calib_ids, device, ctx))
+    for spec in P["cost_models"]:
+        model, entry = trained_model(spec, P, text["train"], ctx.seed, device, ctx.log)
+        fuse_norms(model)
+        calib_ids = windows(text["train"], P["calib_samples"], P["seq_len"], 13 + 1000 * ctx.seed)
+        entry["cost"], _ = calibration_costs(model, calib_ids, P, device, ctx.seed)
+        ctx.log(f"  cost {spec['name']}: {({k: v for k, v in entry['cost'].items() if k != 'e2e_loss'})}")
+        out.append(entry)
+        del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return out

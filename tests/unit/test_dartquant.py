@@ -370,3 +370,242 @@ def test_notebook_outcome_checks_run_at_the_defaults():
     guards = _default_guards(checks[0])
     assert len(guards) == 1, guards
     assert guards[0] == {k: v for k, v in params.items() if k != "PROFILE"}, (guards[0], params)
+
+
+# ------------------------------------------------------------------------------------------ massive channels
+
+def _gained(seed=0):
+    """A tiny random LLaMA (GQA) with non-trivial RMSNorm gains, and a batch of ids."""
+    from companion.models import tiny_llama
+
+    model = tiny_llama(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.5 * torch.randn(p.shape, generator=g))
+    return model.eval(), torch.randint(0, model.config.vocab_size, (2, 24), generator=g)
+
+
+@pytest.mark.parametrize("scale,channels", [(10.0, [0]), (50.0, [3, 17, 40, 63]), (0.1, [5, 6]), (1000.0, list(range(8)))])
+def test_injected_channels_leave_the_float_model_unchanged(scale, channels):
+    from companion.dartquant.outliers import inject_massive_channels
+
+    model, ids = _gained()
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits
+        out = inject_massive_channels(copy.deepcopy(model), channels, scale)(input_ids=ids).logits
+    assert torch.allclose(out, ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max())), float((out - ref).abs().max())
+
+
+def _inputs(model, ids, name):
+    """The inputs of every layer's ``name`` linear (q_proj, up_proj, ...) on ``ids``."""
+    grabbed = []
+    mods = [m for n, m in model.named_modules() if n.endswith(name)]
+    hooks = [m.register_forward_pre_hook(lambda _m, a: grabbed.append(a[0].detach().clone())) for m in mods]
+    with torch.no_grad():
+        model(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    return grabbed
+
+
+@pytest.mark.parametrize("reader", ["q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"])
+def test_injected_channels_are_s_times_larger_in_the_readers_inputs_and_nowhere_else(reader):
+    from companion.dartquant.outliers import inject_massive_channels
+
+    model, ids = _gained(1)
+    ch, s = [2, 33], 50.0
+    before = _inputs(model, ids, reader)
+    after = _inputs(inject_massive_channels(copy.deepcopy(model), ch, s), ids, reader)
+    others = [c for c in range(64) if c not in ch]
+    for x0, x1 in zip(before, after):
+        torch.testing.assert_close(x1[..., ch], s * x0[..., ch], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x1[..., others], x0[..., others], rtol=1e-5, atol=1e-6)
+    for name in ("o_proj", "down_proj"):  # the attention output and the MLP's inner width are not touched
+        for x0, x1 in zip(_inputs(model, ids, name), _inputs(inject_massive_channels(copy.deepcopy(model), ch, s), ids, name)):
+            torch.testing.assert_close(x1, x0, rtol=1e-4, atol=1e-5)
+
+
+def test_fusing_the_norms_cancels_the_injection():
+    """W diag(s·g) / s = W diag(g): the fused injected model is the fused original, to rounding."""
+    from companion.dartquant.outliers import inject_massive_channels
+
+    model, _ = _gained(2)
+    fused = RO.fuse_norms(copy.deepcopy(model))
+    fused_inj = RO.fuse_norms(inject_massive_channels(copy.deepcopy(model), [1, 9, 60], 50.0))
+    for (name, a), b in zip(fused_inj.named_parameters(), fused.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+
+
+def test_peak_ratio_grows_with_s_up_to_sqrt_d():
+    from companion.dartquant.outliers import channel_peak_ratio, inject_massive_channels
+
+    model, ids = _gained(3)
+    r = [channel_peak_ratio(inject_massive_channels(copy.deepcopy(model), [7], s), ids) for s in (1.0, 10.0, 1e4)]
+    assert r[0] < r[1] < r[2] <= 64 ** 0.5 + 1e-4 and r[2] > 0.99 * 64 ** 0.5  # one channel carrying the token: √d
+
+
+@pytest.mark.parametrize("scale", [0, -2.0, float("inf"), float("nan"), True, "10"])
+def test_injection_rejects_a_bad_scale(scale):
+    from companion.dartquant.outliers import inject_massive_channels
+
+    with pytest.raises(ParameterError, match="scale"):
+        inject_massive_channels(_gained()[0], [1], scale)
+
+
+@pytest.mark.parametrize("channels,why", [([], "non-empty"), ([64], r"\[0, 64\)"), ([-1], r"\[0, 64\)"),
+                                          ([3, 3], "distinct"), ([1.5], "integers"), ([True], "integers"),
+                                          ("12", "integers"), (5, "integers")])
+def test_injection_rejects_bad_channels(channels, why):
+    from companion.dartquant.outliers import inject_massive_channels
+
+    model, _ = _gained()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(ParameterError, match=why):
+        inject_massive_channels(model, channels, 10.0)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # refused before any change
+
+
+def test_injection_needs_a_llama_layout_model():
+    from companion.dartquant.outliers import inject_massive_channels
+
+    with pytest.raises(ValueError, match="LLaMA-layout"):
+        inject_massive_channels(torch.nn.Linear(4, 4), [0], 10.0)
+
+
+def test_pick_channels():
+    from companion.dartquant.outliers import pick_channels
+
+    a = pick_channels(512, 4, seed=0)
+    assert a == sorted(set(a)) and len(a) == 4 and all(0 <= c < 512 for c in a)
+    assert a == pick_channels(512, 4, seed=0) and a != pick_channels(512, 4, seed=1)
+    assert pick_channels(8, 8, seed=3) == list(range(8))
+    with pytest.raises(ParameterError, match="count"):
+        pick_channels(8, 9)
+
+
+def test_end_to_end_r1_starts_at_the_hadamard_and_stays_orthogonal():
+    from companion.dartquant.study import end_to_end_r1
+
+    model, ids = _gained(4)
+    RO.fuse_norms(model)
+    kw = dict(lr=1e-3, batch=2, a_bits=4, kv_bits=4, device=torch.device("cpu"), seed=0)
+    r0, losses0, (b0, a0) = end_to_end_r1(model, ids, steps=0, **kw)
+    assert losses0 == [] and a0 == b0 and torch.allclose(r0, H.random_hadamard(64, 0), atol=1e-6)
+    r, losses, (b, a) = end_to_end_r1(model, ids, steps=4, **kw)
+    assert len(losses) == 4 and b == b0  # the same start, the same fixed batch
+    assert Q.orthogonality_error(r) < 1e-5 and not torch.allclose(r, r0, atol=1e-6)
+    assert all(p.requires_grad for p in model.parameters())  # the model is handed back as it came
+
+
+# ------------------------------------------------------------------------------------------ residual-stream channels
+
+def _orthonormal_rows(k, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))[0].T
+
+
+@pytest.mark.parametrize("k,channels", [(1, [7]), (1, [0]), (3, [5, 0, 63]), (4, [60, 61, 62, 63])])
+def test_householder_basis_is_orthogonal_and_maps_each_direction_onto_its_channel(k, channels):
+    from companion.dartquant.outliers import householder_basis
+
+    u = _orthonormal_rows(k, 64, seed=k)
+    q = householder_basis(u, channels)
+    eye = torch.eye(64, dtype=torch.float64)
+    assert float((q @ q.T - eye).abs().max()) < 1e-12
+    torch.testing.assert_close(q @ u.T, eye[:, channels], rtol=0, atol=1e-12)  # Q u_i = e_ci
+
+
+def test_householder_basis_of_a_direction_already_on_its_channel_is_the_identity():
+    from companion.dartquant.outliers import householder_basis
+
+    e = torch.zeros(1, 8, dtype=torch.float64)
+    e[0, 3] = 1.0
+    assert torch.equal(householder_basis(e, [3]), torch.eye(8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("directions,channels,why", [
+    (torch.zeros(0, 8), [], "k >= 1"), (torch.ones(8), [0], r"\[k, d\]"), (_orthonormal_rows(2, 8), [1], "one channel per direction"),
+    (_orthonormal_rows(1, 8), [8], r"\[0, 8\)"), (_orthonormal_rows(2, 8), [3, 3], "distinct"),
+    (2 * _orthonormal_rows(1, 8), [0], "orthonormal"), (torch.full((1, 8), float("nan")), [0], "finite")])
+def test_householder_basis_rejects_bad_input(directions, channels, why):
+    from companion.dartquant.outliers import householder_basis
+
+    with pytest.raises(ParameterError, match=why):
+        householder_basis(directions, channels)
+
+
+def _anisotropic(seed=5):
+    """A fused tiny LLaMA whose residual stream has a dominant direction m spread over every channel (a common
+    offset added to every embedding), its ids, and m."""
+    model, _ = _gained(seed)
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(64, generator=g)
+    m /= m.norm()
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight
+        emb += 3 * emb.norm(dim=1).mean() * m
+    return RO.fuse_norms(model), torch.randint(0, model.config.vocab_size, (4, 24), generator=g), m
+
+
+def test_stream_directions_find_the_dominant_direction():
+    from companion.dartquant.outliers import stream_directions
+
+    model, ids, m = _anisotropic()
+    u = stream_directions(model, ids, k=3, batch=3)
+    assert u.shape == (3, 64) and float((u @ u.T - torch.eye(3, dtype=torch.float64)).abs().max()) < 1e-10
+    # the top right singular vectors of the stacked norm inputs, each token at unit RMS, up to sign
+    xs = [x.double().reshape(-1, 64) for name in ("input_layernorm", "post_attention_layernorm")
+          for x in _inputs(model, ids, name)]
+    x = torch.cat([x / x.pow(2).mean(-1, keepdim=True).sqrt() for x in xs])
+    vh = torch.linalg.svd(x, full_matrices=False).Vh[:3]
+    torch.testing.assert_close((u * vh).sum(-1).abs(), torch.ones(3, dtype=torch.float64), rtol=0, atol=1e-6)
+    assert abs(float(u[0] @ m.double())) > 0.8  # the offset put into every embedding
+    for bad, why in (({"k": 0}, "k"), ({"k": 65}, "k"), ({"batch": 0}, "batch")):
+        with pytest.raises(ParameterError, match=why):
+            stream_directions(model, ids, **{"k": 1, **bad})
+    with pytest.raises(ParameterError, match="input_ids"):
+        stream_directions(model, ids[0])
+
+
+@pytest.mark.parametrize("channels", [[7], [0, 31, 63]])
+def test_the_stream_basis_change_keeps_the_logits_and_puts_the_stream_in_the_channels(channels):
+    from companion.dartquant.outliers import channel_rms_ratio, inject_stream_channels, stream_directions
+
+    model, ids, _ = _anisotropic()
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits
+    u = stream_directions(model, ids, k=len(channels))
+    changed, q = inject_stream_channels(copy.deepcopy(model), channels, ids)
+    with torch.no_grad():
+        out = changed(input_ids=ids).logits
+    assert float((out - ref).abs().max()) < 1e-4 * float(ref.abs().max())  # computational invariance
+    torch.testing.assert_close(q @ u.T, torch.eye(64, dtype=torch.float64)[:, channels], rtol=0, atol=1e-10)
+    # channel c_i of every reader's input now holds the normalised stream's component along u_i
+    for x0, x1 in zip(_inputs(model, ids, "q_proj"), _inputs(changed, ids, "q_proj")):
+        torch.testing.assert_close(x1[..., channels].double(), x0.double() @ u.T, rtol=1e-4, atol=1e-5)
+    assert channel_rms_ratio(changed, ids) > 3 * channel_rms_ratio(model, ids)
+
+
+def test_the_rms_ratio_grows_more_with_a_more_anisotropic_stream():
+    from companion.dartquant.outliers import channel_rms_ratio, inject_stream_channels
+
+    plain, ids = _gained(5)
+    plain = RO.fuse_norms(plain)
+    aniso, ids2, _ = _anisotropic()
+    gain_plain = channel_rms_ratio(inject_stream_channels(copy.deepcopy(plain), [7], ids)[0], ids) / channel_rms_ratio(plain, ids)
+    gain_aniso = channel_rms_ratio(inject_stream_channels(copy.deepcopy(aniso), [7], ids2)[0], ids2) / channel_rms_ratio(aniso, ids2)
+    assert gain_aniso > 2 * gain_plain
+
+
+def test_the_stream_injection_needs_fused_norms_and_good_channels():
+    from companion.dartquant.outliers import inject_stream_channels
+
+    model, ids = _gained(7)
+    with pytest.raises(ValueError, match="fuse_norms"):
+        inject_stream_channels(model, [1], ids)
+    RO.fuse_norms(model)
+    for channels, why in (([], "non-empty"), ([64], r"\[0, 64\)"), ([2, 2], "distinct")):
+        with pytest.raises(ParameterError, match=why):
+            inject_stream_channels(model, channels, ids)

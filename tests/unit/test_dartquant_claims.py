@@ -121,52 +121,151 @@ def test_qr_speedup_min_and_step_reps():
     assert C.STEP_REPS >= 3
 
 
-def _gpu(step=((4096, 10.0, 14.0), (8192, 10.0, 15.0)), ppl=None, cost=None, states=None, models=None):
+def _run(seed, *, fp=5.0, none=(5.1, 9.0), fused=5.2, stream=9.5, quarot=5.3, dartquant=5.2, e2e=5.25, drop=0.05,
+         cost=(2.0, 100.0, 40.0, 900.0)):
+    """One recorded outlier seed: average PPLs (the same on both eval sets; ``none`` at the norm-gain scales 1 and
+    50, ``stream`` and the rotations on the residual-stream model) and the calibration costs."""
+    two = lambda v: {"source": v, "docs": v}  # noqa: E731
+    return {"name": "d512-L8", "seed": seed, "train_seconds": 12.0, "channels": [1, 2, 3, 4],
+            "injected": {s: {"logit_diff": 1e-6, "peak_ratio": 9.0, "fused_weight_diff": 1e-7} for s in ("1", "50")},
+            "stream": {"logit_diff": 2e-6, "rms_ratio_fused": 3.0, "rms_ratio": 40.0},
+            "ppl": {"fp32": two(fp), "none": {s: two(v) for s, v in zip(("1", "50"), none)}, "fused": two(fused),
+                    "stream": {"none": two(stream), "quarot": two(quarot), "dartquant": two(dartquant),
+                               "end-to-end": two(e2e)}},
+            "cost": {"dartquant_s": cost[0], "dartquant_mib": cost[1], "e2e_s": cost[2], "e2e_mib": cost[3],
+                     "e2e_loss": [1.0, 0.9], "e2e_loss_drop": drop}}
+
+
+def _gpu(runs=None, step=((4096, 10.0, 14.0), (8192, 10.0, 15.0)), cost_models=None, states=None):
     """A recorded payload in the stage runner's layout; ``states`` overrides stage states (a stage not done
     has no result)."""
-    ppl = ppl or {"fp32": {"source": 4.5, "docs": 5.6}, "none": {"source": 4.7, "docs": 5.9},
-                  "quarot": {"source": 4.6, "docs": 5.7}, "dartquant": {"source": 4.5, "docs": 5.6},
-                  "end-to-end": {"source": 4.55, "docs": 5.65}}
-    cost = cost or {"dartquant_s": 2.0, "dartquant_mib": 100.0, "e2e_s": 40.0, "e2e_mib": 900.0}
-    stages = {"step_cost": {"state": "done"}, "models": {"state": "done"}, **(states or {})}
-    payload = {"device": "NVIDIA H200", "date": "2026-12-02", "stages": stages,
+    runs = [_run(i) for i in range(3)] if runs is None else runs
+    stages = {"step_cost": {"state": "done"}, "cost": {"state": "done"},
+              **{f"outliers_seed{i}": {"state": "done"} for i in range(len(runs))}, **(states or {})}
+    payload = {"device": "NVIDIA H200", "date": "2026-12-05", "stages": stages, "profile": {"e2e_steps": 100},
                "step_cost": {"rows": [{"n": n, "tokens": 2048, "qr_ms": q, "cayley_ms": c} for n, q, c in step],
                              "tokens": 2048},
-               "models": models or [{"name": "small", "train_seconds": 20, "ppl": ppl, "cost": cost}]}
+               "cost": cost_models if cost_models is not None else
+               [{"name": "d1024-L12", "cost": {"dartquant_s": 5.0, "dartquant_mib": 300.0, "e2e_s": 60.0,
+                                               "e2e_mib": 3000.0, "e2e_loss": [1.0, 0.9], "e2e_loss_drop": 0.1}}],
+               **{f"outliers_seed{i}": r for i, r in enumerate(runs)}}
     for name, s in stages.items():
         if s["state"] != "done":
-            payload.pop(name)
+            payload.pop(name, None)
     return json.loads(json.dumps(payload))  # as scale.recorded() reads it back
+
+
+def _row(rows, start):
+    (row,) = [r for r in rows if r.claim.startswith(start)]
+    return row
+
+
+N_GPU_ROWS = 8  # step cost, 2 norm-gain breaks, the stream break, 3 comparisons, the cost placeholder
 
 
 def test_gpu_rows_without_a_run():
     rows = C.gpu_rows(None)
-    assert [r.verdict for r in rows] == ["not run here"] * 3 and all(r.evidence for r in rows)
+    assert [r.verdict for r in rows] == ["not run here"] * N_GPU_ROWS and all(r.evidence for r in rows)
     assert all("python -m companion.bench dartquant" in r.evidence for r in rows)
+    assert [r.claim for r in rows if "break" in r.claim] == [
+        "Massive channels in the norm gains break W4A4KV4 without a rotation (s = 10)",
+        "Massive channels in the norm gains break W4A4KV4 without a rotation (s = 50)", C.STREAM_BREAK]
+    assert [r.claim for r in rows if r.claim.startswith("DartQuant beats")] == [
+        f"DartQuant beats {C.PEER_NAME[p]} in W4A4KV4 perplexity (massive residual-stream channels)" for p in C.PEERS]
+
+
+def test_gpu_rows_of_the_older_layout_are_not_run_and_do_not_crash():
+    old = {"device": "NVIDIA H200", "date": "2026-12-02", "stages": {"step_cost": {"state": "done"}, "models": {"state": "done"}},
+           "step_cost": {"rows": [{"n": 4096, "qr_ms": 40.012, "cayley_ms": 35.4}], "tokens": 2048}, "models": [{"name": "x"}]}
+    rows = C.gpu_rows(old)
+    assert rows[0].verdict == "not reproduced"  # the recorded step times are still judged
+    assert all(r.verdict == "not run here" and "stage outliers_seed0 (not run)" in r.evidence for r in rows[1:])
+
+
+def test_gpu_rows_of_outlier_stages_without_the_stream_injection_are_not_run():
+    runs = [_run(i) for i in range(3)]
+    for r in runs:
+        del r["ppl"]["stream"], r["stream"]
+    rows = C.gpu_rows(_gpu(runs))
+    effects = [r for r in rows if "break" in r.claim or r.claim.startswith("DartQuant beats")]
+    assert len(effects) == 6 and all(r.verdict == "not run here" and "predate the residual-stream" in r.evidence
+                                     for r in effects)
 
 
 def test_gpu_rows_of_stages_that_did_not_finish_say_so():
-    cut = {"state": "unfinished", "started": "2026-12-02 09:00 UTC"}
-    rows = C.gpu_rows(_gpu(states={"models": cut, "step_cost": {"state": "skipped", "reason": "deadline: 3 s left, needs 10 s"}}))
-    assert [r.verdict for r in rows] == ["not run here"] * 3
-    assert "stage step_cost (skipped: deadline: 3 s left, needs 10 s)" in rows[0].evidence
-    assert all("stage models (unfinished)" in r.evidence for r in rows[1:])
-    failed = C.gpu_rows(_gpu(states={"models": {"state": "failed", "error": "OutOfMemoryError: CUDA"}}))
-    assert failed[0].verdict == "reproduced" and "models (failed: OutOfMemoryError: CUDA)" in failed[1].evidence
-    assert "stage models (not run)" in C.gpu_rows({"stages": {}, "device": "x"})[1].evidence
+    cut = {"state": "unfinished", "started": "2026-12-05 09:00 UTC"}
+    rows = C.gpu_rows(_gpu(runs=[], states={"outliers_seed0": cut, "step_cost": {"state": "skipped", "reason": "deadline"},
+                                            "cost": {"state": "failed", "error": "OutOfMemoryError: CUDA"}}))
+    assert [r.verdict for r in rows] == ["not run here"] * N_GPU_ROWS
+    assert "stage step_cost (skipped: deadline)" in rows[0].evidence
+    assert all("stage outliers_seed0 (unfinished)" in r.evidence for r in rows[1:])
 
 
-def test_gpu_rows_of_models_cut_short_are_not_run():
-    first = _gpu()["models"][0]
-    no_e2e = {**first, "ppl": {k: v for k, v in first["ppl"].items() if k != "end-to-end"},
-              "not_run": "end-to-end R1 training: 10 s left, needs 25 s"}
-    no_e2e.pop("cost")
-    rows = C.gpu_rows(_gpu(models=[no_e2e, {"name": "big", "not_run": "20 s left, needs 46 s"}]))
-    ppl = [r for r in rows if "perplexity" in r.claim]
-    assert [r.verdict for r in ppl] == ["inconclusive", "not run here", "not run here", "not run here"]
-    assert "end-to-end R1 training: 10 s left" in ppl[1].evidence and "big: 20 s left" in ppl[3].evidence
-    (cost,) = [r for r in rows if r.claim.startswith("Calibration")]
-    assert cost.verdict == "not run here" and "end-to-end training" in cost.evidence
+def test_gpu_rows_one_seed_is_inconclusive_and_later_seeds_cut_say_nothing_false():
+    rows = C.gpu_rows(_gpu(runs=[_run(0)], states={"outliers_seed1": {"state": "skipped", "reason": "deadline"}}))
+    effects = [r for r in rows if "massive" in r.claim.lower()]
+    assert len(effects) == 5 and all(r.verdict == "inconclusive" and "one seed" in r.scale for r in effects)
+    assert "fewer than 3 seeds" in effects[0].evidence and "H200" in effects[0].scale
+
+
+def test_break_factor_norm_gains():
+    f = C.BREAK_FACTOR
+    inside = [_run(i, fp=4.0, none=(4.1, 4.0 * f * 1.01)) for i in range(3)]
+    outside = [_run(i, fp=4.0, none=(4.1, 4.0 * f * 0.99)) for i in range(3)]
+    assert _row(C.gpu_rows(_gpu(inside)), "Massive channels in the norm gains").verdict == "reproduced"
+    assert _row(C.gpu_rows(_gpu(outside)), "Massive channels in the norm gains").verdict == "not reproduced"
+    # the claim is a size (none's excess over FP): quantization "improving" on FP is a sign flip, not a break
+    flipped = [_run(i, fp=4.0, none=(4.1, 4.0 / f)) for i in range(3)]
+    row = _row(C.gpu_rows(_gpu(flipped)), "Massive channels in the norm gains")
+    assert row.verdict == "not reproduced" and "s = 50" in row.claim and "3 seeds" in row.scale
+    assert "4.000 → 2.667" in row.measured and "max |Δ logit| 1.0e-06" in row.measured
+    assert "fusing the norms cancels it" in row.measured
+
+
+def test_break_factor_residual_stream():
+    f = C.BREAK_FACTOR
+    inside = [_run(i, fp=4.0, stream=4.0 * f * 1.01) for i in range(3)]
+    outside = [_run(i, fp=4.0, stream=4.0 * f * 0.99) for i in range(3)]
+    row = _row(C.gpu_rows(_gpu(inside)), C.STREAM_BREAK)
+    assert row.verdict == "reproduced" and "3.0 → 40.0" in row.measured and "max |Δ logit| 2.0e-06" in row.measured
+    assert _row(C.gpu_rows(_gpu(outside)), C.STREAM_BREAK).verdict == "not reproduced"
+    flipped = [_run(i, fp=4.0, stream=4.0 / f) for i in range(3)]  # a sign flip of the excess is no break
+    assert _row(C.gpu_rows(_gpu(flipped)), C.STREAM_BREAK).verdict == "not reproduced"
+    one = _row(C.gpu_rows(_gpu([_run(0, fp=4.0, stream=40.0)])), C.STREAM_BREAK)
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
+    straddle = [_run(i, fp=4.0, stream=4.0 * v) for i, v in enumerate((1.0, 2.0, 1.45))]
+    row = _row(C.gpu_rows(_gpu(straddle)), C.STREAM_BREAK)
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_ppl_ratio_max_against_each_peer_on_the_residual_stream_model():
+    t = C.PPL_RATIO_MAX
+    for peer, key in (("quarot", "quarot"), ("end-to-end", "e2e"), ("none", "stream")):
+        inside = [_run(i, **{key: 5.0, "dartquant": 5.0 * t * 0.999}) for i in range(3)]
+        outside = [_run(i, **{key: 5.0, "dartquant": 5.0 * t * 1.001}) for i in range(3)]
+        start = f"DartQuant beats {C.PEER_NAME[peer]} "
+        assert _row(C.gpu_rows(_gpu(inside)), start).verdict == "reproduced", peer
+        assert _row(C.gpu_rows(_gpu(outside)), start).verdict == "not reproduced", peer
+        one = _row(C.gpu_rows(_gpu([_run(0, **{key: 5.0, "dartquant": 4.0})])), start)
+        assert one.verdict == "inconclusive" and "one seed" in one.scale, peer
+    # the rows read the residual-stream arms, not the norm-gain ones: a fused model far worse changes nothing
+    assert _row(C.gpu_rows(_gpu([_run(i, fused=50.0) for i in range(3)])), "DartQuant beats no rotation").verdict == "reproduced"
+
+
+def test_ppl_spread_straddling_the_target_is_inconclusive():
+    runs = [_run(i, quarot=5.0, dartquant=5.0 * r) for i, r in enumerate((0.96, 1.03, 1.02))]
+    row = _row(C.gpu_rows(_gpu(runs)), "DartQuant beats QuaRot")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+
+
+def test_e2e_loss_drop_min():
+    m = C.E2E_LOSS_DROP_MIN
+    trained = [_run(i, e2e=6.0, drop=m + 1e-3) for i in range(3)]
+    assert _row(C.gpu_rows(_gpu(trained)), "DartQuant beats end-to-end").verdict == "reproduced"
+    flat = [_run(0, e2e=6.0, drop=m + 1e-3), _run(1, e2e=6.0, drop=m), _run(2, e2e=6.0, drop=m - 0.02)]
+    row = _row(C.gpu_rows(_gpu(flat)), "DartQuant beats end-to-end")
+    assert row.verdict == "inconclusive" and "did not go down on seed(s) [1, 2]" in row.evidence
+    assert "-2.0 %" in row.measured
 
 
 def test_gpu_step_cost_row_judged_on_the_recorded_ratios():
@@ -175,33 +274,25 @@ def test_gpu_step_cost_row_judged_on_the_recorded_ratios():
     assert "one run" in row.scale and "H200" in row.scale
     t = C.QR_SPEEDUP_MIN
     assert C.gpu_step_cost_row(_gpu(step=((4096, 10.0, 10 * t * 1.01),))).verdict == "reproduced"
-    assert C.gpu_step_cost_row(_gpu(step=((4096, 10.0, 10 * t * 0.99),))).verdict == "not reproduced"
-    # the recorded H200 run: Cayley 35.4 vs QR-Orth 40.0 ms at n=4096, 173.4 vs 164.3 at 8192
-    assert C.gpu_step_cost_row(_gpu(step=((4096, 40.012, 35.4), (8192, 164.284, 173.388)))).verdict == "not reproduced"
-
-
-def test_gpu_ppl_rows_one_seed_are_inconclusive_and_ppl_ratio_max():
-    rows = C.gpu_rows(_gpu())
-    ppl = [r for r in rows if "perplexity" in r.claim]
-    assert len(ppl) == 2 and all(r.verdict == "inconclusive" and "one seed" in r.scale for r in ppl)
-    assert "fewer than 3 seeds" in ppl[0].evidence and f"≤ {C.PPL_RATIO_MAX:.4f}" in ppl[0].evidence
-    assert C.mean_ppl({"a": {"x": 2.0, "y": 4.0}}, "a") == 3.0
-    # the ratio behind the row: DartQuant's average PPL over the peer's, against PPL_RATIO_MAX
-    m = {"name": "m", "ppl": {"quarot": {"s": 10.0}, "dartquant": {"s": 10.0 * C.PPL_RATIO_MAX * 1.001}}}
-    assert "1.0010" in C.ppl_row(m, "quarot", "H200").evidence
+    below = C.gpu_step_cost_row(_gpu(step=((4096, 10.0, 10 * t * 0.99),)))
+    assert below.verdict == "not reproduced" and "not met" in below.measured
+    # the first recorded H200 run: Cayley 35.4 vs QR-Orth 40.0 ms at n=4096, 173.4 vs 164.3 at 8192
+    first = C.gpu_step_cost_row(_gpu(step=((4096, 40.012, 35.4), (8192, 164.284, 173.388))))
+    assert first.verdict == "not reproduced" and first.measured.count("not met") == 2
 
 
 def test_gpu_cost_rows_cost_time_paper_memory_paper_and_cheaper():
     time_row, mem_row = [r for r in C.gpu_rows(_gpu()) if r.claim.startswith("Calibration")]
-    assert "20.00×" in time_row.evidence and "9.00×" in mem_row.evidence
+    assert "n=4:" in time_row.evidence and "d1024-L12" in time_row.scale and "d512-L8 seed 2" in time_row.scale
     assert time_row.verdict == "partly reproduced" and mem_row.verdict == "partly reproduced"  # cheaper, not 47× / 10×
-    just = {"dartquant_s": 1.0, "dartquant_mib": 1.0}
-    at = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.COST_TIME_PAPER * 1.01, "e2e_mib": C.COST_MEMORY_PAPER * 1.01}}], "H200")
-    assert [r.verdict for r in at] == ["reproduced", "reproduced"]
-    below = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.COST_TIME_PAPER * 0.99, "e2e_mib": C.COST_MEMORY_PAPER * 0.99}}], "H200")
-    assert [r.verdict for r in below] == ["partly reproduced", "partly reproduced"]
-    dearer = C.cost_rows([{"name": "m", "cost": {**just, "e2e_s": C.CHEAPER * 0.9, "e2e_mib": C.CHEAPER * 0.9}}], "H200")
-    assert [r.verdict for r in dearer] == ["not reproduced", "not reproduced"]
+
+    def at(t, m):
+        run = _run(0, cost=(1.0, 1.0, t, m))
+        return [r.verdict for r in C.gpu_rows(_gpu([run], cost_models=[])) if r.claim.startswith("Calibration")]
+
+    assert at(C.COST_TIME_PAPER * 1.01, C.COST_MEMORY_PAPER * 1.01) == ["reproduced", "reproduced"]
+    assert at(C.COST_TIME_PAPER * 0.99, C.COST_MEMORY_PAPER * 0.99) == ["partly reproduced", "partly reproduced"]
+    assert at(C.CHEAPER * 0.9, C.CHEAPER * 0.9) == ["not reproduced", "not reproduced"]
 
 
 def test_gpu_rows_from_the_recorded_json():
@@ -211,9 +302,7 @@ def test_gpu_rows_from_the_recorded_json():
     if gpu is None:
         pytest.skip("no recorded GPU run")
     rows = C.gpu_rows(gpu)
-    assert all(r.verdict in VERDICTS and r.evidence for r in rows)
-    assert all("one seed" in r.scale for r in rows if "perplexity" in r.claim)
-    assert all(r.verdict == "inconclusive" for r in rows if "perplexity" in r.claim)
+    assert len(rows) >= N_GPU_ROWS - 1 and all(r.verdict in VERDICTS and r.evidence for r in rows)
 
 
 def test_claim_rows_from_a_tiny_real_run():
@@ -233,7 +322,7 @@ def test_claim_rows_from_a_tiny_real_run():
               invariance={"max_abs_diff": 1e-7, "max_abs_logit": 1.0, "model": "m"},
               angle=DE.angle_study(DE.laplace_cloud(200), angles=[0, 45, 90]))
     rows = C.claim_rows(**kw)
-    assert len(rows) == 12 and all(r.verdict in VERDICTS and r.evidence for r in rows)
+    assert len(rows) == 9 + len(C.gpu_rows(None)) and all(r.verdict in VERDICTS and r.evidence for r in rows)
     assert "mean step of the calibration runs" in rows[8].scale and "3 seeds" in rows[3].scale
     for factor, verdict in ((1.01, "reproduced"), (0.99, "not reproduced")):
         timed = C.claim_rows(**kw, step_cost={"n": 16, "tokens": 32, "qr_ms": 1.0, "cayley_ms": C.QR_SPEEDUP_MIN * factor})
@@ -246,6 +335,23 @@ def test_claim_rows_from_a_tiny_real_run():
 
 @pytest.mark.parametrize("name", ["ORTH_TOL", "WHIP_DROP_MIN", "IDENTITY_FACTOR", "BETTER_MARGIN", "NONINFERIOR",
                                   "VAR_MOVE_TOL", "FLAT_TOL", "INVARIANCE_TOL", "QR_SPEEDUP_MIN", "STEP_REPS",
-                                  "PPL_RATIO_MAX", "COST_TIME_PAPER", "COST_MEMORY_PAPER", "CHEAPER"])
+                                  "PPL_RATIO_MAX", "COST_TIME_PAPER", "COST_MEMORY_PAPER", "CHEAPER", "BREAK_FACTOR"])
 def test_constants_are_positive_numbers(name):
     assert getattr(C, name) > 0
+    assert C.E2E_LOSS_DROP_MIN >= 0  # a loss that rose never counts as trained
+
+
+def test_gpu_figure_per_seed_and_without_a_record():
+    from companion.dartquant.figures import gpu_figure
+
+    assert "not recorded: no GPU run recorded" in gpu_figure(None).layout.annotations[0].text
+    old = {"device": "NVIDIA H200", "stages": {"models": {"state": "done"}}, "models": []}
+    assert "stage outliers_seed0 (not run)" in gpu_figure(old).layout.annotations[0].text
+    fig = gpu_figure(_gpu())
+    per_seed = [t for t in fig.data if t.type == "scatter" and t.mode == "markers+lines"]
+    assert [t.name for t in per_seed] == [f"seed {i} (stream channel RMS ratio 40.0)" for i in range(3)]
+    assert list(per_seed[0].x) == ["FP32", "gains ×1: none", "gains ×50: none", "fused, no rotation", "stream: none",
+                                   "stream: QuaRot", "stream: DartQuant", "stream: end-to-end"]
+    assert list(per_seed[0].y) == pytest.approx([5.0, 5.1, 9.0, 5.2, 9.5, 5.3, 5.2, 5.25])
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == ["DartQuant", "end-to-end"] and list(bars[1].y) == [40.0, 40.0, 40.0, 60.0]

@@ -102,11 +102,13 @@ def test_kernel_summary():
     assert "Matches PyTorch: NO" in scale.kernel_summary(bad)
 
 
-def test_the_migrated_record_reads_as_every_stage_done():
+def test_the_committed_record_reads_without_error():
     gpu = scale.recorded()
-    assert gpu["complete"] and all(scale.missing(gpu, s.name) is None for s in scale.STAGES)
-    assert gpu["kernel_compile"]["speedup_vs_compiled"] == round(gpu["kernel_compile"]["compiled_ms"] / gpu["kernel"]["triton_ms"], 3)
-    assert "torch.compile of the same function" in scale.kernel_summary(gpu)
+    if gpu is None:
+        pytest.skip("no recorded GPU run")
+    if not scale.missing(gpu, "kernel_compile"):
+        assert gpu["kernel_compile"]["speedup_vs_compiled"] == round(gpu["kernel_compile"]["compiled_ms"] / gpu["kernel"]["triton_ms"], 3)
+    assert "Fused rotate + INT4 fake-quant + Whip kernel" in scale.kernel_summary(gpu)
 
 
 def _ctx(profile, results=None, left=math.inf):
@@ -125,17 +127,34 @@ def test_compile_stage_times_the_reference_and_the_kernel_beside_it():
         S.run_kernel_compile(_ctx({**P, "kernel_dtype": "int8"}))
 
 
-def test_models_stage_records_the_models_it_has_no_time_for():
-    P = {**scale.SMOKE_PROFILE, "text_bytes": 20_000}
-    out = S.run_models(_ctx(P, left=5.0))  # each model needs train_seconds + MODEL_OVERHEAD_S
-    assert [m["name"] for m in out] == ["smoke-d64"] and out[0]["not_run"].endswith(f"needs {0.3 + S.MODEL_OVERHEAD_S} s")
-    assert "ppl" not in out[0]
+def test_outlier_stage_on_a_tiny_model():
+    """One seed of the massive-channel study end to end on the CPU: both injections leave the float model as it
+    was, fused norms cancel the norm-gain one, the largest s breaks the unrotated model more than s = 1 does, the
+    residual-stream channels stand out, and the payload holds what the claims read."""
+    P = {**scale.SMOKE_PROFILE, "text_bytes": 60_000, "outlier_scales": [1, 50]}
+    ctx = _ctx(P)
+    out = S.outlier_stage(1)(ctx)
+    assert out["seed"] == P["seed"] + 1 and len(out["channels"]) == P["outlier_channels"]
+    assert set(out["ppl"]) == {"fp32", "none", "fused", "stream"}
+    assert set(out["ppl"]["stream"]) == {"none", "quarot", "dartquant", "end-to-end"}
+    assert set(out["ppl"]["none"]) == {"1", "50"} and set(out["injected"]) == {"1", "50"}
+    assert all(r["logit_diff"] < 1e-4 and r["fused_weight_diff"] < 1e-5 for r in out["injected"].values())
+    assert out["injected"]["50"]["peak_ratio"] > 1.5 * out["injected"]["1"]["peak_ratio"]
+    st = out["stream"]
+    assert st["logit_diff"] < 1e-4 and st["rms_ratio"] > st["rms_ratio_fused"]
+    before, after = out["cost"]["e2e_fixed_loss"]
+    assert len(out["cost"]["e2e_loss"]) == P["e2e_steps"] and out["cost"]["e2e_loss_drop"] == pytest.approx(1 - after / before, abs=1e-4)
+    assert "text" in ctx.shared  # read once per call, for the later stages
 
 
 def test_profiles():
     P = scale.GPU_PROFILE
-    assert [m["name"] for m in P["models"]] == ["d512-L8", "d1024-L12"]
-    assert sum(m["train_seconds"] for m in P["models"]) <= 30  # both sizes inside the models stage
+    assert P["outlier_model"]["hidden"] != P["cost_models"][0]["hidden"]  # two widths
+    assert {10, 50} <= set(P["outlier_scales"]) and P["seed"] == 0
+    assert [s.name for s in scale.STAGES][: scale.N_SEEDS] == list(scale.OUTLIER_STAGES) == [
+        "outliers_seed0", "outliers_seed1", "outliers_seed2"]
     assert P["kernel_n"] == 4096 and 16384 <= P["kernel_tokens"] <= 65536
-    assert set(scale.SMOKE_PROFILE) == set(P) and P["seed"] == 0
-    assert sum(s.needs_s for s in scale.STAGES) <= scale.DEADLINE_S
+    assert set(scale.SMOKE_PROFILE) == set(P)
+    assert sum(s.needs_s for s in scale.STAGES) <= scale.DEADLINE_S <= 330
+    # each outlier stage's estimate covers its model's training and the end-to-end steps at ~0.2 s a step
+    assert all(s.needs_s >= P["outlier_model"]["train_seconds"] + 0.2 * P["e2e_steps"] for s in scale.STAGES[:3])
