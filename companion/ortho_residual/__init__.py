@@ -13,7 +13,8 @@ A residual block adds only the part of its update orthogonal to the stream,
   decoder (SmolLM-135M preset), the timm ``Block`` wrapper;
 * :mod:`~companion.ortho_residual.experiments` -- digits ViT and char-LM training with statistics
   snapshots, the precision table;
-* :mod:`~companion.ortho_residual.study` -- the stages of the one-GPU study (135M decoder, step time, bf16);
+* :mod:`~companion.ortho_residual.study` -- the stages of the one-GPU study (a decoder to equal steps per seed,
+  the bf16 stream, the digits ViT, step time);
 * :mod:`~companion.ortho_residual.scale` -- its profiles, stage list and recorded results (no plotly);
 * :mod:`~companion.ortho_residual.claims`, :mod:`~companion.ortho_residual.explorer`,
   :mod:`~companion.ortho_residual.figures` -- the notebook's rows, explorer and figures.

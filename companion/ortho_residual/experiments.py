@@ -33,12 +33,16 @@ BF16_FACTOR = 10.0  # the official bf16 coefficient's |cos(x, f_perp)| exceeds t
 STAT_KEYS = ("x_norm", "rho_par", "rho_ortho", "abs_cos_x_out", "cos_x_update", "growth_min", "shrink_share")
 
 
-def digits_data(seed: int = 0, test_fraction: float = 0.25) -> dict:
-    """``{"x_train", "y_train", "x_test", "y_test"}``: images ``[N, 1, 8, 8]`` (standardised), labels."""
+def digits_data(seed: int = 0, test_fraction: float = 0.25, image_size: int = 8) -> dict:
+    """``{"x_train", "y_train", "x_test", "y_test"}``: images ``[N, 1, image_size, image_size]`` (standardised;
+    ``image_size > 8``: the 8x8 digits upsampled bilinearly, more pixels per patch but no new information), labels."""
     from sklearn.datasets import load_digits
 
+    check_int("image_size", image_size, lo=8)
     d = load_digits()
     x = torch.tensor(d.images, dtype=torch.float32)[:, None] / 16.0
+    if image_size != 8:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False)
     x = (x - x.mean()) / x.std()
     y = torch.tensor(d.target, dtype=torch.long)
     perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
@@ -79,19 +83,22 @@ def snapshot(model, run, inputs, *, precisions: bool = True) -> list[dict]:
 
 
 def train_vit(mode: str, data: dict, *, steps: int = 150, batch: int = 128, lr: float = 2e-3, d: int = 64,
-              depth: int = 6, heads: int = 4, seed: int = 0, snapshots: int = 6, probe: int = 128,
-              eps: float = EPS, coef_dtype: str = "float32", weight_decay: float = 1e-4) -> dict:
-    """Train :class:`TinyViT` with one residual rule; returns curves, test metrics and snapshots."""
+              depth: int = 6, heads: int = 4, image_size: int = 8, patch: int = 2, seed: int = 0, snapshots: int = 6,
+              probe: int = 128, eps: float = EPS, coef_dtype: str = "float32", weight_decay: float = 1e-4,
+              device: str | torch.device = "cpu") -> dict:
+    """Train :class:`TinyViT` (``image_size`` pixels, ``patch``-pixel patches) with one residual rule on ``device``;
+    returns curves, test metrics and snapshots."""
     check_choice("mode", mode, MODES)
     check_int("steps", steps, lo=1)
     check_int("batch", batch, lo=1)
     check_int("snapshots", snapshots, lo=1)
     torch.manual_seed(seed)
-    model = TinyViT(d=d, depth=depth, heads=heads, methods=mode, eps=eps, coef_dtype=coef_dtype)
+    model = TinyViT(image_size=image_size, patch=patch, d=d, depth=depth, heads=heads, methods=mode, eps=eps,
+                    coef_dtype=coef_dtype).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed + 1)
-    xtr, ytr = data["x_train"], data["y_train"]
-    probe_x = data["x_test"][:probe]
+    xtr, ytr, xte, yte = (data[k].to(device) for k in ("x_train", "y_train", "x_test", "y_test"))
+    probe_x = xte[:probe]
     snap_at = sorted({0, *np.linspace(0, steps, snapshots + 1).round().astype(int)[1:].tolist()})
     snaps, losses, t0 = [], [], time.perf_counter()
     order = torch.randperm(len(ytr), generator=gen)
@@ -103,7 +110,7 @@ def train_vit(mode: str, data: dict, *, steps: int = 150, batch: int = 128, lr: 
             break
         if pos + batch > len(ytr):
             order, pos = torch.randperm(len(ytr), generator=gen), 0
-        idx = order[pos:pos + batch]
+        idx = order[pos:pos + batch].to(device)
         pos += batch
         for g in opt.param_groups:
             g["lr"] = _lr(step, steps, lr, warmup=max(1, steps // 10))
@@ -114,9 +121,9 @@ def train_vit(mode: str, data: dict, *, steps: int = 150, batch: int = 128, lr: 
         losses.append(loss.item())
     model.eval()
     with torch.no_grad():
-        logits = model(data["x_test"])
-        test_loss = F.cross_entropy(logits, data["y_test"]).item()
-        test_acc = (logits.argmax(-1) == data["y_test"]).float().mean().item()
+        logits = model(xte)
+        test_loss = F.cross_entropy(logits, yte).item()
+        test_acc = (logits.argmax(-1) == yte).float().mean().item()
     return {"mode": mode, "seed": seed, "steps": steps, "loss": losses, "test_loss": test_loss, "test_acc": test_acc,
             "snapshots": snaps, "seconds": time.perf_counter() - t0, "model": model}
 

@@ -1,4 +1,4 @@
-"""Figures of paper 10's notebook (plotly): training curves, per-block statistics, the GPU run."""
+"""Figures of paper 10's notebook (plotly): training curves, the recorded per-seed GPU results."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from companion.ortho_residual.explorer import _MODEL_COLOR
-from companion.ortho_residual.scale import when
-from companion.ortho_residual.study import RULES
+from companion.ortho_residual.scale import BF16_SEEDS, LM_SEEDS, seed_results, when
+from companion.ortho_residual.study import COEF_ARMS, RULES
 
 
 def _smooth(y, k):
@@ -33,23 +33,49 @@ def loss_figure(runs: dict, title: str, *, metric: str = "test_acc", metric_labe
     return fig
 
 
-def gpu_figure(gpu: dict) -> go.Figure:
-    """The recorded ``training`` stage: loss curves and per-layer ||x||, |cos(x, update)| for both rules."""
-    tr = gpu["training"]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("training loss", "‖x_l‖ per add", "|cos(x_l, added update)|"))
+def gpu_figure(gpu: dict | None) -> go.Figure:
+    """The recorded per-seed GPU results (:mod:`companion.ortho_residual.scale`): the decoder's validation curves
+    (linear solid, Orthogonal-F dashed, one line per seed, the pilot's step count marked), the final validation loss
+    and the ViT test accuracy per seed, and the bf16 study's validation loss per seed and coefficient. Without a
+    record of these stages the figure says so."""
+    lm = seed_results(gpu or {}, "lm_seed", LM_SEEDS)
+    bf16 = seed_results(gpu or {}, "bf16_seed", BF16_SEEDS)
+    vit = (gpu or {}).get("vit_digits")
+    if not (lm or bf16 or vit):
+        fig = go.Figure()
+        fig.add_annotation(text="No per-seed GPU results recorded yet: run `python -m companion.bench ortho_residual "
+                                "--out-dir benchmarks/results` on one GPU", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig.update_layout(title="GPU study: not recorded", height=250)
+    fig = make_subplots(rows=1, cols=4, column_widths=[0.4, 0.2, 0.2, 0.2],
+                        subplot_titles=("decoder validation loss", "final validation loss", "ViT test accuracy (%)",
+                                        "bf16 stream: validation loss"))
+    dash = {"linear": "solid", "feature": "dash"}
+    for r in lm:
+        for mode in RULES:
+            fig.add_trace(go.Scatter(x=r[mode]["val_steps"], y=r[mode]["val_curve"], mode="lines",
+                                     name=f"{mode}, seed {r['seed']}", legendgroup=mode,
+                                     line=dict(color=_MODEL_COLOR[mode], dash=dash[mode])), row=1, col=1)
+    if lm:
+        fig.add_vline(x=lm[0]["steps"], line=dict(color="grey", dash="dot"), row=1, col=1)
     for mode in RULES:
-        r, c = tr[mode], _MODEL_COLOR.get(mode)
-        fig.add_trace(go.Scatter(x=r["curve_steps"], y=r["curve_loss"], name=mode, line=dict(color=c)), row=1, col=1)
-        fig.add_trace(go.Scatter(y=[x["x_norm"] for x in r["layers"]], name=mode, line=dict(color=c), showlegend=False),
-                      row=1, col=2)
-        fig.add_trace(go.Scatter(y=[max(x["cos_x_update"], 1e-12) for x in r["layers"]], name=mode, line=dict(color=c),
-                                 showlegend=False), row=1, col=3)
-    fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_yaxes(type="log", row=1, col=3)
-    fig.update_xaxes(title_text="step", row=1, col=1)
-    fig.update_xaxes(title_text="residual add (2 per layer)", row=1, col=2)
-    fig.update_xaxes(title_text="residual add (2 per layer)", row=1, col=3)
-    m = tr["config"]
-    fig.update_layout(title=f"Recorded: {tr['parameters'] / 1e6:.0f}M decoder ({m['n_layers']} layers, d={m['d']}, byte "
-                            f"vocabulary) on {when(gpu, 'training')}", height=400)
-    return fig
+        if lm:
+            fig.add_trace(go.Scatter(x=[f"seed {r['seed']}" for r in lm], y=[r[mode]["val_loss"] for r in lm],
+                                     mode="markers", name=mode, marker=dict(color=_MODEL_COLOR[mode], size=9),
+                                     showlegend=False), row=1, col=2)
+        if vit:
+            runs = vit["runs"][mode]
+            fig.add_trace(go.Scatter(x=[f"seed {r['seed']}" for r in runs], y=[100 * r["test_acc"] for r in runs],
+                                     mode="markers", name=mode, marker=dict(color=_MODEL_COLOR[mode], size=9),
+                                     showlegend=False), row=1, col=3)
+    for coef, symbol in zip(COEF_ARMS, ("circle", "x")):
+        if bf16:
+            fig.add_trace(go.Scatter(x=[f"seed {r['seed']}" for r in bf16], y=[r[coef]["val_loss"] for r in bf16],
+                                     mode="markers", name=f"{coef} coefficient",
+                                     marker=dict(color=_MODEL_COLOR["feature"], symbol=symbol, size=9)), row=1, col=4)
+    fig.update_xaxes(title_text="step (dotted: the pilot's step count)", row=1, col=1)
+    fig.update_yaxes(title_text="nats / byte", row=1, col=1)
+    stage = "lm_seed0" if lm else "vit_digits" if vit else "bf16_seed0"
+    return fig.update_layout(title=f"Recorded per seed on {when(gpu, stage)}", height=420)

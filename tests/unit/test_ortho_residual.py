@@ -249,7 +249,7 @@ def test_bad_input(call, name):
         call(x, f)
 
 
-# ------------------------------------------------------------------ the bf16-coefficient study (issue 37, item 3)
+# ------------------------------------------------------------------ the GPU study's stages, on the CPU
 def _study_models(stream_dtype):
     """Both arms of the bf16 study from the same initial weights, built as the GPU study builds them."""
     from companion.ortho_residual.study import same_start
@@ -303,52 +303,107 @@ def _ctx(left_s=math.inf, **profile):
                         until=time.perf_counter() + left_s)
 
 
-def test_bf16_stage_runs_both_arms_on_a_bf16_stream():
-    from companion.ortho_residual.study import bf16_coef_training
+def test_flattened_known_cases():
+    from companion.ortho_residual.study import flattened
 
-    study = bf16_coef_training(_ctx(seed=3, bf16_coef_seeds=2))
-    assert study["stream_dtype"] == "bfloat16" and study["seeds"] == [3, 4]
-    for coef in ("float32", "input"):
-        assert [r["seed"] for r in study["runs"][coef]] == [3, 4]
-    f32, bf = study["runs"]["float32"][0], study["runs"]["input"][0]
-    assert f32["steps"] == bf["steps"] >= 1
+    assert not flattened([3.0, 2.0], 2, 0.01)  # not enough evaluations for the window yet
+    assert flattened([3.0, 2.0, 1.995], 1, 0.01)  # 0.25 % better than one evaluation earlier
+    assert not flattened([3.0, 2.0, 1.97], 1, 0.01)  # 1.5 % better
+    assert not flattened([2.0, 1.99, 1.97], 2, 0.01)  # 1.5 % better than two evaluations earlier
+    assert flattened([2.0, 2.1, 2.2], 1, 0.01)  # worse counts as flat
+
+
+def _lm_run(**kw):
+    from companion.ortho_residual.study import _config, _text, same_start, train_lm
+
+    ctx = _ctx()
+    p = ctx.profile
+    model = same_start(_config(p["lm_model"], p["seq_len"]), 0, {"linear": {"methods": "linear"}}, "cpu")["linear"]
+    return train_lm(model, _text(ctx), batch=2, seq_len=p["seq_len"], lr=1e-3, seed=1, device=torch.device("cpu"),
+                    eval_every=2, val_batches=1, log=lambda *a: None, **kw)
+
+
+def test_train_lm_stops_at_steps_flat_or_time():
+    run = _lm_run(steps=5)
+    assert run["stop"] == "steps" and run["steps"] == 5 and len(run["loss"]) == 5 and run["val_steps"] == [2, 4, 5]
+    flat = _lm_run(steps=50, flat=(1, 10.0))  # any change under 1000 % is flat: stops at the second evaluation
+    assert flat["stop"] == "flat" and flat["steps"] == 4 and flat["val_steps"] == [2, 4]
+    timed = _lm_run(steps=50, max_seconds=0.0)  # past the time at the first evaluation
+    assert timed["stop"] == "time" and timed["steps"] == 2
+
+
+def test_lm_seeds_train_both_rules_to_the_pilots_steps():
+    from companion.core.stages import StageContext
+    from companion.ortho_residual.study import RULES, lm_seed
+
+    ctx = _ctx(seed=4)
+    first = lm_seed(0, ctx)
+    assert first["seed"] == 4 and first["stop"] in ("flat", "steps", "time")
+    assert first["linear"]["steps"] == first["feature"]["steps"] == first["steps"] <= ctx.profile["max_steps"]
+    assert first["linear"]["val_steps"][-1] == first["steps"] and first["linear"]["val_loss"] == first["linear"]["val_curve"][-1]
+    ctx.results["lm_seed0"] = {**first, "steps": 3}  # a later seed uses lm_seed0's step count, whatever it is
+    later = lm_seed(2, ctx)
+    assert later["seed"] == 6 and later["steps"] == 3 and all(later[m]["steps"] == 3 for m in RULES)
+    assert later["linear"]["curve_loss"] != later["feature"]["curve_loss"]
+    alone = StageContext(profile=ctx.profile, device="cpu", log=lambda *a: None, results={})
+    with pytest.raises(RuntimeError, match="lm_seed0"):
+        lm_seed(1, alone)
+
+
+def test_bf16_seed_runs_two_different_arms_on_a_bf16_stream():
+    from companion.ortho_residual.study import COEF_ARMS, bf16_seed
+
+    ctx = _ctx(seed=3)
+    out = bf16_seed(1, ctx)
+    assert out["seed"] == 4 and out["stream_dtype"] == "bfloat16"
+    assert all(out[c]["steps"] == ctx.profile["bf16_steps"] for c in COEF_ARMS)
+    assert out["loss_diff_max"] > 0  # the two arms are not numerically the same
     # the bf16 coefficient leaves a larger parallel residue than the fp32 one on the same kind of stream
-    assert bf["cos_perp_max"] > f32["cos_perp_max"]
+    assert out["input"]["cos_perp_max"] > out["float32"]["cos_perp_max"]
 
 
-def test_bf16_stage_leaves_out_seeds_past_the_deadline():
-    """The first seed always runs; the next only while ctx.left() covers the last seed's time."""
-    from companion.ortho_residual.study import bf16_coef_training
+def test_vit_digits_stage_and_deadline():
+    from companion.ortho_residual.study import RULES, vit_digits
 
-    study = bf16_coef_training(_ctx(left_s=-1.0, bf16_coef_seeds=3))
-    assert study["seeds"] == [0] and [len(r) for r in study["runs"].values()] == [1, 1]
+    out = vit_digits(_ctx())
+    assert [len(out["runs"][m]) for m in RULES] == [2, 2] and out["n_train"] + out["n_test"] == 1797
+    assert all(0 <= r["test_acc"] <= 1 for m in RULES for r in out["runs"][m])
+    short = vit_digits(_ctx(left_s=-1.0))  # the first seed always runs; the next only while time is left
+    assert [len(short["runs"][m]) for m in RULES] == [1, 1]
+
+
+def test_digits_upsampled():
+    from companion.ortho_residual.experiments import digits_data
+
+    small, big = digits_data(0), digits_data(0, image_size=32)
+    assert big["x_train"].shape[1:] == (1, 32, 32) and torch.equal(small["y_test"], big["y_test"])
+    assert abs(big["x_train"].mean()) < 0.05  # standardised after the upsampling
+    with pytest.raises(ParameterError, match="image_size"):
+        digits_data(0, image_size=4)
 
 
 @pytest.mark.parametrize("stage, key, value", [
-    ("bf16_coef_training", "bf16_stream", "float16"),
-    ("step_time_compiled", "compile_backend", "tvm"),
+    ("bf16_seed", "bf16_stream", "float16"),
+    ("lm_seed", "flat_window", 3),
 ])
 def test_bad_profile_values(stage, key, value):
     from companion.ortho_residual import study
 
     with pytest.raises(ParameterError, match=rf"parameter {key}="):
-        getattr(study, stage)(_ctx(**{key: value}))
+        getattr(study, stage)(0, _ctx(**{key: value}))
+    with pytest.raises(ParameterError, match="parameter compile_backend="):
+        study.step_time_compiled(_ctx(compile_backend="tvm"))
 
 
-def test_training_stage_hands_its_models_to_the_step_time_stages():
-    from companion.ortho_residual.study import RULES, step_time_eager, training
+def test_step_time_stages_share_their_models():
+    from companion.ortho_residual.study import RULES, step_time_eager
 
-    ctx = _ctx(train_seconds_each=0.05)
-    out = training(ctx)
-    assert set(RULES) <= set(out) and out["parameters"] > 0 and out["config"]["max_len"] == ctx.profile["seq_len"] + 1
-    assert len(out["linear"]["layers"]) == 2 * ctx.profile["model"]["n_layers"]
-    assert "cos_bf16" in out["feature"]["layers"][0] and "cos_bf16" not in out["linear"]["layers"][0]
-    models = ctx.shared["models"]
+    ctx = _ctx()
     t = step_time_eager(ctx)
-    assert ctx.shared["models"] is models and t["overhead_pct"] == round(100 * (t["feature"] / t["linear"] - 1), 2)
-    alone = _ctx()  # a --stages call without training: fresh models from the seed
-    step_time_eager(alone)
-    assert set(alone.shared["models"]) == set(RULES)
+    models = ctx.shared["timing_models"]
+    assert set(models) == set(RULES) and t["overhead_pct"] == round(100 * (t["feature"] / t["linear"] - 1), 2)
+    step_time_eager(ctx)
+    assert ctx.shared["timing_models"] is models
 
 
 def test_spikes():
@@ -369,3 +424,17 @@ def test_precision_check():
     assert precision_check(tab(1.1 * BF16_FACTOR * 1e-8))["ok"]
     assert not precision_check(tab(0.9 * BF16_FACTOR * 1e-8))["ok"]
     assert "fp32 1.0e-08" in precision_check(tab(1e-3))["text"]
+
+
+def test_gpu_figure_per_seed_and_absent():
+    from companion.ortho_residual.figures import gpu_figure
+
+    assert gpu_figure(None).layout.title.text == "GPU study: not recorded"
+    assert gpu_figure({"training": {}}).layout.title.text == "GPU study: not recorded"  # the earlier layout
+    arm = lambda v: {"val_steps": [100, 200], "val_curve": [2.0, v], "val_loss": v}  # noqa: E731
+    gpu = {"device": "H200", "runs": [{"stages": ["lm_seed0", "lm_seed1"], "ended": "today"}],
+           **{f"lm_seed{k}": {"seed": k, "steps": 200, "linear": arm(1.5), "feature": arm(1.4)} for k in range(2)}}
+    fig = gpu_figure(gpu)
+    assert "H200, today" in fig.layout.title.text
+    curves = [t for t in fig.data if t.mode == "lines"]
+    assert len(curves) == 4 and [t.name for t in curves[:2]] == ["linear, seed 0", "feature, seed 0"]

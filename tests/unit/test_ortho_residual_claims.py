@@ -11,12 +11,15 @@ from companion.ortho_residual import claims as C
 from companion.ortho_residual.claims import (
     ACC_MARGIN_PP,
     COS_TOL,
+    GPU_ACC_MARGIN_PP,
     GROWTH_TOL,
     LOSS_MARGIN,
     OVERHEAD_MAX,
     PARALLEL_MIN,
     claim_rows,
 )
+from companion.ortho_residual.scale import GPU_PROFILE
+from companion.ortho_residual.scale import STAGES as SCALE_STAGES
 
 
 def _row(cos_update=0.0, growth=0.01, shrink=0.0, abs_cos=0.3, rho=0.02):
@@ -112,104 +115,166 @@ def test_loss_margin():
 
 
 # ---------------------------------------------------------------------------------- GPU rows (recorded JSON)
-STAGES = ("training", "step_time_eager", "bf16_coef_training", "step_time_compiled")
+STAGES = tuple(s.name for s in SCALE_STAGES)
+ENDED = "2026-12-02 05:27 UTC"
 
 
-def _gpu(**results):
-    """A recorded payload in the stage-runner layout; a result given as None leaves its stage failed."""
-    payload = {"device": "H200", "date": "d", "profile": {"batch": 32, "seq_len": 512},
-               "runs": [{"stages": list(STAGES), "seconds": 1.0, "ended": "2026-12-02 05:27 UTC"}],
-               "training": {m: {"seconds": 50, "val_loss": v, "steps": 10} for m, v in (("linear", 1.5), ("feature", 1.4))},
+def _lm_seed(k, gap, stop="flat"):
+    """One lm_seed<k> result: linear val loss 1.5, Orthogonal-F 1.5 - gap."""
+    arm = lambda v: {"val_loss": v, "steps": 1200}  # noqa: E731
+    return {"seed": k, "steps": 1200, "stop": stop, "parameters": 4.8e6, "config": {"n_layers": 6, "d": 256},
+            "linear": arm(1.5), "feature": arm(1.5 - gap)}
+
+
+def _bf16_seed(k, gap, diff=1e-3):
+    """One bf16_seed<k> result: fp32-coefficient val loss 2.0, bf16 coefficient 2.0 + gap."""
+    arm = lambda v: {"val_loss": v, "spikes": 0, "cos_perp_max": 1e-3}  # noqa: E731
+    return {"seed": k, "stream_dtype": "bfloat16", "steps": 800, "float32": arm(2.0), "input": arm(2.0 + gap),
+            "loss_diff_max": diff}
+
+
+def _vit_digits(gains):
+    """A vit_digits result: linear accuracy 0.97, Orthogonal-F 0.97 + gain (pp) per seed."""
+    return {"n_train": 1348, "n_test": 449, "runs": {
+        "linear": [{"seed": k, "test_acc": 0.97} for k in range(len(gains))],
+        "feature": [{"seed": k, "test_acc": 0.97 + g / 100} for k, g in enumerate(gains)]}}
+
+
+def _gpu(lm=(0.1, 0.1, 0.1), bf16=(0.0, 0.0, 0.0), vit=(2.0, 2.0, 2.0), stop="flat", **results):
+    """A recorded payload in the stage-runner layout, one stage per seed given; a result given as None leaves its
+    stage failed."""
+    payload = {"device": "H200", "date": "d", "profile": {**GPU_PROFILE},
+               "runs": [{"stages": list(STAGES), "seconds": 1.0, "ended": ENDED}],
+               **{f"lm_seed{k}": _lm_seed(k, g, stop) for k, g in enumerate(lm)},
+               **{f"bf16_seed{k}": _bf16_seed(k, g) for k, g in enumerate(bf16)},
+               "vit_digits": _vit_digits(vit),
                "step_time_eager": {"linear": 100.0, "feature": 130.0, "overhead_pct": 30.0},
-               "step_time_compiled": {"linear": 80.0, "feature": 60.0, "overhead_pct": -25.0},
-               "bf16_coef_training": _study([0.0] * 3), **results}
-    payload["stages"] = {s: {"state": "done"} if payload[s] is not None else {"state": "failed", "error": "RuntimeError: boom"}
-                         for s in STAGES}
+               "step_time_compiled": {"linear": 80.0, "feature": 60.0, "overhead_pct": -25.0}, **results}
+    payload["stages"] = {s: {"state": "done"} if payload.get(s) is not None else {"state": "failed", "error": "RuntimeError: boom"}
+                         for s in STAGES if s in payload}
     return {k: v for k, v in payload.items() if v is not None}
-
-
-def _study(gaps, stream="bfloat16"):
-    arm = lambda v, s: {"seed": s, "steps": 120, "val_loss": v, "spikes": 0, "cos_perp_max": 1e-3}  # noqa: E731
-    return {"stream_dtype": stream, "seeds": list(range(len(gaps))), "seconds_each": 20,
-            "runs": {"float32": [arm(2.0, s) for s in range(len(gaps))], "input": [arm(2.0 + g, s) for s, g in enumerate(gaps)]}}
 
 
 def _timing(ratio):
     return {"linear": 100.0, "feature": 100.0 * ratio, "overhead_pct": 100 * (ratio - 1)}
 
 
-def test_gpu_training_row_one_seed_is_inconclusive():
+def _rows(gpu):
+    return dict(zip(("lm", "vit", "timing", "bf16"), C.gpu_rows(gpu)))
+
+
+def test_no_gpu_record_is_not_run():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
-    row = C.gpu_rows(_gpu())[0]
-    assert row.verdict == "inconclusive" and "one seed" in row.scale and "H200" in row.scale and "+0.100" in row.measured
+
+
+def test_gpu_lm_row_loss_margin():
+    ok = _rows(_gpu(lm=[1.1 * LOSS_MARGIN] * 3))["lm"]
+    assert ok.verdict == "reproduced" and "3 seeds" in ok.scale and "H200" in ok.scale and "1200 steps" in ok.scale
+    assert "flattened by step 1200" in ok.measured and "+0.055, +0.055, +0.055" in ok.measured
+    assert _rows(_gpu(lm=[0.9 * LOSS_MARGIN] * 3))["lm"].verdict == "not reproduced"
+    # the orthogonal model worse: a negative gap never counts
+    assert _rows(_gpu(lm=[-2 * LOSS_MARGIN] * 3))["lm"].verdict == "not reproduced"
+
+
+def test_gpu_lm_row_one_seed_straddle_and_missing_seeds():
+    one = _rows(_gpu(lm=[2 * LOSS_MARGIN]))
+    assert one["lm"].verdict == "inconclusive" and "one seed" in one["lm"].scale
+    straddle = _rows(_gpu(lm=[0.0, LOSS_MARGIN, 1.8 * LOSS_MARGIN]))["lm"]
+    assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
+    cut = _gpu(lm=[2 * LOSS_MARGIN] * 2)  # the third seed skipped by the deadline
+    cut["stages"]["lm_seed2"] = {"state": "skipped", "reason": "deadline: 10 s left, needs 50 s"}
+    row = _rows(cut)["lm"]
+    assert row.verdict == "inconclusive" and "2 seeds" in row.scale and "lm_seed2 (skipped: deadline" in row.measured
+
+
+def test_gpu_lm_row_without_a_flat_pilot_is_inconclusive():
+    """A pilot that hit its cap compared models mid-training: never judged, however large the gap."""
+    row = _rows(_gpu(lm=[3 * LOSS_MARGIN] * 3, stop="time"))["lm"]
+    assert row.verdict == "inconclusive" and "did not flatten" in row.measured and "before its loss flattened" in row.evidence
+
+
+def test_gpu_acc_margin_pp():
+    ok = _rows(_gpu(vit=[1.1 * GPU_ACC_MARGIN_PP] * 3))["vit"]
+    assert ok.verdict == "reproduced" and "3 seeds" in ok.scale and "32×32" in ok.scale
+    assert _rows(_gpu(vit=[0.9 * GPU_ACC_MARGIN_PP] * 3))["vit"].verdict == "not reproduced"
+    assert _rows(_gpu(vit=[3 * GPU_ACC_MARGIN_PP]))["vit"].verdict == "inconclusive"
+    straddle = _rows(_gpu(vit=[0.0, GPU_ACC_MARGIN_PP, 1.8 * GPU_ACC_MARGIN_PP]))["vit"]
+    assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
 
 
 def test_overhead_max():
-    rows = C.gpu_rows(_gpu())
-    assert "+30.0%" in rows[1].measured and "torch.compile: 80.0 → 60.0 ms (-25.0%)" in rows[1].measured
-    assert "n=2" in rows[1].evidence
+    timing = _rows(_gpu())["timing"]
+    assert "+30.0%" in timing.measured and "torch.compile: 80.0 → 60.0 ms (-25.0%)" in timing.measured
+    assert "n=2" in timing.evidence and "30 layers, d 576" in timing.scale
     both = lambda r: _gpu(step_time_eager=_timing(r), step_time_compiled=_timing(r))  # noqa: E731
-    assert C.gpu_rows(both(0.99 * OVERHEAD_MAX))[1].verdict == "reproduced"
-    assert C.gpu_rows(both(1.01 * OVERHEAD_MAX))[1].verdict == "not reproduced"
+    assert _rows(both(0.99 * OVERHEAD_MAX))["timing"].verdict == "reproduced"
+    assert _rows(both(1.01 * OVERHEAD_MAX))["timing"].verdict == "not reproduced"
 
 
 def test_unfinished_stages_are_never_judged():
     """A stage that failed (or was never run) leaves its row not run, naming the stage and the recorded error;
     with one of the two step-time stages the timing row is inconclusive, never reproduced."""
-    one = C.gpu_rows(_gpu(step_time_eager=_timing(0.5 * OVERHEAD_MAX), step_time_compiled=None))[1]
+    one = _rows(_gpu(step_time_eager=_timing(0.5 * OVERHEAD_MAX), step_time_compiled=None))["timing"]
     assert one.verdict == "inconclusive" and "stage step_time_compiled (failed: RuntimeError: boom)" in one.measured
     assert "eager: 100.0 → 55.0 ms" in one.measured
-    rows = C.gpu_rows(_gpu(training=None, step_time_eager=None, step_time_compiled=None, bf16_coef_training=None))
-    assert [r.verdict for r in rows] == ["not run here"] * 3
-    assert "training (failed: RuntimeError: boom)" in rows[0].evidence and "step_time_eager (failed" in rows[1].measured
-    partial = _gpu()
-    del partial["bf16_coef_training"], partial["stages"]["bf16_coef_training"]  # a --stages call that did not run it
-    assert "bf16_coef_training (not recorded)" in C.gpu_rows(partial)[2].evidence
+    rows = C.gpu_rows(_gpu(lm=[], bf16=[], lm_seed0=None, bf16_seed0=None, vit_digits=None, step_time_eager=None,
+                           step_time_compiled=None))
+    assert [r.verdict for r in rows] == ["not run here"] * 4
+    assert "lm_seed0 (failed: RuntimeError: boom)" in rows[0].evidence and "step_time_eager (failed" in rows[2].measured
+    assert "bf16_seed0 (failed" in rows[3].evidence
+    assert "vit_digits (not recorded)" in C.gpu_rows(_gpu(vit_digits=None) | {"stages": {}})[1].evidence
 
 
 def test_bf16_study_rows():
-    ok = C.gpu_rows(_gpu(bf16_coef_training=_study([0.9 * LOSS_MARGIN] * 3)))[-1]
-    assert ok.verdict == "reproduced" and "3 seeds" in ok.scale and "bf16 residual stream" in ok.measured
-    assert C.gpu_rows(_gpu(bf16_coef_training=_study([1.1 * LOSS_MARGIN] * 3)))[-1].verdict == "not reproduced"
-    assert C.gpu_rows(_gpu(bf16_coef_training=_study([0.0])))[-1].verdict == "inconclusive"
-    straddle = C.gpu_rows(_gpu(bf16_coef_training=_study([0.0, 1.4 * LOSS_MARGIN, 1.8 * LOSS_MARGIN])))[-1]
+    ok = _rows(_gpu(bf16=[0.9 * LOSS_MARGIN] * 3))["bf16"]
+    assert ok.verdict == "reproduced" and "3 seeds" in ok.scale and "bfloat16 residual stream" in ok.measured
+    assert _rows(_gpu(bf16=[1.1 * LOSS_MARGIN] * 3))["bf16"].verdict == "not reproduced"
+    assert _rows(_gpu(bf16=[0.0]))["bf16"].verdict == "inconclusive"
+    straddle = _rows(_gpu(bf16=[0.0, 1.4 * LOSS_MARGIN, 1.8 * LOSS_MARGIN]))["bf16"]
     assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
 
 
-def test_bf16_study_on_an_fp32_stream_is_inconclusive():
-    """With an fp32 residual stream both arms compute an fp32 coefficient: never judged as a comparison."""
-    row = C.gpu_rows(_gpu(bf16_coef_training=_study([0.0] * 3, stream="float32")))[-1]
-    assert row.verdict == "inconclusive" and "fp32 residual stream" in row.measured and "fp32 coefficient" in row.evidence
+def test_bf16_study_is_judged_on_the_magnitude():
+    """A claim of no effect: the bf16 coefficient far better is an effect too (a sign flip never passes)."""
+    assert _rows(_gpu(bf16=[-1.1 * LOSS_MARGIN] * 3))["bf16"].verdict == "not reproduced"
+    assert _rows(_gpu(bf16=[-0.9 * LOSS_MARGIN] * 3))["bf16"].verdict == "reproduced"
+
+
+def test_bf16_study_with_identical_arms_is_inconclusive():
+    gpu = _gpu()
+    for k in range(3):
+        gpu[f"bf16_seed{k}"]["loss_diff_max"] = 0.0
+    row = _rows(gpu)["bf16"]
+    assert row.verdict == "inconclusive" and "same training losses" in row.evidence
 
 
 def test_rows_date_the_stage_by_its_last_call():
     gpu = _gpu()
-    gpu["runs"].append({"stages": ["bf16_coef_training"], "seconds": 1.0, "ended": "2026-12-04 04:39 UTC"})
-    rows = C.gpu_rows(gpu)
-    assert "2026-12-02 05:27 UTC" in rows[0].scale and "2026-12-04 04:39 UTC" in rows[-1].scale
+    gpu["runs"].append({"stages": ["bf16_seed0"], "seconds": 1.0, "ended": "2026-12-04 04:39 UTC"})
+    rows = _rows(gpu)
+    assert ENDED in rows["lm"].scale and "2026-12-04 04:39 UTC" in rows["bf16"].scale
 
 
 def test_recorded_json_rows():
-    """The committed JSON: every row judged by the rule, or not run naming its unfinished stage."""
-    from companion.core.stages import stage_states
-    from companion.ortho_residual.scale import STAGES, recorded
+    """The committed JSON: every row judged by the rule, or not run naming its unfinished stage; a record of the
+    earlier layout (one training stage) leaves the seed rows not run."""
+    from companion.ortho_residual.scale import recorded
 
     gpu = recorded()
     if gpu is None:
         pytest.skip("no recorded GPU results")
-    rows = C.gpu_rows(gpu)
-    assert all(r.verdict in VERDICTS and r.evidence for r in rows)
-    states = stage_states(gpu)
-    assert set(states) == {s.name for s in STAGES} and all(states[s.name] != "done" or s.name in gpu for s in STAGES)
-    if states["bf16_coef_training"] == "done":  # a real comparison: the two arms' losses differ
-        study = gpu["bf16_coef_training"]
-        assert study["stream_dtype"] == "bfloat16" and "bf16 residual stream" in rows[-1].measured
-        assert any(a["curve_loss"] != b["curve_loss"] for a, b in zip(study["runs"]["float32"], study["runs"]["input"]))
+    rows = _rows(gpu)
+    assert all(r.verdict in VERDICTS and r.evidence for r in rows.values())
+    if "lm_seed0" not in gpu:
+        assert rows["lm"].verdict == rows["bf16"].verdict == rows["vit"].verdict == "not run here"
+    for k in range(3):
+        if f"bf16_seed{k}" in gpu:  # a real comparison: the two arms' losses differ
+            assert gpu[f"bf16_seed{k}"]["stream_dtype"] == "bfloat16" and gpu[f"bf16_seed{k}"]["loss_diff_max"] > 0
 
 
 def test_all_rows():
     rows = claim_rows(vit=_vit(), lm=_lm([0.0]), vit_scale="v", lm_scale="l", gpu=_gpu())
-    assert len(rows) == 8 and all(r.verdict in VERDICTS and r.evidence for r in rows)
+    assert len(rows) == 9 and all(r.verdict in VERDICTS and r.evidence for r in rows)
 
 
 @pytest.mark.parametrize("steps", [10, 11])
