@@ -17,7 +17,7 @@ no alignment matrices are needed.
 * :mod:`~companion.low_rank_clone.study_io` -- saving and loading a study without its models;
 * :mod:`~companion.low_rank_clone.explorer`, :mod:`~companion.low_rank_clone.figures`,
   :mod:`~companion.low_rank_clone.claims` -- the notebook's explorer, figures and claim rows;
-* :mod:`~companion.low_rank_clone.study` -- the stages of the one-GPU study (teacher, causal students, throughput);
+* :mod:`~companion.low_rank_clone.study` -- the stages of the one-GPU study (teacher, three students per seed, throughput);
 * :mod:`~companion.low_rank_clone.scale` -- its profiles, stage list and recorded results (no plotly).
 """
 

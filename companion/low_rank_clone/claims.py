@@ -9,7 +9,8 @@ Every threshold is a named constant below, tested just inside and just outside i
 * ``encoder``: a MiniLM study (:func:`~companion.low_rank_clone.experiments.run_encoder_study` or its saved
   form), or a list of them, one per seed, and ``encoder_scale`` (what it was and whether it was run live or loaded);
 * ``causal``: :func:`~companion.low_rank_clone.experiments.run_causal_study` results, or a list of them, one per seed;
-* ``gpu``: the recorded GPU payload (:func:`companion.low_rank_clone.scale.recorded`, or None).
+* ``gpu``: the recorded GPU payload (:func:`companion.low_rank_clone.scale.recorded`, or None): a teacher, then one
+  stage per seed of three students on the same tokens; its rows are judged per seed from those stages.
 
 Effect rows take one value per seed (a study is one seed); with fewer than three seeds they are inconclusive.
 """
@@ -23,14 +24,15 @@ import numpy as np
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
 from companion.core.stages import not_finished
 from companion.low_rank_clone.experiments import BASELINE, CAUSAL_METHODS, tokens_to_reach
+from companion.low_rank_clone.scale import SEED_STAGES
 
 LEMMA_TOL = 1e-6  # max |o_S - o_T W^p_down| under an exact up/gate clone (float64 rounding)
 MERGE_TOL = 1e-5  # max |merged - projected| student output (float32)
 SPEARMAN_MARGIN = 0.05  # per seed: LRC must beat the TinyBERT-style student by this much Spearman
 ABLATION_MARGIN = 0.02  # per seed: the FFN-clone ablation's Spearman drop must exceed the attention one's by this
-EFFICIENCY_RATIO = 0.5  # issue's target: LRC reaches the loss in at most half the tokens of random init + KD
+EFFICIENCY_RATIO = 0.5  # this project's bar: LRC reaches the loss in at most half the tokens of random init + KD
 PRUNE_MARGIN = 0.05  # per seed: LRC's final validation loss must be below hard pruning + KD's by this (nats/byte)
-THROUGHPUT_MIN = 0.5  # issue's target: LRC trains at >= 50 % of plain training's tokens/s
+THROUGHPUT_MIN = 0.5  # this project's bar: LRC trains at >= 50 % of plain training's tokens/s
 
 
 def _signed(x: float) -> str:
@@ -105,10 +107,12 @@ def encoder_rows(study, scale: str) -> list[Claim]:
     return rows
 
 
-def _ratio(t_lrc, t_rnd) -> float:
-    """LRC's tokens to the target over random init + KD's (inf when LRC never reached it)."""
+def _ratio(t_lrc, t_rnd, censor: int | None = None) -> float:
+    """LRC's tokens to the target over random init + KD's (inf when LRC never reached it). Random init + KD that
+    never reached it is charged ``censor`` tokens (:func:`_censor`), so the ratio is an upper bound."""
     if t_lrc is None:
         return math.inf
+    t_rnd = censor if t_rnd is None else t_rnd
     if not t_rnd:
         return 1.0 if t_lrc == 0 else math.inf
     return t_lrc / t_rnd
@@ -162,46 +166,90 @@ def headline_row() -> Claim:
                  not_run("needs 3B-7B teachers, 10-20B tokens and lm-eval"))
 
 
-def _tokens(to_target: dict) -> str:
-    """``{method: tokens or None}`` as "LRC 1.64M, ... (— = not reached)"."""
-    return ", ".join(f"{m} {'—' if t is None else f'{t / 1e6:.2f}M'}" for m, t in to_target.items()) + " (— = not reached)"
+def _mean_std(values, fmt=lambda x: f"{x:.3f}") -> str:
+    v = np.asarray(values, dtype=float)
+    return f"{fmt(v.mean())} ± {fmt(v.std(ddof=1) if v.size > 1 else 0.0)}"
+
+
+def _censor(curve: dict) -> int:
+    """The tokens charged to a run that never reached the target: its budget plus one evaluation interval, a lower
+    bound on what it needs."""
+    tok = curve["tokens"]
+    return tok[-1] + (tok[-1] - tok[-2] if len(tok) > 1 else 0)
+
+
+def _seeds(gpu: dict) -> list[dict]:
+    """The recorded per-seed student stages that finished, in seed order."""
+    return [gpu[n] for n in SEED_STAGES if n in gpu]
 
 
 # (claim, paper) of the GPU study's rows
-_EFFICIENCY_CLAIM = ("One-GPU causal study: LRC reaches random init + KD's final loss in far fewer tokens",
+_EFFICIENCY_CLAIM = ("One-GPU study: LRC reaches a fixed validation loss in far fewer tokens than random init + KD",
                      "LRC reaches a given loss with far fewer tokens (>1,000× at paper scale)")
-_PRUNING_CLAIM = ("One-GPU causal study: soft pruning beats hard pruning + distillation",
+_PRUNING_CLAIM = ("One-GPU study: soft pruning beats hard pruning + distillation on the same tokens",
                   "LRC-2.7B-B 52.67 (10B tokens) vs Sheared-Llama-2.7B-B 52.55 (50B tokens)")
 _THROUGHPUT_CLAIM = ("LRC's training throughput relative to plain training of the same student",
-                     f"84K vs 146K tok/s ≈ 58 % (issue's target ≥ {THROUGHPUT_MIN:.0%})")
+                     f"84K vs 146K tok/s ≈ 58 % (this project's bar ≥ {THROUGHPUT_MIN:.0%})")
 
 
-def _causal_rows(gpu: dict) -> list[Claim]:
-    """The efficiency and pruning rows of the ``causal`` stage; a row whose students the stage left out (its
-    deadline) is not run."""
-    c = gpu["causal"]
-    runs, prof = c["runs"], gpu["profile"]
-    where = (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, one seed, teacher d {c['d_teacher']} → students d "
-             f"{c['d_student']}, {prof['student_steps']} steps of {prof['batch']} × {prof['seq_len']} bytes")
-    finals = ", ".join(f"{m} {r['final_val_loss']:.3f}" for m, r in runs.items())
-    why = "the causal stage left out " + ", ".join(m for m in CAUSAL_METHODS if m not in runs) + " (its deadline)"
-    if {"LRC", "random init + KD"} <= set(runs):
-        to = c["tokens_to_target"]
-        ratio = _ratio(to["LRC"], to["random init + KD"])
-        rows = [Claim(*_EFFICIENCY_CLAIM,
-                      f"tokens to random init + KD's final loss {c['target_loss']:.3f}: {_tokens(to)}; LRC / random init + KD "
-                      f"= {ratio:.2f} (target ≤ {EFFICIENCY_RATIO}, partly < 1); final validation loss {finals}", where,
-                      judge([ratio], EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}"))]
-    else:
-        rows = [Claim(*_EFFICIENCY_CLAIM, f"{why}; final validation loss {finals or 'of no student'}", where, not_run(why))]
-    if {"LRC", "hard pruning + KD"} <= set(runs):
-        lrc_f, pr_f = runs["LRC"]["final_val_loss"], runs["hard pruning + KD"]["final_val_loss"]
-        rows.append(Claim(*_PRUNING_CLAIM, f"{_pruning_text(lrc_f, pr_f)}; hard pruning − LRC {pr_f - lrc_f:+.3f} "
-                                           f"(LRC must be lower by {PRUNE_MARGIN})", where,
-                          judge([pr_f - lrc_f], PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}")))
-    else:
-        rows.append(Claim(*_PRUNING_CLAIM, f"{why}; final validation loss {finals or 'of no student'}", where, not_run(why)))
-    return rows
+def _students_scale(gpu: dict, seeds: list[dict]) -> str:
+    prof, t, s0 = gpu["profile"], gpu.get("teacher") or {}, seeds[0]
+    budget = prof["student_steps"] * prof["batch"] * prof["seq_len"]
+    teacher = f"teacher d {s0['d_teacher']}"
+    if "curve" in t:
+        teacher += f" ({t['parameters'] / 1e6:.0f}M parameters, trained {t['seconds']:.0f} s on {t['tokens'] / 1e6:.1f}M tokens)"
+    return (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(len(seeds))}, {teacher} → students d "
+            f"{s0['d_student']}, {prof['student_steps']} steps of {prof['batch']} × {prof['seq_len']} bytes "
+            f"({budget / 1e6:.2f}M tokens each)")
+
+
+def _students_rows(gpu: dict) -> list[Claim]:
+    """The efficiency and pruning rows from the per-seed stages (:data:`~companion.low_rank_clone.scale.SEED_STAGES`),
+    judged on the seeds that finished; those that did not are named, and with none the rows are not run."""
+    seeds, left = _seeds(gpu), not_finished(gpu, SEED_STAGES)
+    if not seeds:
+        why = "stages " + "; ".join(left)
+        if not set(SEED_STAGES) & set(gpu.get("stages") or {}):
+            why += (" (the recorded run has no per-seed stages: its stages are "
+                    + ", ".join(gpu.get("stages") or {}) + ")")
+        where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
+        return [Claim(*_EFFICIENCY_CLAIM, why, where, not_run(why)), Claim(*_PRUNING_CLAIM, why, where, not_run(why))]
+    n, target, scale = len(seeds), seeds[0]["target_loss"], _students_scale(gpu, seeds)
+    missing = f"; not in these numbers: {'; '.join(left)}" if left else ""
+    finals = {m: [s["runs"][m]["final_val_loss"] for s in seeds] for m in CAUSAL_METHODS}
+    teacher = float(np.mean([s["teacher_val_loss"] for s in seeds]))
+
+    tokens = []
+    for m in CAUSAL_METHODS:
+        got = [s["tokens_to_target"][m] / 1e6 for s in seeds if s["tokens_to_target"][m] is not None]
+        tokens.append(f"{m} " + (f"{_mean_std(got, lambda x: f'{x:.2f}')}M" if got else "not reached")
+                      + (f" ({n - len(got)} of {n} not reached)" if got and len(got) < n else ""))
+    ratios, charged = [], []
+    for s in seeds:
+        to, rnd_curve = s["tokens_to_target"], s["runs"]["random init + KD"]["curve"]
+        ratios.append(_ratio(to["LRC"], to["random init + KD"], _censor(rnd_curve)))
+        if to["random init + KD"] is None and to["LRC"] is not None:
+            charged.append(f"seed {s['seed']}")
+    censored = (f"; random init + KD never reached it in {', '.join(charged)}: charged its budget plus one evaluation "
+                f"({_censor(seeds[0]['runs']['random init + KD']['curve']) / 1e6:.2f}M), so those ratios are upper bounds"
+                if charged else "")
+    efficiency = Claim(
+        *_EFFICIENCY_CLAIM,
+        f"tokens to validation loss {target:g} nats/byte (mean ± std over the seeds that reached it): {', '.join(tokens)}; "
+        "LRC / random init + KD per seed " + ", ".join(f"{r:.2f}" for r in ratios)
+        + f" (target ≤ {EFFICIENCY_RATIO}, partly < 1; inf: LRC never reached it){censored}; final validation loss "
+        "(mean ± std): " + ", ".join(f"{m} {_mean_std(v)}" for m, v in finals.items()) + f"; teacher {teacher:.3f}{missing}",
+        scale, judge(ratios, EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}"))
+
+    lrc, pruned = finals["LRC"], finals["hard pruning + KD"]
+    gaps = [p - q for p, q in zip(pruned, lrc)]
+    below = [f"{m} {np.mean(v):.3f}" for m, v in finals.items() if np.mean(v) < teacher]
+    beat = f"; ended below the teacher's own validation loss {teacher:.3f}: {', '.join(below)}" if below else ""
+    pruning = Claim(*_PRUNING_CLAIM,
+                    f"{_pruning_text(float(np.mean(lrc)), float(np.mean(pruned)))} (means over seeds); hard pruning − "
+                    "LRC per seed: " + ", ".join(_signed(g) for g in gaps) + f" (LRC must be lower by {PRUNE_MARGIN})"
+                    + beat + missing, scale, judge(gaps, PRUNE_MARGIN, direction="higher", fmt=lambda x: f"{x:.3f}"))
+    return [efficiency, pruning]
 
 
 def _throughput_row(gpu: dict) -> Claim:
@@ -216,21 +264,18 @@ def _throughput_row(gpu: dict) -> Claim:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    """The rows of the recorded GPU study (:mod:`companion.low_rank_clone.scale`); a row whose stage did not
+    """The rows of the recorded GPU study (:mod:`companion.low_rank_clone.scale`); a row whose stages did not
     finish (:func:`companion.core.stages.not_finished`) says which and why, and is not run."""
     if not gpu:
         return [Claim("One-GPU study: tokens to a loss and throughput", "LRC 84K vs plain 146K tok/s (≈58 %) on 8 × H800",
                       "no GPU results recorded yet", "H200",
                       not_run("no GPU results recorded: run `python -m companion.bench low_rank_clone` on one GPU"))]
-    left = {s.split(" ", 1)[0]: s for s in not_finished(gpu)}
-    where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
-
-    def missed(texts, stage):
-        why = f"stage {left.get(stage, f'{stage} (not recorded)')}"
-        return Claim(*texts, why, where, not_run(why))
-
-    causal = _causal_rows(gpu) if "causal" in gpu else [missed(_EFFICIENCY_CLAIM, "causal"), missed(_PRUNING_CLAIM, "causal")]
-    return [*causal, _throughput_row(gpu) if "throughput" in gpu else missed(_THROUGHPUT_CLAIM, "throughput")]
+    if "throughput" in gpu:
+        throughput = _throughput_row(gpu)
+    else:
+        why = "stage " + "; ".join(not_finished(gpu, ["throughput"]))
+        throughput = Claim(*_THROUGHPUT_CLAIM, why, f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}", not_run(why))
+    return [*_students_rows(gpu), throughput]
 
 
 def claim_rows(*, checks: dict, encoder, encoder_scale: str, causal, causal_scale: str,
@@ -252,10 +297,11 @@ def outcome_sentences(*, causal, gpu: dict | None, grid: dict | None) -> list[st
             lrc = float(np.mean([c["runs"]["LRC"]["final_val_loss"] for c in studies]))
             pr = float(np.mean([c["runs"]["hard pruning + KD"]["final_val_loss"] for c in studies]))
             scales.append(("this CPU run", lrc, pr))
-    if gpu and "causal" in gpu and {"LRC", "hard pruning + KD"} <= set(gpu["causal"]["runs"]):
-        r = gpu["causal"]["runs"]
-        scales.append((f"the recorded {gpu.get('device', 'GPU')} run", r["LRC"]["final_val_loss"],
-                       r["hard pruning + KD"]["final_val_loss"]))
+    seeds = _seeds(gpu) if gpu else []
+    if seeds:
+        scales.append((f"the recorded {gpu.get('device', 'GPU')} run ({seeds_text(len(seeds))})",
+                       float(np.mean([r["runs"]["LRC"]["final_val_loss"] for r in seeds])),
+                       float(np.mean([r["runs"]["hard pruning + KD"]["final_val_loss"] for r in seeds]))))
     if scales:
         won = [s for s in scales if s[2] < s[1]]
         detail = "; ".join(f"{w}: hard pruning + KD {pr:.3f} vs LRC {lrc:.3f}" for w, lrc, pr in scales)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from plotly.subplots import make_subplots
 
+from companion.low_rank_clone.scale import SEED_STAGES
 from companion.viz import COLORS
 
 _PALETTE = list(COLORS.values()) if isinstance(COLORS, dict) else list(COLORS)
@@ -56,18 +57,43 @@ def causal_figure(causal: dict, title: str) -> go.Figure:
     return fig
 
 
-def gpu_figure(gpu: dict) -> go.Figure:
-    """The recorded ``causal`` stage (validation loss against tokens) and, when done, the ``throughput`` stage."""
-    c = gpu["causal"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("validation loss vs tokens", "training throughput (tokens/s)"))
-    for k, (m, r) in enumerate(c["runs"].items()):
-        fig.add_trace(go.Scatter(x=r["curve"]["tokens"], y=r["curve"]["val_loss"], mode="lines", name=m,
-                                 line=dict(color=_PALETTE[k % len(_PALETTE)])), row=1, col=1)
-    if "throughput" in gpu:
-        thr = gpu["throughput"]
-        fig.add_trace(go.Bar(x=["plain training", "LRC"], y=[thr["plain_tok_s"], thr["lrc_tok_s"]], showlegend=False,
-                             marker_color=[_PALETTE[1 % len(_PALETTE)], _PALETTE[0]]), row=1, col=2)
+def gpu_figure(gpu: dict | None) -> go.Figure:
+    """The recorded GPU study: the teacher's validation loss against its training tokens; every seed's students
+    (validation loss against tokens, one colour per method, the fixed target and the teacher's final loss dotted);
+    the tokens each seed needed to reach the target. Without per-seed stages, a figure that says so."""
+    seeds = [(n, gpu[n]) for n in SEED_STAGES if n in gpu] if gpu else []
+    if not seeds:
+        fig = go.Figure()
+        why = ("no GPU results recorded" if not gpu else "no per-seed student stages in the recorded run (its stages: "
+               + ", ".join(gpu.get("stages") or {}) + ")")
+        fig.add_annotation(text=f"Not recorded: {why}.<br>Run `python -m companion.bench low_rank_clone` on one GPU.",
+                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(height=200, xaxis_visible=False, yaxis_visible=False)
+        return fig
+    target = seeds[0][1]["target_loss"]
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.3, 0.45, 0.25],
+                        subplot_titles=("teacher (training)", f"students, {len(seeds)} seeds", f"tokens to loss {target:g}"))
+    teacher = gpu.get("teacher") or {}
+    if "curve" in teacher:
+        fig.add_trace(go.Scatter(x=teacher["curve"]["tokens"], y=teacher["curve"]["val_loss"], mode="lines+markers",
+                                 name=f"teacher ({teacher['seconds']:.0f} s)", line=dict(color="#444")), row=1, col=1)
+    dashes = ("solid", "dash", "dot", "dashdot")
+    for k, (name, s) in enumerate(seeds):
+        for j, (m, r) in enumerate(s["runs"].items()):
+            fig.add_trace(go.Scatter(x=r["curve"]["tokens"], y=r["curve"]["val_loss"], mode="lines", legendgroup=m,
+                                     name=m, showlegend=k == 0, line=dict(color=_PALETTE[j % len(_PALETTE)], dash=dashes[k % 4]),
+                                     hovertext=f"seed {s['seed']}"), row=1, col=2)
+            t = s["tokens_to_target"][m]
+            fig.add_trace(go.Scatter(x=[m], y=[r["curve"]["tokens"][-1] if t is None else t], mode="markers", legendgroup=m,
+                                     showlegend=False, hovertext=f"seed {s['seed']}" + (" (not reached)" if t is None else ""),
+                                     marker=dict(color=_PALETTE[j % len(_PALETTE)], size=9,
+                                                 symbol="x-open" if t is None else "circle")), row=1, col=3)
+    fig.add_hline(y=target, line_dash="dash", line_color="#999", annotation_text=f"target {target:g}", row=1, col=2)
+    fig.add_hline(y=seeds[0][1]["teacher_val_loss"], line_dash="dot", line_color="#444", annotation_text="teacher",
+                  row=1, col=2)
     fig.update_xaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(title_text="nats/byte", row=1, col=1)
-    fig.update_layout(height=400, title=f"Recorded on {gpu.get('device')} ({gpu.get('date')})")
+    fig.update_xaxes(title_text="tokens (line style: seed)", row=1, col=2)
+    fig.update_yaxes(title_text="validation loss (nats/byte)", row=1, col=1)
+    fig.update_yaxes(title_text="tokens (×: not reached, drawn at the budget)", row=1, col=3)
+    fig.update_layout(height=420, title=f"Recorded on {gpu.get('device')} ({gpu.get('date')})")
     return fig

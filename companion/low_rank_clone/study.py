@@ -1,11 +1,11 @@
 """The stages of paper 11's one-GPU study (listed in :mod:`companion.low_rank_clone.scale`).
 
 A byte-level LLaMA-layout teacher trained from scratch on the standard library's source
-(:func:`companion.models.texts.stdlib_source_bytes`), then students at half its width built three ways
-(:data:`~companion.low_rank_clone.experiments.CAUSAL_METHODS`): LRC (``W^S = W^T W^p``, Eq. 1-2, trained with
-``L_LM + L_KL + α L_clone``, Eq. 4-6), random init + KD, and Minitron-style hard pruning + KD. Every stage is
-``fn(ctx) -> JSON-able result`` (:class:`companion.core.stages.StageContext`) and reads its sizes from
-``ctx.profile``.
+(:func:`companion.models.texts.stdlib_source_bytes`) for a fixed share of the study's time, then, once per seed,
+students at half its width built three ways (:data:`~companion.low_rank_clone.experiments.CAUSAL_METHODS`): LRC
+(``W^S = W^T W^p``, Eq. 1-2, trained with ``L_LM + L_KL + α L_clone``, Eq. 4-6), random init + KD, and
+Minitron-style hard pruning + KD, each on the same token budget. Every stage is ``fn(ctx) -> JSON-able result``
+(:class:`companion.core.stages.StageContext`) and reads its sizes from ``ctx.profile``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from companion.models import tiny_llama
 from companion.models.texts import stdlib_source_bytes
 
 CURVE_POINTS = 200  # a training-loss curve is kept at about this many points
+TEACHER_WARMUP = 100  # the teacher's linear warm-up, in steps
 
 
 def _device(ctx) -> torch.device:
@@ -41,75 +42,100 @@ def _new_teacher(profile: dict, seed: int, device):
     return tiny_llama(**profile["teacher"], max_position=profile["seq_len"] + 1, seed=seed).to(device)
 
 
-def train_teacher(model, train: torch.Tensor, *, seconds: float, batch: int, seq_len: int, lr: float, device, seed=0,
-                  log=print) -> int:
-    """AdamW (betas 0.9/0.95, weight decay 0.1, 100 warm-up steps, gradients clipped at 1) on next-byte
-    prediction for ``seconds``; freezes the model and returns the number of steps."""
-    model.train()
+def _thin(values: list) -> list:
+    """Every k-th value, so that about :data:`CURVE_POINTS` remain, rounded for the JSON."""
+    return [round(float(x), 4) for x in values[:: max(1, len(values) // CURVE_POINTS)]]
+
+
+def teacher_lr_factor(step: int, elapsed_s: float, seconds: float, warmup_steps: int = TEACHER_WARMUP) -> float:
+    """The teacher's learning-rate multiplier: linear warm-up over ``warmup_steps`` steps, then linear decay to 0
+    at ``seconds`` of training. The students' schedule (:func:`~companion.low_rank_clone.experiments.lr_factor`,
+    the paper's §4.1 warm-up + linear decay) with elapsed time in place of steps, since the teacher trains for a
+    fixed time; without the decay the teacher stops at a high-learning-rate loss its students can undercut."""
+    return max(0.0, min((step + 1) / warmup_steps, 1.0 - elapsed_s / seconds))
+
+
+def train_teacher(model, train: torch.Tensor, val: torch.Tensor, *, seconds: float, batch: int, seq_len: int, lr: float,
+                  eval_every: int, val_batches: int, seed: int = 0, log=print) -> dict:
+    """AdamW (betas 0.9/0.95, weight decay 0.1, gradients clipped at 1) on next-byte prediction for ``seconds``
+    (evaluations included) under :func:`teacher_lr_factor`; validation loss at step 0, every ``eval_every`` steps
+    and at the end. Freezes the model and returns the steps, the validation curve and the training loss."""
+    device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     gen = torch.Generator().manual_seed(seed)
-    t0, step = time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
+    curve = {"step": [], "tokens": [], "val_loss": []}
+
+    def evaluate(step):
+        curve["step"].append(step)
+        curve["tokens"].append(step * batch * seq_len)
+        curve["val_loss"].append(round(causal_val_loss(model, val, seq_len=seq_len, n_batches=val_batches), 4))
+
+    model.train()
+    evaluate(0)
+    losses, step, t0 = [], 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < seconds:
         ids = byte_batch(train, batch, seq_len, gen).to(device)
         for g in opt.param_groups:
-            g["lr"] = lr * min(1.0, (step + 1) / 100)
+            g["lr"] = lr * teacher_lr_factor(step, elapsed, seconds)
         loss = lm_loss(model(input_ids=ids).logits, ids)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        losses.append(loss.detach())  # no sync per step: read once at the end
         step += 1
-        if step % 200 == 0:
-            log(f"[teacher] step {step} loss {loss.item():.3f}")
+        if step % eval_every == 0:
+            evaluate(step)
+            log(f"[teacher] step {step}, {time.perf_counter() - t0:.0f} s: validation loss {curve['val_loss'][-1]:.3f}")
+    if curve["step"][-1] != step:
+        evaluate(step)
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()
-    return step
+    train_loss = torch.stack(losses).float().cpu().tolist() if losses else []
+    return {"steps": step, "seconds": round(time.perf_counter() - t0, 1), "curve": curve,
+            "train_loss": {"step": list(range(1, step + 1))[:: max(1, step // CURVE_POINTS)], "loss": _thin(train_loss)}}
 
 
 def teacher(ctx) -> dict:
-    """The teacher (``profile["teacher"]``) trained for ``teacher_seconds``: steps, tokens, parameters. The
-    model goes to ``ctx.shared["teacher"]``."""
+    """The teacher (``profile["teacher"]``) trained for ``teacher_seconds`` on batches of ``teacher_batch``:
+    steps, tokens, parameters, its validation-loss curve and final validation loss (``val_loss``, the same
+    ``val_batches`` windows the students are scored on). The model goes to ``ctx.shared["teacher"]``."""
     p, device = ctx.profile, _device(ctx)
     train, val = _text(ctx)
     model = _new_teacher(p, ctx.seed, device)
-    steps = train_teacher(model, train, seconds=p["teacher_seconds"], batch=p["batch"], seq_len=p["seq_len"], lr=p["lr"],
-                          device=device, seed=ctx.seed, log=ctx.log)
-    ctx.shared["teacher"] = model
-    return {"steps": steps, "tokens": steps * p["batch"] * p["seq_len"], "parameters": sum(x.numel() for x in model.parameters()),
-            "text_bytes": {"train": len(train), "val": len(val)}}
+    out = train_teacher(model, train, val.to(device), seconds=p["teacher_seconds"], batch=p["teacher_batch"],
+                        seq_len=p["seq_len"], lr=p["lr"], eval_every=p["teacher_eval_every"], val_batches=p["val_batches"],
+                        seed=ctx.seed, log=ctx.log)
+    ctx.shared["teacher"], ctx.shared["teacher_val_loss"] = model, out["curve"]["val_loss"][-1]
+    return {**out, "tokens": out["steps"] * p["teacher_batch"] * p["seq_len"], "val_loss": out["curve"]["val_loss"][-1],
+            "parameters": sum(x.numel() for x in model.parameters()), "text_bytes": {"train": len(train), "val": len(val)}}
 
 
-def causal(ctx) -> dict:
-    """The three students at d_T / 2 on the same batches for ``student_steps`` (the paper's warm-up + linear
-    decay schedule, ``warmup_ratio`` of the steps): validation loss every ``eval_every`` steps, the teacher's,
-    and the tokens each student needs to reach random init + KD's final loss. A student starts only while
-    ``ctx.left()`` covers the last one's time; those left out are absent from ``runs``."""
+def students(ctx, index: int) -> dict:
+    """Seed ``ctx.seed + index``: the three students at d_T / 2 of the ``teacher`` stage's model, each trained for
+    ``student_steps`` steps of ``batch`` × ``seq_len`` bytes (the same token budget; the paper's warm-up + linear
+    decay, ``warmup_ratio`` of the steps), their validation loss every ``eval_every`` steps, and the tokens each
+    needs to reach ``target_loss`` (None: not within the budget)."""
     if "teacher" not in ctx.shared:
-        raise RuntimeError("the causal stage trains students of the teacher stage's model, which this call did not "
-                           "train: run the stages teacher,causal together")
+        raise RuntimeError(f"students_{index} trains students of the teacher stage's model, which this call did not "
+                           f"train: run the stages teacher,students_{index} together")
     p, device, model = ctx.profile, _device(ctx), ctx.shared["teacher"]
     train, val = _text(ctx)
-    d_t = p["teacher"]["hidden_size"]
-    data = {"train": train, "val": val, "seq_len": p["seq_len"]}
-    runs, last = {}, 0.0
+    d_t, seed = p["teacher"]["hidden_size"], ctx.seed + index
+    data = {"train": train, "val": val.to(device), "seq_len": p["seq_len"]}
+    runs = {}
     for m in CAUSAL_METHODS:
-        if runs and ctx.left() < last:
-            ctx.log(f"[causal] {m} and later left out: {ctx.left():.0f} s left, a student takes {last:.0f} s")
-            break
         r = train_causal(m, model, data, d_student=d_t // 2, steps=p["student_steps"], batch=p["batch"], lr=p["lr"],
-                         alpha=p["alpha"], temperature=p["temperature"], eval_every=p["eval_every"], seed=ctx.seed,
+                         alpha=p["alpha"], temperature=p["temperature"], eval_every=p["eval_every"], seed=seed,
                          device=device, val_batches=p["val_batches"], warmup_ratio=p["warmup_ratio"])
-        r["train_loss"] = [round(x, 4) for x in r["train_loss"][:: max(1, len(r["train_loss"]) // CURVE_POINTS)]]
         r["curve"]["val_loss"] = [round(x, 4) for x in r["curve"]["val_loss"]]
-        runs[m], last = r, r["seconds"]
-        ctx.log(f"[causal] {m}: final val loss {r['final_val_loss']:.3f} in {r['seconds']:.0f} s")
-    out = {"runs": runs, "d_teacher": d_t, "d_student": d_t // 2,
-           "teacher_val_loss": round(causal_val_loss(model, val.to(device), seq_len=p["seq_len"], n_batches=p["val_batches"]), 4)}
-    if "random init + KD" in runs:
-        out["target_loss"] = runs["random init + KD"]["final_val_loss"]
-        out["tokens_to_target"] = {m: tokens_to_reach(r["curve"], out["target_loss"]) for m, r in runs.items()}
-    return out
+        runs[m] = {"curve": r["curve"], "final_val_loss": r["curve"]["val_loss"][-1], "train_loss": _thin(r["train_loss"]),
+                   "seconds": round(r["seconds"], 1), "trainable": r["trainable"]}
+        ctx.log(f"[students_{index}] {m}: final validation loss {r['final_val_loss']:.3f} in {r['seconds']:.0f} s")
+    return {"seed": seed, "d_teacher": d_t, "d_student": d_t // 2, "teacher_val_loss": ctx.shared["teacher_val_loss"],
+            "target_loss": p["target_loss"], "runs": runs,
+            "tokens_to_target": {m: tokens_to_reach(r["curve"], p["target_loss"]) for m, r in runs.items()}}
 
 
 def step_throughput(model, d_student: int, train: torch.Tensor, *, batch: int, seq_len: int, device) -> dict:

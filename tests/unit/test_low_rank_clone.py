@@ -271,25 +271,67 @@ def _ctx(left_s=float("inf"), **profile):
                         until=time.perf_counter() + left_s)
 
 
-def test_causal_stage_needs_the_teacher_stage():
-    from companion.low_rank_clone.study import causal
+def test_teacher_schedule_warms_up_then_decays_to_zero_at_its_time():
+    from companion.low_rank_clone.study import teacher_lr_factor
 
-    with pytest.raises(RuntimeError, match="teacher,causal"):
-        causal(_ctx())
+    assert teacher_lr_factor(0, 0.0, 90.0, warmup_steps=100) == pytest.approx(0.01)
+    assert teacher_lr_factor(49, 1.0, 90.0, warmup_steps=100) == pytest.approx(0.5)  # warm-up below the decay line
+    assert teacher_lr_factor(500, 45.0, 90.0, warmup_steps=100) == pytest.approx(0.5)  # half the time: half the rate
+    assert teacher_lr_factor(500, 90.0, 90.0) == 0.0 and teacher_lr_factor(500, 95.0, 90.0) == 0.0
 
 
-def test_causal_stage_leaves_out_students_past_the_deadline_and_checks_the_schedule():
+def test_teacher_stage_records_a_curve_that_learns(monkeypatch):
+    """From a near-uniform start (ln 256 nats per byte) the teacher's validation loss falls; its tokens are
+    steps × teacher_batch × seq_len and the final loss is the curve's last point; it ends frozen. A clock that
+    advances 2 ms per reading makes the number of steps independent of the machine's speed."""
+    import itertools
+
     from companion.low_rank_clone import study as S
 
-    ctx = _ctx(left_s=-1.0, teacher_seconds=0.05)
+    clock = itertools.count(0.0, 0.002)
+    monkeypatch.setattr(S.time, "perf_counter", lambda: next(clock))
+    ctx = _ctx(teacher_seconds=0.3, teacher_eval_every=10)
     t = S.teacher(ctx)
-    assert t["tokens"] == t["steps"] * ctx.profile["batch"] * ctx.profile["seq_len"] and t["text_bytes"]["val"] > 0
-    out = S.causal(ctx)  # the first student always runs; the next only while ctx.left() covers its time
-    assert list(out["runs"]) == ["LRC"] and "tokens_to_target" not in out
-    assert out["d_student"] == ctx.profile["teacher"]["hidden_size"] // 2
+    p, curve = ctx.profile, t["curve"]
+    assert t["tokens"] == t["steps"] * p["teacher_batch"] * p["seq_len"] and t["text_bytes"]["val"] > 0
+    assert curve["step"][0] == 0 and curve["step"][-1] == t["steps"] and curve["tokens"][-1] == t["tokens"]
+    assert curve["val_loss"][0] == pytest.approx(np.log(256), abs=0.1)
+    assert t["val_loss"] == curve["val_loss"][-1] < curve["val_loss"][0] - 0.5
+    assert len(t["train_loss"]["step"]) == len(t["train_loss"]["loss"]) > 0
+    assert ctx.shared["teacher_val_loss"] == t["val_loss"]
+    assert not any(x.requires_grad for x in ctx.shared["teacher"].parameters())
+
+
+def test_students_stage_needs_the_teacher_stage():
+    from companion.low_rank_clone.study import students
+
+    with pytest.raises(RuntimeError, match="teacher,students_1"):
+        students(_ctx(), index=1)
+
+
+def test_students_stage_same_budget_per_seed_and_reproducible():
+    """Each seed stage trains the three students on one token budget, from the seed profile seed + index; the
+    same index gives the same numbers, another index other ones; tokens to the target follow the curves."""
+    from companion.low_rank_clone import study as S
+    from companion.low_rank_clone.experiments import CAUSAL_METHODS
+
+    ctx = _ctx(teacher_seconds=0.05, seed=3, target_loss=5.4)
+    S.teacher(ctx)
+    one, again, other = S.students(ctx, index=1), S.students(ctx, index=1), S.students(ctx, index=0)
+    p = ctx.profile
+    assert (one["seed"], other["seed"]) == (4, 3) and list(one["runs"]) == list(CAUSAL_METHODS)
+    budget = p["student_steps"] * p["batch"] * p["seq_len"]
+    assert all(r["curve"]["tokens"][-1] == budget and r["curve"]["tokens"] == one["runs"]["LRC"]["curve"]["tokens"]
+               for r in one["runs"].values())
+    assert one == {**again, "runs": {m: {**r, "seconds": one["runs"][m]["seconds"]} for m, r in again["runs"].items()}}
+    assert one["runs"]["LRC"]["final_val_loss"] != other["runs"]["LRC"]["final_val_loss"]
+    for m, r in one["runs"].items():
+        assert one["tokens_to_target"][m] == E.tokens_to_reach(r["curve"], 5.4)
+        assert r["final_val_loss"] == r["curve"]["val_loss"][-1]
+    assert one["teacher_val_loss"] == ctx.shared["teacher_val_loss"] and one["d_student"] == p["teacher"]["hidden_size"] // 2
     ctx.profile["warmup_ratio"] = 1.5
     with pytest.raises(ParameterError, match="parameter warmup_ratio="):
-        S.causal(ctx)
+        S.students(ctx, index=0)
 
 
 def test_throughput_stage_without_the_teacher_stage():

@@ -6,6 +6,8 @@ import pytest
 
 from companion.core import VERDICTS
 from companion.low_rank_clone import claims as C
+from companion.low_rank_clone import experiments as E
+from companion.low_rank_clone.scale import SEED_STAGES
 
 
 def checks(lemma=1e-12, merge=1e-7):
@@ -152,66 +154,151 @@ def test_hard_pruning_winning_is_said():
 
 
 # ---------------------------------------------------------------------------------- GPU rows (recorded JSON)
-def _gpu(lrc_final=1.25, pruned_final=0.966, tokens=None, ratio=0.58):
-    """A recorded payload in the stage-runner layout, every stage done."""
-    c = causal(100)
-    c["runs"]["LRC"]["final_val_loss"] = lrc_final
-    c["runs"]["hard pruning + KD"] = {"final_val_loss": pruned_final, "curve": c["runs"]["random init + KD"]["curve"]}
-    return {"device": "NVIDIA H200", "date": "2026-12-02", "profile": {"student_steps": 300, "batch": 32, "seq_len": 256},
-            "stages": {s: {"state": "done"} for s in ("teacher", "causal", "throughput")},
-            "causal": {**c, "d_teacher": 512, "d_student": 256, "target_loss": 2.0,
-                       "tokens_to_target": tokens or {"LRC": 1_638_400, "random init + KD": 2_457_600, "hard pruning + KD": 204_800}},
-            "throughput": {"lrc_tok_s": 84e3, "plain_tok_s": 146e3, "ratio": ratio, "factored_ms": 1.0, "materialised_ms": 2.0}}
+STEP_TOKENS = 20 * 32 * 256  # one evaluation interval of the GPU profile: 20 steps of 32 × 256 bytes
+TOKENS = [i * STEP_TOKENS for i in range(16)]  # 0 … 2,457,600: the 300-step budget
+TARGET = 2.0
 
 
-def test_gpu_rows_one_seed_and_throughput_min():
+def _seed(seed=0, lrc_at=7, rnd_at=15, pruned_at=1, lrc_final=1.25, pruned_final=1.0, rnd_final=1.8, teacher=0.9):
+    """One recorded per-seed stage: each student's validation loss is 5 until evaluation ``*_at`` (None: never),
+    then its final value (below the target)."""
+    def run(at, final):
+        loss = [5.0 if at is None or i < at else final for i in range(len(TOKENS))]
+        return {"curve": {"step": [20 * i for i in range(len(TOKENS))], "tokens": TOKENS, "val_loss": loss},
+                "final_val_loss": loss[-1]}
+
+    runs = {"LRC": run(lrc_at, lrc_final), "random init + KD": run(rnd_at, rnd_final),
+            "hard pruning + KD": run(pruned_at, pruned_final)}
+    return {"seed": seed, "d_teacher": 512, "d_student": 256, "teacher_val_loss": teacher, "target_loss": TARGET,
+            "runs": runs, "tokens_to_target": {m: E.tokens_to_reach(r["curve"], TARGET) for m, r in runs.items()}}
+
+
+def _gpu(*seeds, ratio=0.58, states=None):
+    """A recorded payload in the stage-runner layout: a seed stage for each of ``seeds``, the others skipped."""
+    done = {"state": "done"}
+    stages = {"teacher": done, **{n: done if k < len(seeds) else {"state": "skipped", "reason": "deadline: 20 s left, needs 65 s"}
+                                  for k, n in enumerate(SEED_STAGES)}, "throughput": done, **(states or {})}
+    gpu = {"device": "NVIDIA H200", "date": "2027-01-02", "profile": {"student_steps": 300, "batch": 32, "seq_len": 256},
+           "stages": stages, "teacher": {"curve": {"tokens": [0, 10**6], "val_loss": [5.5, 0.9]}, "parameters": 25_960_960,
+                                         "seconds": 90.0, "tokens": 30_000_000, "val_loss": 0.9},
+           "throughput": {"lrc_tok_s": 84e3, "plain_tok_s": 146e3, "ratio": ratio, "factored_ms": 1.0, "materialised_ms": 2.0}}
+    gpu.update(zip(SEED_STAGES, seeds))
+    return gpu
+
+
+def _three(ratio=0.58, **kw):
+    return _gpu(*(_seed(seed=k, **kw) for k in range(3)), ratio=ratio)
+
+
+def test_gpu_rows_without_a_run_or_with_the_earlier_one_seed_layout():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
-    rows = C.gpu_rows(_gpu())
-    assert [r.verdict for r in rows] == ["inconclusive", "inconclusive", "reproduced"]
-    assert "H200" in rows[0].scale and "one seed" in rows[0].scale
-    assert "LRC 1.64M, random init + KD 2.46M" in rows[0].measured and "= 0.67" in rows[0].measured
-    assert "hard pruning + KD beat LRC: final validation loss 0.966 vs LRC 1.250" in rows[1].measured
-    assert f"{C.THROUGHPUT_MIN:.0%}" in rows[2].paper and "58%" in rows[2].measured
-    assert C.gpu_rows(_gpu(ratio=1.01 * C.THROUGHPUT_MIN))[2].verdict == "reproduced"
-    assert C.gpu_rows(_gpu(ratio=0.99 * C.THROUGHPUT_MIN))[2].verdict == "not reproduced"
-    never = C.gpu_rows(_gpu(tokens={"LRC": None, "random init + KD": 2_457_600}))[0]
-    assert "LRC —" in never.measured and "inf" in never.evidence
+    old = {"device": "NVIDIA H200", "date": "2026-12-02", "profile": {"batch": 32, "seq_len": 256},
+           "stages": {s: {"state": "done"} for s in ("teacher", "causal", "throughput")}, "causal": {"runs": {}},
+           "throughput": _gpu().pop("throughput")}
+    eff, prune, thr = C.gpu_rows(old)
+    assert eff.verdict == prune.verdict == "not run here" and thr.verdict == "reproduced"
+    assert "students_0 (not run)" in eff.evidence and "no per-seed stages: its stages are teacher, causal, throughput" in prune.measured
+
+
+def test_gpu_efficiency_ratio_three_seeds():
+    # LRC reaches the target at evaluation 7, random init + KD at 15: 7/15 = 0.47 on every seed, inside the bar
+    eff = C.gpu_rows(_three(lrc_at=7, rnd_at=15))[0]
+    assert eff.verdict == "reproduced" and "3 seeds" in eff.scale and "n=3" in eff.evidence
+    assert "LRC / random init + KD per seed 0.47, 0.47, 0.47" in eff.measured
+    assert "LRC 1.15 ± 0.00M, random init + KD 2.46 ± 0.00M, hard pruning + KD 0.16 ± 0.00M" in eff.measured
+    assert "teacher d 512 (26M parameters, trained 90 s on 30.0M tokens)" in eff.scale and "2.46M tokens each" in eff.scale
+    assert C.gpu_rows(_three(lrc_at=7, rnd_at=14))[0].verdict == "reproduced"  # 0.5 = EFFICIENCY_RATIO: on the bar counts
+    assert C.gpu_rows(_three(lrc_at=8, rnd_at=15))[0].verdict == "partly reproduced"  # 0.53: past the weaker bar (< 1) only
+    assert C.gpu_rows(_three(lrc_at=15, rnd_at=12))[0].verdict == "not reproduced"  # 1.25: slower on every seed
+
+
+def test_gpu_efficiency_one_seed_and_a_straddling_spread():
+    one = C.gpu_rows(_gpu(_seed(lrc_at=2, rnd_at=15)))[0]
+    assert one.verdict == "inconclusive" and "one seed" in one.scale and "n=1" in one.evidence
+    assert "not in these numbers: students_1 (skipped: deadline: 20 s left, needs 65 s)" in one.measured
+    # ratios 0.25, 1.5, 1.5: the mean 1.08 misses even the weaker bar, but mean ± std (0.72) reaches 0.5
+    straddle = C.gpu_rows(_gpu(_seed(0, lrc_at=2, rnd_at=8), _seed(1, lrc_at=12, rnd_at=8), _seed(2, lrc_at=12, rnd_at=8)))[0]
+    assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
+
+
+def test_gpu_efficiency_when_a_student_never_reaches_the_target():
+    # random init + KD never reaches it: charged the budget plus one evaluation, so the ratio is an upper bound
+    censored = C.gpu_rows(_three(lrc_at=7, rnd_at=None))[0]
+    assert censored.verdict == "reproduced" and "0.44, 0.44, 0.44" in censored.measured
+    assert "random init + KD not reached" in censored.measured and "charged its budget plus one evaluation (2.62M)" in censored.measured
+    never = C.gpu_rows(_three(lrc_at=None, rnd_at=15))[0]  # LRC never reaches it: an infinite ratio
+    assert never.verdict == "not reproduced" and "LRC not reached" in never.measured and "inf" in never.evidence
+    partly = C.gpu_rows(_gpu(_seed(0, lrc_at=None), _seed(1), _seed(2)))[0]
+    assert "LRC 1.15 ± 0.00M (1 of 3 not reached)" in partly.measured
+
+
+def test_gpu_prune_margin_sign_flip_and_spread():
+    m = C.PRUNE_MARGIN
+    inside = C.gpu_rows(_three(lrc_final=1.0, pruned_final=1.0 + 1.01 * m))[1]
+    assert inside.verdict == "reproduced" and "n=3" in inside.evidence
+    assert C.gpu_rows(_three(lrc_final=1.0, pruned_final=1.0 + 0.99 * m))[1].verdict == "not reproduced"
+    # the claim is signed (LRC lower): the same gap with hard pruning lower never passes
+    flipped = C.gpu_rows(_three(lrc_final=1.0 + 1.01 * m, pruned_final=1.0))[1]
+    assert flipped.verdict == "not reproduced" and "hard pruning + KD beat LRC" in flipped.measured
+    one = C.gpu_rows(_gpu(_seed(lrc_final=1.0, pruned_final=1.5)))[1]
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
+    straddle = C.gpu_rows(_gpu(*(_seed(k, lrc_final=1.0, pruned_final=1.0 + g * m) for k, g in enumerate((0.2, 0.8, 1.4)))))[1]
+    assert straddle.verdict == "inconclusive" and "straddles" in straddle.evidence
+
+
+def test_gpu_students_below_their_teacher_are_said():
+    row = C.gpu_rows(_three(lrc_final=1.25, pruned_final=0.85, teacher=0.9))[1]
+    assert "ended below the teacher's own validation loss 0.900: hard pruning + KD 0.850" in row.measured
+    assert "below the teacher" not in C.gpu_rows(_three(pruned_final=0.95, teacher=0.9))[1].measured
+
+
+def test_gpu_throughput_min():
+    assert C.gpu_rows(_three(ratio=1.01 * C.THROUGHPUT_MIN))[-1].verdict == "reproduced"
+    assert C.gpu_rows(_three(ratio=0.99 * C.THROUGHPUT_MIN))[-1].verdict == "not reproduced"
+    assert f"{C.THROUGHPUT_MIN:.0%}" in C.gpu_rows(_three())[-1].paper
 
 
 def test_unfinished_stages_are_never_judged():
-    """A stage that did not finish leaves its rows not run, naming it and the recorded reason; so does a
-    student the causal stage left out at its deadline."""
-    gpu = _gpu()
-    del gpu["causal"], gpu["throughput"]
-    gpu["stages"]["causal"] = {"state": "failed", "error": "RuntimeError: out of memory"}
-    gpu["stages"]["throughput"] = {"state": "skipped", "reason": "deadline: 3 s left, needs 15 s"}
+    """Seed stages that did not finish leave the rows not run, naming each and the recorded reason; so does a
+    throughput stage that did not run."""
+    gpu = _gpu(states={"students_0": {"state": "failed", "error": "RuntimeError: out of memory"},
+                       "students_1": {"state": "unfinished", "started": "2027-01-02 10:00 UTC"},
+                       "throughput": {"state": "skipped", "reason": "deadline: 3 s left, needs 10 s"}})
+    del gpu["throughput"]
     rows = C.gpu_rows(gpu)
     assert [r.verdict for r in rows] == ["not run here"] * 3
-    assert all("causal (failed: RuntimeError: out of memory)" in r.evidence for r in rows[:2])
+    assert all("students_0 (failed: RuntimeError: out of memory); students_1 (unfinished)" in r.evidence for r in rows[:2])
     assert "throughput (skipped: deadline: 3 s left" in rows[2].measured
-    cut = _gpu()
-    del cut["causal"]["runs"]["hard pruning + KD"]
-    rows = C.gpu_rows(cut)
-    assert rows[0].verdict == "inconclusive" and rows[1].verdict == "not run here"
-    assert "left out hard pruning + KD" in rows[1].evidence
+
+
+def test_gpu_figure_of_the_per_seed_study():
+    """Every seed's three curves and tokens-to-target markers, the teacher's curve; a student that never reached
+    the target is drawn at its budget with an open cross; without per-seed stages the figure says it is not recorded."""
+    from companion.low_rank_clone.figures import gpu_figure
+
+    assert "Not recorded: no GPU results recorded" in gpu_figure(None).layout.annotations[0].text
+    old = {"stages": {"teacher": {"state": "done"}, "causal": {"state": "done"}}}
+    assert "its stages: teacher, causal" in gpu_figure(old).layout.annotations[0].text
+    fig = gpu_figure(_gpu(_seed(0), _seed(1, rnd_at=None), _seed(2)))
+    assert len(fig.data) == 1 + 3 * 3 * 2
+    markers = [t for t in fig.data if t.mode == "markers"]
+    crosses = [t for t in markers if t.marker.symbol == "x-open"]
+    assert len(markers) == 9 and len(crosses) == 1 and crosses[0].y[0] == TOKENS[-1] and crosses[0].x[0] == "random init + KD"
 
 
 def test_recorded_json_rows():
-    """The committed JSON: the causal rows are one seed (inconclusive), and say that hard pruning won."""
-    from companion.core.stages import stage_states
-    from companion.low_rank_clone.scale import STAGES, recorded
+    """The committed JSON: per-seed rows judged when its run has the per-seed stages, else not run (never a crash)."""
+    from companion.low_rank_clone.scale import recorded
 
     gpu = recorded()
     if gpu is None:
         pytest.skip("no recorded GPU results")
     rows = C.gpu_rows(gpu)
-    assert all(r.verdict in VERDICTS and r.evidence for r in rows)
-    assert set(stage_states(gpu)) == {s.name for s in STAGES}
-    if "causal" in gpu:
-        runs = gpu["causal"]["runs"]
+    assert len(rows) == 3 and all(r.verdict in VERDICTS and r.evidence for r in rows)
+    if not any(n in gpu for n in SEED_STAGES):
+        assert rows[0].verdict == rows[1].verdict == "not run here"
+    elif sum(n in gpu for n in SEED_STAGES) < 3:
         assert rows[0].verdict == rows[1].verdict == "inconclusive"
-        if runs["hard pruning + KD"]["final_val_loss"] < runs["LRC"]["final_val_loss"]:
-            assert "hard pruning + KD beat LRC" in rows[1].measured
 
 
 def test_all_rows_valid():
@@ -222,13 +309,14 @@ def test_all_rows_valid():
 
 def test_outcome_sentences_follow_the_numbers():
     lrc_final = causal(100)["runs"]["LRC"]["final_val_loss"]
-    won = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final - 0.2), gpu=_gpu(), grid=None)
+    won = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final - 0.2), gpu=_three(pruned_final=0.966), grid=None)
     assert "Hard pruning + KD reached a lower final validation loss than LRC at every scale" in won[0]
-    assert "0.966 vs LRC 1.250" in won[0]
-    lost = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final + 0.2), gpu=_gpu(lrc_final=0.9), grid=None)
+    assert "the recorded NVIDIA H200 run (3 seeds): hard pruning + KD 0.966 vs LRC 1.250" in won[0]
+    lost = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final + 0.2), gpu=_three(lrc_final=0.9), grid=None)
     assert lost[0].startswith("LRC reached a lower final validation loss than hard pruning + KD")
-    mixed = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final + 0.2), gpu=_gpu(), grid=None)
-    assert "in the recorded NVIDIA H200 run" in mixed[0]
+    mixed = C.outcome_sentences(causal=causal(100, pruned_final=lrc_final + 0.2), gpu=_three(), grid=None)
+    assert "in the recorded NVIDIA H200 run (3 seeds)" in mixed[0]
+    assert len(C.outcome_sentences(causal=None, gpu=_gpu(), grid=None)) == 0  # no seed recorded: nothing to say
     grid = {(192, 0.2): study(tb=0.034, tb_start=0.112), (96, 0.2): study(tb=0.5, tb_start=0.1)}
     text = " ".join(C.outcome_sentences(causal=None, gpu=None, grid=grid))
     assert "d_S 192, α 0.2: the TinyBERT-style baseline did not learn (its Spearman went 0.112 → 0.034" in text
