@@ -2,31 +2,34 @@
 
 Inputs: ``res`` - :func:`companion.lorasuite.pipeline.experiment`'s result; ``checks`` - the recovery of the
 fixture's known upgrade maps (:func:`companion.lorasuite.pipeline.recovery`); ``gpu`` - the recorded GPU
-results (:func:`companion.lorasuite.scale.recorded`) or None; a row whose stage did not finish there says so
+results (:func:`companion.lorasuite.scale.recorded`) or None; a row whose stages did not finish there says so
 (:func:`companion.lorasuite.scale.missing`) and is not run. Losses are validation cross-entropies (nats per
 character on the CPU fixture, per word-level token on the GPU; lower is better); the paper's numbers are
 accuracies (higher is better).
 
+The GPU rows read the recorded study of an upgrade grown from the old model (:mod:`companion.lorasuite.scale`):
+one value per seed stage that finished; a record without them (none, or one of the earlier layout) gives rows
+that are not run here, with the reason.
+
 The rule (:func:`companion.core.judge`): the comparisons of methods (LFT against LoRA(n), against LoRA(full),
 the transfer alone, the two learning rates) are effects, judged on one value per seed (fewer than three seeds:
-inconclusive); the recovery of the fixture's known layer and head maps is exact (one run); the time saving is a
-timing, one ratio per seed from the same run. Every threshold below is tested just inside and just outside in
+inconclusive); the transfer alone is judged on the size of its effect (a sign flip does not pass it); the recovery
+of the fixture's known layer and head maps is exact (one run); the time saving is a timing, one ratio per seed
+from the same run. Every threshold below is tested just inside and just outside in
 ``tests/unit/test_lorasuite_claims.py``.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from companion.core import MIN_SEEDS, Claim, inconclusive, judge, not_run, seeds_text
-from companion.lorasuite.scale import missing
+from companion.lorasuite.scale import missing, seeds_done
 
 LOSS_MARGIN = 0.02  # a gap in loss between two methods must reach this (per seed, or on the mean by more than the spread)
 RECOVERY_FULL = 1.0  # "matches or exceeds full LoRA": LFT reaches this fraction of LoRA(full)'s gain over the new model
 RECOVERY_PARTLY = 0.5  # LFT reaching this fraction of LoRA(full)'s gain: partly reproduced
-NO_LFT_FRACTION = 0.25  # the transfer alone recovering at most this fraction of LoRA(full)'s gain: "barely helps"
+NO_LFT_FRACTION = 0.25  # the transfer alone moving the loss by at most this fraction of LoRA(full)'s gain, either way
 LR_PARTLY = 0.0  # the higher learning rate ending lower at all (a gap > 0 but short of LOSS_MARGIN): partly
 LAYER_MISS_MAX = 0.0  # share of the upgrade's layer pairs the CKA + DP map may miss (an exact recovery)
 HEAD_MISS_MAX = 0.25  # share of old heads the Hungarian map may send to a wrong new slot
@@ -93,17 +96,18 @@ def _pct(x: float) -> str:
 
 
 def no_lft_row(res: dict) -> Claim:
-    """``res["val"]["transferred"]``: the transferred adapter's loss, one number (one transfer) or one per seed."""
+    """``res["val"]["transferred"]``: the transferred adapter's loss, one number (one transfer) or one per seed. A
+    magnitude: the share of LoRA(full)'s gain by which it moves the new model's loss, either way (23.96 vs 23.85)."""
     v = res["val"]
     losses = np.atleast_1d(np.asarray(v["transferred"], dtype=float))
     fracs = [recovery_fraction(v["new_base"], x, v["full_lora"]) for x in losses]
-    claim, paper = "The transfer alone, without LFT, barely helps", "LoRASuite w/o LFT 23.96 vs vanilla MiniCPM-2B 23.85 (math avg)"
+    claim, paper = "The transfer alone, without LFT, leaves the new model about where it was", GPU_PAPER["no_lft"]
     text = f"val loss: transferred adapter {_ms(losses)} vs new model alone {v['new_base']:.3f}"
     scale = _scale(res).split("; LoRA r")[0] + (", one transfer" if len(losses) == 1 else f", {len(losses)} transfers")
     if not np.isfinite(fracs).all():
         return Claim(claim, paper, text, scale, inconclusive("LoRA(full) did not improve on the new model: no gain to compare with"))
-    return Claim(claim, paper, f"{text} ({', '.join(f'{100 * f:+.0f}%' for f in fracs)} of LoRA(full)'s gain)", scale,
-                 judge(fracs, NO_LFT_FRACTION, direction="lower", fmt=_pct))
+    return Claim(claim, paper, f"{text} ({', '.join(f'{100 * f:+.0f}%' for f in fracs)} of LoRA(full)'s gain; judged on "
+                 "the size, either way)", scale, judge([abs(f) for f in fracs], NO_LFT_FRACTION, direction="lower", fmt=_pct))
 
 
 def lr_row(res: dict) -> Claim:
@@ -172,102 +176,123 @@ GPU_PAPER = {
     "time": "−78.23% time, −5.5 GB memory vs full LoRA retraining (8 × V100)",
     "svd": "complexity ≈ O(n_layer · n_hidden³), dominated by the SVD",
 }
+GPU_CLAIMS = {
+    "scratch": "LoRASuite + LFT beats LoRA(n) from scratch on an upgrade grown from the old model (GPU)",
+    "full": "LoRASuite + LFT matches or exceeds LoRA(full) retrained to convergence (GPU)",
+    "no_lft": "The transfer alone, without LFT, leaves the new model about where it was (GPU)",
+    "time": "LoRASuite saves most of the retraining time (GPU)",
+}
 
 
-def _gpu_seeds(entries: list[dict]) -> dict:
-    """{seed: entries}: the recorded runs grouped by seed (a JSON without a ``seed`` key holds one seed)."""
-    out = defaultdict(list)
-    for e in entries:
-        out[e.get("seed", 0)].append(e)
-    return dict(out)
-
-
-def _gpu_best(entries: list[dict], n: int) -> dict:
-    return min((e for e in entries if e["n_samples"] == n), key=lambda e: e["val"])
+def best_arm(arms: list[dict]) -> dict:
+    """The arm of the lowest validation loss over the learning rates tried."""
+    return min(arms, key=lambda e: e["val"])
 
 
 def _gpu_scale(gpu: dict, n_seeds: int) -> str:
-    P, par, full = gpu["profile"], gpu.get("pretrain", {}).get("parameters"), gpu["task"]["full_lora"]
-    planned = P["lora_steps"]
-    cut = f" (LoRA(full) stopped at {full['steps']} of {planned} steps by its time cap)" if full["steps"] < planned else ""
-    size = f"≈{par['old'] / 1e6:.0f}M → ≈{par['new'] / 1e6:.0f}M parameters, " if par else ""
-    return (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(n_seeds)}, {size}LoRA r {P['lora_rank']}, "
-            f"{planned} steps{cut}, LFT {P['epochs']} epochs")
+    P, grow = gpu["profile"], gpu.get("grow", {})
+    size = (f"≈{gpu['pretrain_old']['parameters'] / 1e6:.0f}M → ≈{grow['parameters'] / 1e6:.0f}M parameters, "
+            if "parameters" in grow and "pretrain_old" in gpu else "")
+    return (f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, {seeds_text(n_seeds)} of the adapters on one pair "
+            f"({size}the new grown from the old and trained {grow.get('train', {}).get('steps', '?')} more steps), "
+            f"LoRA r {P['lora_rank']}, LFT / LoRA(n) {P['lft_samples']} windows × {P['epochs']} epochs, LoRA(full) "
+            f"until its validation loss stops falling (≤ {P['full_max_steps']} steps)")
+
+
+def _vals(xs, f=lambda x: f"{x:.4f}") -> str:
+    return ", ".join(map(f, xs))
+
+
+def gpu_rows(gpu) -> list[Claim]:
+    """The recorded GPU study judged by the same rule, one value per finished seed stage: LFT against LoRA(n) from
+    scratch and against LoRA(full), the transfer alone (a magnitude: how far it moves the new model's loss, either
+    way), the time saving; then the SVD step. Each headline gives means over the seeds, its details every seed's
+    values. Rows the record cannot feed (no run, a run of the earlier layout, no seed finished, LoRA(full) never
+    run) are not run here, with the reason."""
+    seeds = seeds_done(gpu)
+    if not seeds:
+        why = missing(gpu, "seed0") or "no seed stage finished"
+        return [Claim(GPU_CLAIMS[k], GPU_PAPER[k], "no GPU results of the grown upgrade recorded", "one H200", not_run(why))
+                for k in ("scratch", "full", "no_lft", "time")] + [svd_row(gpu)]
+    where = _gpu_scale(gpu, len(seeds))
+    base = [e["new_base"] for e in seeds]
+    lft = [best_arm(e["lft"]) for e in seeds]
+    scr = [best_arm(e["scratch"]) for e in seeds]
+    n = seeds[0]["n_samples"]
+    gaps = [b["val"] - a["val"] for a, b in zip(lft, scr)]  # per seed: LoRA(n) − LFT, > 0 when LFT ends lower
+    rows = [Claim(GPU_CLAIMS["scratch"], GPU_PAPER["scratch"],
+                  f"val loss (nats/token), best lr of each, mean: LoRASuite + LFT({n}) {_mean(a['val'] for a in lft):.4f} "
+                  f"vs LoRA({n}) from scratch {_mean(b['val'] for b in scr):.4f} (new model alone {_mean(base):.4f})",
+                  where, judge(gaps, LOSS_MARGIN, direction="higher", fmt=_loss),
+                  details=f"per seed: LFT {_vals(a['val'] for a in lft)} (lr {_vals((a['lr'] for a in lft), '{:g}'.format)}); "
+                          f"LoRA(n) {_vals(b['val'] for b in scr)} (lr {_vals((b['lr'] for b in scr), '{:g}'.format)}); "
+                          f"new model alone {_vals(base)}; LoRA(n) − LFT {_vals(gaps, _loss)}")]
+
+    with_full = [(e, a) for e, a in zip(seeds, lft) if "full" in e]
+    if not with_full:
+        why = not_run("LoRA(full) did not run in any recorded seed (time budget)")
+        return rows + [Claim(GPU_CLAIMS[k], GPU_PAPER[k], "LoRA(full) not recorded", where, why)
+                       for k in ("full", "no_lft", "time")] + [svd_row(gpu)]
+    where = _gpu_scale(gpu, len(with_full))
+    full = [e["full"] for e, _ in with_full]
+    nb = [e["new_base"] for e, _ in with_full]
+    stops = ", ".join(sorted({_STOPS[f["stop"]] for f in full}))
+    per_full = (f"per seed: LoRA(full) {_vals(f['val'] for f in full)} after {_vals((f['steps'] for f in full), str)} "
+                f"steps ({', '.join(_STOPS[f['stop']] for f in full)})")
+
+    fracs = [recovery_fraction(e["new_base"], a["val"], f["val"]) for (e, a), f in zip(with_full, full)]
+    text = (f"val loss, mean: LoRASuite + LFT({n}) {_mean(a['val'] for _, a in with_full):.4f} vs LoRA(full) "
+            f"{_mean(f['val'] for f in full):.4f} ({stops}), new model alone {_mean(nb):.4f}")
+    if np.isfinite(fracs).all():
+        judgement = judge(fracs, RECOVERY_FULL, direction="higher", weaker=RECOVERY_PARTLY, fmt=_pct)
+        details = f"{per_full}; LFT reaches {_vals(fracs, _pct)} of LoRA(full)'s gain"
+    else:
+        judgement = inconclusive("LoRA(full) did not improve on the new model in some seed: no gain to recover")
+        details = per_full
+    rows.append(Claim(GPU_CLAIMS["full"], GPU_PAPER["full"], text, where, judgement, details=details))
+
+    moved = [recovery_fraction(e["new_base"], e["transferred"], f["val"]) for (e, _), f in zip(with_full, full)]
+    text = (f"val loss, mean: transferred adapter {_mean(e['transferred'] for e, _ in with_full):.4f} vs new model alone "
+            f"{_mean(nb):.4f}")
+    details = f"per seed, transferred − new model alone: {_vals((e['transferred'] - e['new_base'] for e, _ in with_full), _loss)}"
+    if all(e["transferred"] == e["new_base"] for e, _ in with_full):
+        judgement = inconclusive("the transferred adapter left the new model's loss exactly where it was in every "
+                                 "seed: a transfer with no effect is no evidence")
+    elif not np.isfinite(moved).all():
+        judgement = inconclusive("LoRA(full) did not improve on the new model in some seed: no gain to compare with")
+    else:
+        judgement = judge([abs(x) for x in moved], NO_LFT_FRACTION, direction="lower", fmt=_pct)
+        details += f"; that is {_vals(moved, _pct)} of LoRA(full)'s gain (judged on the size, either way)"
+    rows.append(Claim(GPU_CLAIMS["no_lft"], GPU_PAPER["no_lft"], text, where, judgement, details=details))
+
+    savings = [1 - a["seconds"] / f["seconds"] for (_, a), f in zip(with_full, full)]
+    cut = sum(f["stop"] == "time" for f in full)
+    text = (f"mean: transfer + LFT({n}) {_mean(a['seconds'] for _, a in with_full):.1f} s, "
+            f"{_mean(a['peak_gb'] for _, a in with_full):.2f} GB vs LoRA(full) {_mean(f['seconds'] for f in full):.1f} s, "
+            f"{_mean(f['peak_gb'] for f in full):.2f} GB")
+    details = (f"per seed: transfer + LFT {_vals((a['seconds'] for _, a in with_full), _sec)} (the transfer "
+               f"{_vals((e['transfer']['seconds'] for e, _ in with_full), _sec)}), LoRA(full) "
+               f"{_vals((f['seconds'] for f in full), _sec)}: {_vals(savings, _pct)} saved")
+    if cut:
+        details += f"; LoRA(full) stopped by its time cap before converging in {cut} seed(s): its time is a lower bound"
+    rows.append(Claim(GPU_CLAIMS["time"], GPU_PAPER["time"], text, where,
+                      judge(savings, TIME_SAVING_MIN, kind="timing", direction="higher", fmt=_pct), details=details))
+    return rows + [svd_row(gpu)]
+
+
+_STOPS = {"patience": "converged", "steps": "step limit", "time": "time cap"}
+
+
+def _mean(xs) -> float:
+    return float(np.mean(list(xs)))
+
+
+def _sec(x: float) -> str:
+    return f"{x:.1f} s"
 
 
 def _loss(x: float) -> str:
     return f"{x:+.4f}"
-
-
-def _val_lr(e: dict) -> str:
-    return f"{e['val']:.4f} (lr {e['lr']:g})"
-
-
-def gpu_rows(gpu) -> list[Claim]:
-    """The recorded GPU run judged by the same rule: LFT against LoRA(n) from scratch and against LoRA(full),
-    the transfer alone, the time saving (one value per seed; the recorded JSON holds one seed), and the SVD step.
-    A stage the recorded run did not finish gives not-run rows that say so."""
-    why = missing(gpu, "task")
-    if why:
-        return [Claim("LoRASuite at ≈100M → ≈200M parameters (GQA target) on one GPU",
-                      "MiniCPM / Qwen / Llama pairs on 8 × V100", "no GPU task results recorded", "one H200",
-                      not_run(why))] + ([svd_row(gpu)] if gpu else [])
-    task = gpu["task"]
-    lft, scr = _gpu_seeds(task["lft"]), _gpu_seeds(task["scratch"])
-    seeds = sorted(set(lft) & set(scr))
-    where = _gpu_scale(gpu, len(seeds))
-    base, full = task["new_base"], task["full_lora"]
-    planned, steps = gpu["profile"]["lora_steps"], full["steps"]
-    was_cut = steps < planned
-    full_text = (f"LoRA(full) {full['val']:.4f} (stopped by its time cap at {steps} of {planned} steps)" if was_cut
-                 else f"LoRA(full) {full['val']:.4f}")
-    n = max(e["n_samples"] for e in task["lft"])
-    best_l = [_gpu_best(lft[s], n) for s in seeds]
-    best_s = [_gpu_best(scr[s], n) for s in seeds]
-    gaps = [b["val"] - a["val"] for a, b in zip(best_l, best_s)]  # per seed: LoRA(n) − LFT, > 0 when LFT ends lower
-    pairs = [(a, b) for s in seeds for a in lft[s] for b in scr[s] if (a["n_samples"], a["lr"]) == (b["n_samples"], b["lr"])]
-    scratch_wins = sum(b["val"] < a["val"] for a, b in pairs)
-    settings = "; ".join(f"n {a['n_samples']}, lr {a['lr']:g}: LFT {a['val']:.4f} vs LoRA(n) {b['val']:.4f}" for a, b in pairs)
-    rows = [Claim("LoRASuite + LFT beats LoRA(n) from scratch at ≈100M → ≈200M parameters", GPU_PAPER["scratch"],
-                  f"val loss (nats/token): LoRA(n) from scratch ended lower than LoRASuite + LFT in {scratch_wins} of "
-                  f"{len(pairs)} settings ({settings}); at n {n}, best lr of each: LoRA(n) − LFT "
-                  f"{', '.join(map(_loss, gaps))}",
-                  where, judge(gaps, LOSS_MARGIN, direction="higher", fmt=_loss))]
-
-    fracs = [recovery_fraction(base, a["val"], full["val"]) for a in best_l]
-    finite = bool(np.isfinite(fracs).all())
-    text = f"val loss: LFT({n}) {', '.join(_val_lr(a) for a in best_l)}"
-    text += f" vs {full_text}, new model alone {base:.4f}"
-    if finite:
-        text += f"; LFT reaches {', '.join(map(_pct, fracs))} of LoRA(full)'s gain"
-    rows.append(Claim("LoRASuite + LFT matches or exceeds full LoRA retraining at ≈100M → ≈200M parameters",
-                      GPU_PAPER["full"], text, where,
-                      judge(fracs, RECOVERY_FULL, direction="higher", weaker=RECOVERY_PARTLY, fmt=_pct) if finite
-                      else inconclusive("LoRA(full) did not improve on the new model: no gain to recover")))
-
-    t = task["transferred"]
-    frac = recovery_fraction(base, t, full["val"])
-    same = " (exactly the new model's: the transferred adapter left the loss where it was)" if t == base else ""
-    rows.append(Claim("The transfer alone, without LFT, barely helps at ≈100M → ≈200M parameters", GPU_PAPER["no_lft"],
-                      f"val loss: transferred adapter {t:.4f} vs new model alone {base:.4f}{same}; "
-                      f"{_pct(frac)} of LoRA(full)'s gain", where.split(", LoRA r")[0] + ", one transfer",
-                      judge([frac], NO_LFT_FRACTION, direction="lower", fmt=_pct) if np.isfinite(frac)
-                      else inconclusive("LoRA(full) did not improve on the new model: no gain to compare with")))
-
-    full_s = full["seconds"] * (planned / steps if was_cut else 1.0)  # the whole recipe at its measured step time
-    savings = [1 - a["seconds"] / full_s for a in best_l]
-    cut = (f"LoRA(full) {full_s:.1f} s for all {planned} steps at its measured step time (the run was stopped by its "
-           f"time cap at {steps} of {planned} steps, {full['seconds']:.1f} s; against that cut run "
-           f"{', '.join(_pct(1 - a['seconds'] / full['seconds']) for a in best_l)} saved)"
-           if was_cut else f"LoRA(full) {full['seconds']:.1f} s")
-    rows.append(Claim("LoRASuite saves most of the retraining time at ≈100M → ≈200M parameters", GPU_PAPER["time"],
-                      f"transfer + LFT({n}) {', '.join(format(a['seconds'], '.1f') + ' s' for a in best_l)} (the transfer "
-                      f"{task['transfer']['seconds']:.1f} s of it) vs {cut}: "
-                      f"{', '.join(map(_pct, savings))} saved; peak memory "
-                      f"{', '.join(format(a['peak_gb'], '.2f') for a in best_l)} vs {full['peak_gb']:.2f} GB", where,
-                      judge(savings, TIME_SAVING_MIN, kind="timing", direction="higher", fmt=_pct)))
-
-    return rows + [svd_row(gpu)]
 
 
 def svd_row(gpu: dict | None) -> Claim:
@@ -287,32 +312,33 @@ def svd_row(gpu: dict | None) -> Claim:
                          "the SVD alone was timed"))
 
 
-def recorded_summary(gpu: dict) -> str:
-    """What the recorded GPU run showed, in one paragraph built from its JSON (the notebook's Scale-up text):
-    how often LoRA(n) from scratch ended below LoRASuite + LFT, where the transferred adapter alone left the loss,
-    and whether LoRA(full) ran its planned steps (the time comparison is against the run as recorded)."""
-    why = missing(gpu, "task")
-    if why:
-        return f"The recorded run holds no LFT results: {why}."
-    task, P = gpu["task"], gpu["profile"]
-    pairs = [(a, b) for a in task["lft"] for b in task["scratch"]
-             if (a["n_samples"], a["lr"], a.get("seed", 0)) == (b["n_samples"], b["lr"], b.get("seed", 0))]
-    wins = sum(b["val"] < a["val"] for a, b in pairs)
-    parts = [f"LoRA(n) from scratch ended with a lower validation loss than LoRASuite + LFT in {wins} of "
-             f"{len(pairs)} settings (n, lr)"]
-    t, base, full = task["transferred"], task["new_base"], task["full_lora"]
-    parts.append(f"the transferred adapter alone left the loss at {t:.4f} against the new model's {base:.4f}"
-                 + (" (exactly the same)" if t == base else f" ({t - base:+.4f})"))
-    planned = P["lora_steps"]
-    if full["steps"] < planned:
-        parts.append(f"LoRA(full) was stopped by its {P['stage_limits']['lora']} s time cap after {full['steps']} of "
-                     f"{planned} steps ({full['seconds']:.1f} s, loss {full['val']:.4f}), so its recorded time and loss "
-                     "are those of a shortened run")
+def recorded_summary(gpu) -> str:
+    """What the recorded GPU study showed, in one paragraph built from its JSON (the notebook's Scale-up text): the
+    growth's function gap, then per seed stage that finished (means over them) the old adapter's gain on the old
+    model, the new model alone, the transferred adapter without and with LFT, LoRA(n), LoRA(full) and their costs."""
+    seeds = seeds_done(gpu)
+    if not seeds:
+        return f"The record holds no results of the grown upgrade: {missing(gpu, 'seed0') or 'no seed stage finished'}."
+    grow = gpu["grow"]
+    lft = [best_arm(e["lft"]) for e in seeds]
+    scr = [best_arm(e["scratch"]) for e in seeds]
+    full = [e["full"] for e in seeds if "full" in e]
+    parts = [f"the new model, grown from the old one, computed its function on shared tokens up to a relative logit gap "
+             f"of {grow['function_gap']:.1e} before {grow['train']['steps']} further steps",
+             f"the old adapter took the old model from {_mean(e['old_base'] for e in seeds):.4f} to "
+             f"{_mean(e['old_lora']['val'] for e in seeds):.4f}",
+             f"on the new model (alone {_mean(e['new_base'] for e in seeds):.4f}) the transferred adapter gave "
+             f"{_mean(e['transferred'] for e in seeds):.4f} without LFT and {_mean(a['val'] for a in lft):.4f} with it, LoRA("
+             f"{seeds[0]['n_samples']}) from scratch {_mean(b['val'] for b in scr):.4f}"]
+    if full:
+        stops = sorted({_STOPS[f["stop"]] for f in full})
+        parts.append(f"LoRA(full) {_mean(f['val'] for f in full):.4f} after {_mean(f['steps'] for f in full):.0f} steps "
+                     f"({', '.join(stops)}; {_mean(f['seconds'] for f in full):.1f} s, {_mean(f['peak_gb'] for f in full):.2f} GB) "
+                     f"against transfer + LFT {_mean(a['seconds'] for a in lft):.1f} s, {_mean(a['peak_gb'] for a in lft):.2f} GB")
     else:
-        parts.append(f"LoRA(full) ran all {planned} steps ({full['seconds']:.1f} s, loss {full['val']:.4f})")
-    seeds = len({e.get("seed", 0) for e in task["lft"]}) or 1
-    return (f"In the recorded run ({gpu.get('device', 'GPU')}, {gpu.get('date', '?')}, "
-            f"{seeds_text(seeds)}): " + "; ".join(parts) + ".")
+        parts.append("LoRA(full) did not run (time budget)")
+    return (f"In the recorded run ({gpu.get('device', 'GPU')}, {gpu.get('date', '?')}; means over "
+            f"{seeds_text(len(seeds))}): " + "; ".join(parts) + ".")
 
 
 def run_summary(res: dict, checks: dict, rows) -> str:

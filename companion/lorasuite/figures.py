@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from companion.lorasuite.claims import best_arm
+from companion.lorasuite.scale import missing, seeds_done
 from companion.viz import COLORS
 
 _PALETTE = list(COLORS.values()) if isinstance(COLORS, dict) else list(COLORS)
@@ -159,32 +161,36 @@ def lft_figure(res: dict) -> go.Figure:
     return fig
 
 
-def gpu_figure(gpu: dict) -> go.Figure:
-    """The recorded GPU study's ``task`` stage: val loss against LFT sample count (per lr) beside LoRA(n) and
-    LoRA(full); wall time and peak memory of transfer + LFT against LoRA(full)."""
-    task, full, planned = gpu["task"], gpu["task"]["full_lora"], gpu["profile"]["lora_steps"]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38],
-                        subplot_titles=("val loss vs training samples", "cost: transfer + LFT vs LoRA(full)"))
-    for kind, dash, label in (("lft", None, "LoRASuite + LFT"), ("scratch", "dash", "LoRA(n) from scratch")):
-        rows = task[kind]
-        for i, lr in enumerate(sorted({r["lr"] for r in rows})):
-            pts = sorted((r["n_samples"], r["val"]) for r in rows if r["lr"] == lr)
-            fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
-                            line=dict(color=_c(i), dash=dash), name=f"{label}, lr {lr:g}", row=1, col=1)
-    ns = [r["n_samples"] for r in task["lft"]] or [1]
-    fig.add_scatter(x=[min(ns), max(ns)], y=[full["val"]] * 2, mode="lines", line=dict(color="black"), name="LoRA(full)",
-                    row=1, col=1)
-    fig.add_scatter(x=[min(ns), max(ns)], y=[task["new_base"]] * 2, mode="lines", line=dict(color="#888", dash="dot"),
-                    name="new model alone", row=1, col=1)
-    lft = [r for r in task["lft"] if r["n_samples"] == 100] or task["lft"]
-    if lft:
-        best = min(lft, key=lambda r: r["val"])
-        names = [f"LFT({best['n_samples']})",
-                 f"LoRA(full), {full['steps']} of {planned} steps" if full["steps"] < planned else "LoRA(full)"]
-        fig.add_bar(x=names, y=[best["seconds"], full["seconds"]], name="seconds", marker_color=_c(0), row=1, col=2)
-        fig.add_bar(x=names, y=[best["peak_gb"], full["peak_gb"]], name="peak GB", marker_color=_c(1), row=1, col=2)
-    fig.update_xaxes(type="log", title_text="training samples n", row=1, col=1)
+def gpu_figure(gpu) -> go.Figure:
+    """The recorded GPU study of the grown upgrade, one trace per finished seed stage: validation loss of each arm
+    (the old model alone and with its LoRA, in the old vocabulary; the new model alone, the transferred adapter
+    without and with LFT, LoRA(n) from scratch, LoRA(full)), and the seconds and peak memory of transfer + LFT,
+    LoRA(n) and LoRA(full). Without such a record: a figure that says so, and why."""
+    seeds = seeds_done(gpu)
+    if not seeds:
+        fig = go.Figure()
+        fig.add_annotation(text=f"GPU study of the grown upgrade not recorded:<br>{missing(gpu, 'seed0') or 'no seed finished'}",
+                           x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        fig.update_layout(title="Recorded GPU run: none of the grown upgrade", height=260)
+        return fig
+    n = seeds[0]["n_samples"]
+    arms = ["old alone", "old + its LoRA", "new alone", "transferred", f"+ LFT({n})", f"LoRA({n})", "LoRA(full)"]
+    costs = [f"transfer + LFT({n})", f"LoRA({n})", "LoRA(full)"]
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.56, 0.22, 0.22],
+                        subplot_titles=("val loss per arm (old: old vocabulary)", "seconds", "peak memory (GB)"))
+    for i, e in enumerate(seeds):
+        lft, scr, full = best_arm(e["lft"]), best_arm(e["scratch"]), e.get("full")
+        loss = [e["old_base"], e["old_lora"]["val"], e["new_base"], e["transferred"], lft["val"], scr["val"],
+                full["val"] if full else None]
+        kw = dict(legendgroup=f"s{i}", marker_color=_c(i))
+        fig.add_scatter(x=arms, y=loss, mode="markers+lines", line=dict(color=_c(i), width=1),
+                        name=f"seed {e['seed']}", row=1, col=1, **kw)
+        for col, key in ((2, "seconds"), (3, "peak_gb")):
+            fig.add_bar(x=costs, y=[lft[key], scr[key], full[key] if full else None], showlegend=False, row=1, col=col, **kw)
     fig.update_yaxes(title_text="val loss (nats/token)", row=1, col=1)
-    fig.update_layout(title=f"Recorded GPU run: {gpu.get('device', '?')}, {gpu.get('date', '?')}", height=420,
-                      barmode="group")
+    fig.update_layout(title=f"Recorded GPU run: {gpu.get('device', '?')}, {gpu.get('date', '?')}, "
+                            f"{len(seeds)} seed(s) of the adapters", height=440, barmode="group")
     return fig
+

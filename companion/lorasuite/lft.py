@@ -59,17 +59,23 @@ def evaluate(model, val: torch.Tensor, batch: int = 64) -> float:
 def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int = 16, warmup: int = 0,
           steps: int | None = None, seed: int = 0, val: torch.Tensor | None = None, eval_every: int = 1,
           weight_decay: float = 0.0, clip: float = 1.0, val0: float | None = None,
-          time_limit_s: float | None = None) -> dict:
+          time_limit_s: float | None = None, patience: int | None = None) -> dict:
     """AdamW on the trainable parameters with a linear schedule (``warmup`` steps up, then down to 0).
     ``steps`` overrides ``epochs`` × ⌈len(data)/batch⌉. Returns ``{"steps": [...], "val": [...], "train": [...]}``
     (``val`` evaluated at step 0 - or ``val0`` when the caller knows it - and every ``eval_every`` steps and at
     the end, when ``val`` is given). ``time_limit_s`` (the GPU profile's deadline) stops after the step that
-    passes it; the steps done are ``len(hist["train"])``."""
+    passes it; ``patience`` (with ``val``) stops once that many evaluations in a row did not lower the validation
+    loss below its lowest so far (early stopping: training to convergence). The steps done are
+    ``len(hist["train"])``; ``hist["stop"]`` says why it ended: ``"steps"``, ``"time"`` or ``"patience"``."""
     import time
 
     check_float("lr", lr, lo=0.0, lo_open=True)
     check_int("batch", batch, lo=1)
     check_int("warmup", warmup, lo=0)
+    if patience is not None:
+        check_int("patience", patience, lo=1)
+        if val is None:
+            raise ParameterError("patience", patience, "None when no validation windows (val) are given")
     per_epoch = math.ceil(len(data) / batch)
     total = steps if steps is not None else check_int("epochs", epochs, lo=1) * per_epoch
     check_int("steps", total, lo=1)
@@ -80,7 +86,7 @@ def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int =
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup)))
     gen = torch.Generator().manual_seed(seed)
-    hist = {"steps": [], "val": [], "train": []}
+    hist = {"steps": [], "val": [], "train": [], "stop": "steps"}
     if val is not None:
         hist["steps"].append(0)
         hist["val"].append(evaluate(model, val) if val0 is None else float(val0))
@@ -104,7 +110,12 @@ def train(model, data: torch.Tensor, *, lr: float, epochs: int = 3, batch: int =
         if val is not None and (step % eval_every == 0 or step == total):
             hist["steps"].append(step)
             hist["val"].append(evaluate(model, val))
+            if patience is not None and len(hist["val"]) > patience and \
+                    min(hist["val"][-patience:]) >= min(hist["val"][:-patience]):
+                hist["stop"] = "patience"
+                break
         if t_stop is not None and time.perf_counter() > t_stop:
+            hist["stop"] = "time" if step < total else "steps"
             break
     model.eval()
     return hist

@@ -1,7 +1,6 @@
 """companion.lorasuite.claims: every verdict threshold just inside and just outside, under the one rule
 (companion.core.judge): effects need three seeds, exact recoveries and timings one run."""
 
-import copy
 
 import pytest
 
@@ -83,7 +82,8 @@ def test_no_lft_fraction():
     f = C.NO_LFT_FRACTION  # base 3, full 2: the transferred adapter at 3 − fraction
     assert C.no_lft_row(result(transferred=[3.0 - 0.99 * f] * 3)).verdict == "reproduced"
     assert C.no_lft_row(result(transferred=[3.0 - 1.01 * f] * 3)).verdict == "not reproduced"
-    assert C.no_lft_row(result(transferred=[3.2] * 3)).verdict == "reproduced"  # worse than the base: no help at all
+    assert C.no_lft_row(result(transferred=[3.0 + 0.99 * f] * 3)).verdict == "reproduced"  # slightly worse: still "about"
+    assert C.no_lft_row(result(transferred=[3.0 + 1.01 * f] * 3)).verdict == "not reproduced"  # a sign flip: the size counts
     one = C.no_lft_row(result(transferred=3.0 - 0.5 * f))  # the notebook's one transfer: a single value
     assert one.verdict == "inconclusive" and "one transfer" in one.scale and "n=1: 12%" in one.evidence
 
@@ -118,91 +118,114 @@ def test_time_saving_min():
     assert row.verdict == "partly reproduced" and "n=3" in row.evidence
 
 
-def gpu_json(lft=(2.64, 2.66), scratch=(2.61, 2.65), base=2.6721, transferred=2.6721, full=2.5477, steps=112,
-             planned=150, seconds=12.0, lft_seconds=8.9, seeds=(0,), states=None):
-    """A constructed GPU JSON in the stage runner's layout: LFT / LoRA(n) at n 100, lr 1e-3 and 3e-4 (one entry
-    per seed); ``states`` overrides stage states (a stage not done has no result)."""
-    entries = lambda vals, sec: [{"n_samples": 100, "lr": lr, "val": v + 0.001 * s, "seconds": sec, "peak_gb": 7.0,  # noqa: E731
-                                  **({"seed": s} if len(seeds) > 1 else {})}
-                                 for s in seeds for lr, v in zip((1e-3, 3e-4), vals)]
-    stages = {k: {"state": "done"} for k in ("vocab", "pretrain", "task", "svd")} | (states or {})
-    out = {"device": "NVIDIA H200", "date": "2026-12-02 00:00 UTC", "stages": stages,
-           "profile": {"lora_steps": planned, "lora_rank": 32, "epochs": 3, "stage_limits": {"lora": 12}},
-           "pretrain": {"parameters": {"old": 97e6, "new": 205e6}},
-           "task": {"new_base": base, "transferred": transferred, "transfer": {"seconds": 7.0},
-                    "lft": entries(lft, lft_seconds), "scratch": entries(scratch, 2.0),
-                    "full_lora": {"val": full, "seconds": seconds, "peak_gb": 8.1, "steps": steps}},
-           "svd": [{"d": 2048, "full_ms": 100.0, "randomized_ms": 5.0, "rel_err": 1e-3},
-                   {"d": 4096, "full_ms": 600.0, "randomized_ms": 6.0, "rel_err": 1e-3}]}
+def gpu_json(lft=(2.50, 2.50, 2.50), scratch=(2.55, 2.55, 2.55), base=2.70, transferred=2.69, full=2.45, stop="patience",
+             full_seconds=20.0, lft_seconds=9.0, states=None):
+    """A constructed record of the grown-upgrade study, one seed stage per entry of ``lft``: the best LFT and LoRA(n)
+    losses per seed (the other lr 0.05 worse), the transferred adapter's loss (a number or one per seed), LoRA(full)
+    (None: not run); ``states`` overrides stage states (a stage not done has no result)."""
+    seeds = range(len(lft))
+    transferred = transferred if isinstance(transferred, (list, tuple)) else [transferred] * len(lft)
+    arms = lambda v, sec: [{"lr": 1e-3, "val": v, "seconds": sec, "peak_gb": 6.0, "steps": 21},  # noqa: E731
+                           {"lr": 3e-4, "val": v + 0.05, "seconds": sec, "peak_gb": 6.0, "steps": 21}]
+    stages = {k: {"state": "done"} for k in ("vocab", "pretrain_old", "grow", *(f"seed{s}" for s in seeds), "svd")}
+    stages |= states or {}
+    out = {"device": "NVIDIA H200", "date": "2026-12-05 00:00 UTC", "stages": stages,
+           "profile": {"lora_rank": 32, "epochs": 3, "lft_samples": 100, "full_max_steps": 450},
+           "pretrain_old": {"parameters": 97e6},
+           "grow": {"parameters": 231e6, "function_gap": 2e-4, "train": {"steps": 200}},
+           "svd": [{"d": 2048, "full_ms": 100.0, "randomized_ms": 5.0, "rel_err": 1e-3}]}
+    for s in seeds:
+        out[f"seed{s}"] = {"seed": s, "n_samples": 100, "old_base": 2.60, "old_lora": {"val": 2.30}, "new_base": base,
+                           "transferred": transferred[s], "transfer": {"seconds": 7.0},
+                           "lft": arms(lft[s], lft_seconds), "scratch": arms(scratch[s], 2.0)}
+        if full is not None:
+            out[f"seed{s}"]["full"] = {"val": full, "seconds": full_seconds, "peak_gb": 8.0, "steps": 200, "stop": stop}
     return {k: v for k, v in out.items() if stages.get(k, {"state": "done"})["state"] == "done"}
 
 
-def test_gpu_rows_recorded_json_one_seed():
-    assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
-    rows = C.gpu_rows(gpu_json())
-    assert len(rows) == 5 and all("H200" in r.scale for r in rows[:4])
-    scratch, full, alone, time, svd = rows
-    # one seed: every effect is inconclusive, with its numbers
+def test_gpu_rows_without_a_record_of_the_grown_upgrade_are_not_run():
+    from companion.lorasuite.scale import recorded
+
+    svd = recorded()["svd"]  # the SVD stage's layout is the same in both studies
+    earlier = {"date": "2026-12-02", "svd": svd,
+               "stages": {s: {"state": "done"} for s in ("vocab", "pretrain", "task", "svd")}}
+    for gpu, why in ((None, "no GPU run recorded yet"), (earlier, "earlier study of two separately trained models")):
+        rows = C.gpu_rows(gpu)
+        assert [r.verdict for r in rows[:4]] == ["not run here"] * 4 and len(rows) == 5
+        assert all(why in r.evidence and "python -m companion.bench lorasuite" in r.evidence for r in rows[:4])
+        assert why in C.recorded_summary(gpu)
+    assert "d 2048: full SVD" in C.gpu_rows(earlier)[-1].measured
+    none_done = gpu_json(states={f"seed{s}": {"state": "skipped", "reason": "deadline"} for s in range(3)})
+    assert all("seed0 (skipped: deadline)" in r.evidence for r in C.gpu_rows(none_done)[:4])
+
+
+def test_gpu_rows_one_seed_is_inconclusive():
+    one = gpu_json(states={"seed1": {"state": "failed", "error": "RuntimeError: x"}, "seed2": {"state": "skipped"}})
+    scratch, full, alone, time, _ = C.gpu_rows(one)
     assert [r.verdict for r in (scratch, full, alone)] == ["inconclusive"] * 3
-    assert "one seed" in scratch.scale and "n=1: -0.0300" in scratch.evidence
-    # the review's item 11: LoRA(n) ended lower in every setting, the adapter alone changed nothing, the cap is said
-    assert "lower than LoRASuite + LFT in 2 of 2 settings" in scratch.measured
-    assert "exactly the new model's" in alone.measured and "2.6721 vs new model alone 2.6721" in alone.measured
-    assert "stopped by its time cap at 112 of 150 steps" in full.measured and "112 of 150" in scratch.scale
-    # the time saving: judged against the full 150 steps at the cut run's step time, the cut run's saving shown too
-    assert "16.1 s for all 150 steps" in time.measured and "12.0 s" in time.measured and "26% saved" in time.measured
-    assert time.verdict == "not reproduced" and "n=1: 45%" in time.evidence
-    assert svd.verdict == "not run here" and "× 6.0 for d × 2" in svd.measured
+    assert "one seed" in scratch.scale and "n=1: +0.0500" in scratch.evidence and "≈97M → ≈231M" in scratch.scale
+    assert time.verdict == "reproduced" and "n=1" in time.evidence  # a timing: one run is judged
+    assert "one seed" in C.recorded_summary(one)
 
 
-def test_gpu_rows_follow_the_rule_with_three_seeds():
-    good = gpu_json(lft=(2.55, 2.60), scratch=(2.60, 2.62), full=2.56, seeds=(0, 1, 2), transferred=2.67,
-                    steps=150, lft_seconds=3.0)
-    scratch, full, alone, time, _ = C.gpu_rows(good)
-    assert "3 seeds" in scratch.scale and "stopped" not in scratch.scale
-    assert scratch.verdict == "reproduced" and "n=3" in scratch.evidence
-    assert full.verdict == "reproduced" and time.verdict == "reproduced"
-    assert alone.verdict == "inconclusive" and "one transfer" in alone.scale  # the JSON holds one transfer
-    bad = copy.deepcopy(good)
-    for e in bad["task"]["scratch"]:
-        e["val"] -= 0.1  # LoRA(n) from scratch ends lower in every seed
-    assert C.gpu_rows(bad)[0].verdict == "not reproduced"
+def test_gpu_rows_three_seeds_follow_the_rule_and_show_every_seed():
+    m = C.LOSS_MARGIN
+    scratch, full, alone, time, _ = C.gpu_rows(gpu_json(scratch=(2.50 + 1.01 * m,) * 3))
+    assert scratch.verdict == "reproduced" and "3 seeds" in scratch.scale and "n=3" in scratch.evidence
+    assert "new model alone 2.7000" in scratch.measured and "new model alone 2.7000, 2.7000, 2.7000" in scratch.details
+    assert C.gpu_rows(gpu_json(scratch=(2.50 + 0.99 * m,) * 3))[0].verdict == "not reproduced"
+    # LFT 2.50, full 2.45, base 2.70: 80% of LoRA(full)'s gain, past RECOVERY_PARTLY, short of RECOVERY_FULL
+    assert full.verdict == "partly reproduced" and "80%, 80%, 80%" in full.details
+    assert C.gpu_rows(gpu_json(lft=(2.44,) * 3))[1].verdict == "reproduced"
+    assert "(converged)" in full.measured and "after 200, 200, 200 steps" in full.details
+    # the time saving: 1 - 9 / 20 = 55% per seed; memory shown beside it
+    assert time.verdict == "reproduced" and "55%, 55%, 55% saved" in time.details and "8.00 GB" in time.measured
+    edge = 20.0 * (1 - C.TIME_SAVING_MIN)
+    assert C.gpu_rows(gpu_json(lft_seconds=1.01 * edge))[3].verdict == "not reproduced"
+    assert C.gpu_rows(gpu_json(lft_seconds=0.99 * edge))[3].verdict == "reproduced"
+    # LoRA(n) from scratch ending lower in every seed (the earlier record's outcome) is not reproduced
+    assert C.gpu_rows(gpu_json(scratch=(2.40,) * 3))[0].verdict == "not reproduced"
 
 
-def test_gpu_rows_of_stages_that_did_not_finish_say_so():
-    rows = C.gpu_rows(gpu_json(states={"task": {"state": "unfinished", "started": "2026-12-02 09:00 UTC"},
-                                       "svd": {"state": "skipped", "reason": "deadline: 4 s left, needs 15 s"}}))
-    assert [r.verdict for r in rows] == ["not run here"] * 2
-    assert "the recorded run's stage task (unfinished)" in rows[0].evidence
-    assert "stage svd (skipped: deadline: 4 s left, needs 15 s)" in rows[1].evidence
-    failed = C.gpu_rows(gpu_json(states={"svd": {"state": "failed", "error": "RuntimeError: x"}}))
-    assert len(failed) == 5 and "svd (failed: RuntimeError: x)" in failed[-1].evidence
-    assert "python -m companion.bench lorasuite" in C.gpu_rows(None)[0].evidence
-    assert "task (unfinished)" in C.recorded_summary(gpu_json(states={"task": {"state": "unfinished"}}))
+def test_gpu_rows_spread_straddling_the_margin_is_inconclusive():
+    m = C.LOSS_MARGIN  # per-seed gaps m + 0.03, m - 0.04, m - 0.01: mean below m, mean + std above it
+    row = C.gpu_rows(gpu_json(scratch=(2.50 + m + 0.03, 2.50 + m - 0.04, 2.50 + m - 0.01)))[0]
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
 
 
-def test_the_migrated_record_reads_as_every_stage_done():
-    from companion.lorasuite.scale import STAGES, missing, recorded
+def test_gpu_no_lft_row_is_a_magnitude_a_sign_flip_does_not_pass():
+    f, gain = C.NO_LFT_FRACTION, 2.70 - 2.45
+    row = lambda t: C.gpu_rows(gpu_json(transferred=t))[2]  # noqa: E731
+    assert row(2.70 - 0.99 * f * gain).verdict == "reproduced"
+    assert row(2.70 - 1.01 * f * gain).verdict == "not reproduced"
+    assert row(2.70 + 0.99 * f * gain).verdict == "reproduced"  # slightly worse than the new model: still "about"
+    flipped = row(2.70 + 1.01 * f * gain)  # much worse: a signed reading (≤ 25% of the gain) would pass it
+    assert flipped.verdict == "not reproduced" and "-25%" in flipped.details
+    noop = row(2.70)  # the earlier record's outcome: exactly the new model's loss in every seed
+    assert noop.verdict == "inconclusive" and "no effect" in noop.evidence
+    assert "transferred − new model alone: +0.0000, +0.0000, +0.0000" in noop.details
 
-    gpu = recorded()
-    assert gpu["complete"] and all(missing(gpu, s.name) is None for s in STAGES)
-    rows = C.gpu_rows(gpu)
-    assert len(rows) == 5 and "stopped by its time cap at 112 of 150 steps" in rows[1].measured
-    assert "LoRA(full) was stopped by its 12 s time cap" in C.recorded_summary(gpu)
+
+def test_gpu_rows_when_lora_full_did_not_run_or_converge():
+    _, full, alone, time, _ = C.gpu_rows(gpu_json(full=None))
+    assert [r.verdict for r in (full, alone, time)] == ["not run here"] * 3 and "time budget" in full.evidence
+    _, full, _, time, _ = C.gpu_rows(gpu_json(stop="time"))
+    assert "time cap" in full.measured and "lower bound" in time.details
+    assert C.gpu_rows(gpu_json(full=2.75))[1].verdict == "inconclusive"  # LoRA(full) above the new model: no gain
 
 
 def test_recorded_summary_says_what_the_run_showed():
-    text = C.recorded_summary(gpu_json())
-    assert "in 2 of 2 settings" in text and "(exactly the same)" in text
-    assert "stopped by its 12 s time cap after 112 of 150 steps" in text and "one seed" in text
-    text = C.recorded_summary(gpu_json(scratch=(2.7, 2.7), transferred=2.60, steps=150))
-    assert "in 0 of 2 settings" in text and "(-0.0721)" in text and "ran all 150 steps" in text
+    text = C.recorded_summary(gpu_json(transferred=(2.68, 2.69, 2.70)))
+    assert "means over 3 seeds" in text and "relative logit gap of 2.0e-04 before 200 further steps" in text
+    assert "from 2.6000 to 2.3000" in text and "(alone 2.7000)" in text and "2.6900 without LFT and 2.5000 with it" in text
+    assert "LoRA(100) from scratch 2.5500" in text and "LoRA(full) 2.4500 after 200 steps (converged; 20.0 s, 8.00 GB)" in text
+    assert "LoRA(full) did not run" in C.recorded_summary(gpu_json(full=None))
 
 
 @pytest.mark.parametrize("n_seeds", [1, 3])
 def test_rows_follow_the_run(n_seeds):
     rows = C.claim_rows(result(lft=(2.0,) * n_seeds, scratch=(2.5,) * n_seeds), checks())
-    assert all(r.verdict in VERDICTS for r in rows) and len(rows) == 8 and all(r.evidence for r in rows)
+    assert all(r.verdict in VERDICTS for r in rows) and len(rows) == 7 + 5 and all(r.evidence for r in rows)
     assert "100 windows" in rows[0].scale and "21 steps" in rows[0].scale
     assert (rows[0].verdict == "reproduced") == (n_seeds == 3)
 
@@ -220,3 +243,15 @@ def test_run_summary_follows_the_rows():
     ck = checks(pairs=((0, 0), (1, 2), (2, 3), (3, 0)))
     text = C.run_summary(res3, ck, C.claim_rows(res3, ck)[:7])
     assert "not lower" in text and "one layer away" not in text and "fewer than" not in text and "3 seeds" in text
+
+
+def test_gpu_figure_draws_every_seed_and_says_when_nothing_is_recorded():
+    from companion.lorasuite.figures import gpu_figure
+
+    earlier = {"stages": {s: {"state": "done"} for s in ("vocab", "pretrain", "task", "svd")}}
+    for gpu in (None, earlier):
+        fig = gpu_figure(gpu)
+        assert not fig.data and "not recorded" in fig.layout.annotations[0].text
+    fig = gpu_figure(gpu_json(lft=(2.5, 2.4), full=None))
+    assert len(fig.data) == 2 * 3 and "2 seed(s)" in fig.layout.title.text
+    assert list(fig.data[0].y) == [2.60, 2.30, 2.70, 2.69, 2.5, 2.55, None]  # old alone, + LoRA, new alone, ...

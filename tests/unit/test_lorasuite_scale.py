@@ -1,5 +1,6 @@
 """The GPU study on the CPU: its vocabularies make W_h well-posed (full rank) at the GPU widths (checked without
-training), and stage bodies on tiny inputs."""
+training), the growth of the new model from the old one (shapes, function preserved), early stopping, and stage
+bodies on tiny inputs."""
 
 import math
 import time
@@ -78,7 +79,7 @@ def test_train_stops_at_its_time_limit():
     model = build_model(20, 16, 1, 2, 32, seed=0)
     data = torch.randint(0, 20, (64, 9))
     h = train(model, data, lr=1e-3, steps=50, batch=8, time_limit_s=0.0)
-    assert len(h["train"]) == 1
+    assert len(h["train"]) == 1 and h["stop"] == "time"
 
 
 def _ctx(profile, left=math.inf):
@@ -91,9 +92,69 @@ def test_a_task_outside_the_fixture_packages_is_refused_before_any_text():
         gpu_vocabs({**GPU_PROFILE, "task": "os"})
 
 
-def test_task_stage_needs_the_models_of_the_pretrain_stage():
-    with pytest.raises(RuntimeError, match="--stages pretrain,task"):
-        study.run_task(_ctx(SMOKE_PROFILE))
+def test_grow_and_seed_stages_need_the_models_of_the_earlier_stages():
+    with pytest.raises(RuntimeError, match="--stages pretrain_old,grow"):
+        study.run_grow(_ctx(SMOKE_PROFILE))
+    with pytest.raises(RuntimeError, match="--stages pretrain_old,grow,seed2"):
+        study.run_seed(2, _ctx(SMOKE_PROFILE))
+
+
+@pytest.fixture(scope="module")
+def grown():
+    """The smoke profile's old model, the new one grown from it (trained 3 steps further) and the stage results."""
+    with limit_threads(1):
+        ctx = _ctx(SMOKE_PROFILE)
+        out = {name: fn(ctx) for name, fn in (("vocab", study.run_vocab), ("pretrain_old", study.run_pretrain_old),
+                                              ("grow", study.run_grow))}
+    return ctx, out
+
+
+def test_grow_builds_the_new_shapes_from_the_old_model_and_preserves_its_function(grown):
+    ctx, out = grown
+    P, new = SMOKE_PROFILE, ctx.shared["new_model"]
+    c = new.config
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size) == (
+        P["new"]["hidden"], P["new"]["layers"], P["new"]["heads"], P["new"]["ffn"], P["vocab"]["new"])
+    assert out["grow"]["parameters"] == sum(p.numel() for p in new.parameters())
+    # before its further training the grown model computes the old one's function on shared tokens (fp32)
+    assert out["grow"]["function_gap"] < 1e-5
+    # the old layers sit where the growth put them, the inserted positions hold the new layers
+    assert [n for _, n in out["grow"]["layer_pairs"]] == [i for i in range(P["new"]["layers"]) if i not in P["new"]["inserted"]]
+    assert out["grow"]["train"]["steps"] == P["grow_steps"]
+
+
+def test_function_gap_is_zero_for_the_same_model_and_not_for_another():
+    vo = old_vocab()
+    a, b = build_model(len(vo), 16, 1, 2, 32, seed=0), build_model(len(vo), 16, 1, 2, 32, seed=1)
+    assert study.function_gap(a, a, vo, vo) == 0.0
+    assert study.function_gap(a, b, vo, vo) > 0.1
+
+
+def test_a_seed_stage_sets_every_arm_beside_the_new_model_alone(grown):
+    ctx, _ = grown
+    with limit_threads(1):
+        e = study.run_seed(1, ctx)
+    P = SMOKE_PROFILE
+    assert e["seed"] == P["seed"] + 1 and e["n_samples"] == P["lft_samples"] and not e["skipped"]
+    assert [a["lr"] for a in e["lft"]] == [a["lr"] for a in e["scratch"]] == P["lrs"]
+    assert e["new_base"] == pytest.approx(study.evaluate(ctx.shared["new_model"], ctx.shared["task"]["B_val_new"]), abs=1e-4)
+    full = e["full"]
+    assert full["curve"][0] == [0, e["new_base"]] and full["val"] == min(v for _, v in full["curve"])
+    assert full["stop"] in ("patience", "steps") and full["steps"] <= P["full_max_steps"]
+    assert all(math.isfinite(x) for x in (e["old_base"], e["old_lora"]["val"], e["transferred"], e["lft"][0]["val"]))
+    assert e["lft"][0]["seconds"] >= e["transfer"]["seconds"]  # an LFT's time includes the transfer's
+
+
+def test_train_stops_when_the_validation_loss_stops_falling():
+    model = build_model(20, 16, 1, 2, 32, seed=0)
+    data, val = torch.randint(0, 20, (64, 9)), torch.randint(0, 20, (8, 9))
+    # a validation loss of 0 at step 0 cannot be beaten: it stops after `patience` evaluations
+    h = train(model, data, lr=1e-3, steps=50, batch=8, val=val, val0=0.0, eval_every=5, patience=2)
+    assert h["stop"] == "patience" and len(h["train"]) == 10 and h["steps"] == [0, 5, 10]
+    h = train(model, data, lr=1e-3, steps=6, batch=8, val=val, eval_every=5, patience=5)
+    assert h["stop"] == "steps" and len(h["train"]) == 6
+    with pytest.raises(ParameterError, match="patience"):
+        train(model, data, lr=1e-3, steps=5, patience=2)
 
 
 def test_svd_stage_is_close_to_the_best_rank_r_error_and_stops_without_time():
