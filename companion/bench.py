@@ -67,16 +67,20 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "one-level guessing; the checkpoint"),
     _paper("graph_multiview", "GCN × every method, GIN and GraphGPS × {vanilla, ensemble, G-MIMO, GMV} on noisy "
            "planted-motif graphs over folds; heads 2–10, label noise and label ratios; inference latency"),
-    _paper("dartquant", "QR-Orth vs Cayley step time at n = 4096 / 8192; W4A4KV4 perplexity with no rotation, QuaRot, "
-           "DartQuant and end-to-end rotation training; the fused X@R + INT4 + Whip kernel vs eager and `torch.compile`"),
+    _paper("dartquant", "massive channels put in by hand (norm gains × s; the stream's top directions in channels), "
+           "3 seeds: W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end rotation training; "
+           "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192; the fused "
+           "X@R + INT4 + Whip kernel vs eager and `torch.compile`"),
     _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
-    _paper("ortho_residual", "linear vs Orthogonal-F on a 106M byte-level decoder in SmolLM-135M's shape (validation "
-           "loss, per-layer stream statistics); training-step overhead eager and under torch.compile; the bf16 projection "
-           "coefficient vs fp32 on a bf16 stream over 3 seeds"),
-    _paper("low_rank_clone", "LRC vs random init + KD vs hard pruning + KD from a byte-level teacher (tokens to a loss), "
-           "training throughput, materialised vs factored projections"),
-    _paper("lorasuite", "an ≈100M → ≈200M word-level Llama upgrade: LoRA(full) vs LoRASuite transfer + LFT vs LoRA(n), "
-           "time and memory, full vs randomized SVD"),
+    _paper("ortho_residual", "linear vs Orthogonal-F on a small byte-level decoder to equal steps (a pilot until the "
+           "linear validation loss flattens) and a ViT on upsampled digits, 3 seeds each; the bf16 vs fp32 projection "
+           "coefficient on a bf16 stream, 3 seeds; training-step overhead on a 106M decoder, eager and compiled"),
+    _paper("low_rank_clone", "a teacher trained longer than its students; LRC vs random init + KD vs hard pruning + "
+           "KD on the same tokens, 3 seeds (tokens to a loss, final loss); training throughput, materialised vs "
+           "factored projections"),
+    _paper("lorasuite", "an ≈100M → ≈230M word-level Llama upgrade grown from the old model (wider, deeper, more "
+           "heads, a larger vocabulary) and trained on: LoRASuite transfer ± LFT vs LoRA(n) vs LoRA(full), 3 seeds, "
+           "time and memory; full vs randomized SVD"),
     _paper("hollowflow", "one RK4 likelihood step, the fully connected baseline (n·d VJPs) first, then HollowFlow at "
            "k = 7 and ⌈√n⌉, n = 13 … 200; the segment-sum kernel vs index_add_; LJ13 and LJ55 ESS and EffSU"),
     _paper("cpmla", "CPMLA and CP-Flow trained on upsampled digits: quality, time and ablations"),
