@@ -30,6 +30,7 @@ never moved).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,17 @@ VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "inconclusive",
 KINDS = ("exact", "effect", "timing")
 DIRECTIONS = ("higher", "lower")
 MIN_SEEDS = 3  # an effect claim needs at least this many seeds before it can be judged
+NOT_AVAILABLE = "n/a"  # how a rendered value writes a number that is not one (NaN, ``f"{nan:+.2f}"`` = "+nan")
+_NAN = re.compile(r"(?<![\w.])[+-]?nan(?![\w])", re.IGNORECASE)
+
+
+def readable(text: str) -> str:
+    """``text`` as a claims table shows it: every NaN a format wrote ("nan", "+nan", "NaN") becomes "n/a".
+
+    The one place this happens: :class:`Judgement` and :class:`companion.core.Claim` pass every text field
+    through it, so no paper has to guard each number it formats.
+    """
+    return _NAN.sub(NOT_AVAILABLE, text)
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class Judgement:
 
     def __post_init__(self):
         check_choice("verdict", self.verdict, VERDICTS)
-        check_str("evidence", self.evidence)
+        object.__setattr__(self, "evidence", readable(check_str("evidence", self.evidence)))
 
 
 def _number(x: float) -> str:

@@ -97,7 +97,7 @@ def speedup_row(summary: dict, target: float, epochs: int, scale: str) -> Claim:
     def fmt(kind):
         s = summary[kind]
         fin = s["final"]
-        return (f"{kind}: epochs [{_steps(s['steps'])}], final {fin.mean():.3f}"
+        return (f"{kind}: epochs {_steps(s['steps'])}, final {fin.mean():.3f}"
                 + (f" ± {fin.std(ddof=1):.3f}" if len(fin) > 1 else ""))
     ratios = speedup_ratios(summary["GAIN"]["steps"], summary["uniform"]["steps"], epochs)
     kinds = [k for k in ("uniform", "GAIN", "filter") if k in summary]
@@ -161,7 +161,7 @@ def _speed(gpu: dict, where: str) -> tuple:
 def _timing(gpu: dict, where: str) -> tuple:
     """(measured, scale, judgement) of the recorded ``angle_timing`` stage."""
     t = gpu["angle_timing"]
-    return (f"[{t['batch']}, {t['T']}, {t['d']}] states: explicit {t['explicit_ms']:.3f} ms, segment sums "
+    return (f"{t['batch']} × {t['T']} × {t['d']} states: explicit {t['explicit_ms']:.3f} ms, segment sums "
             f"{t['segment_ms']:.3f} ms ({t['speedup']:.1f}x), measured side by side", f"{where}, one timing (median of repeats)",
             judge([t["speedup"]], SEGMENT_SPEEDUP_MIN, kind="timing", direction="higher", fmt=lambda x: f"{x:.2f}x"))
 

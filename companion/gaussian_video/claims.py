@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, per_seed, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished, stage_states
 from companion.gaussian_video.experiments import bd_against
 
@@ -39,6 +40,9 @@ GROUP1_PARTLY_BDRATE = 0.0    # any cost is partly
 GROUP5_MIN_BDRATE = 0.0       # fixed groups of 5 must cost more bytes than motion-aware (BD-rate > 0 %)
 REALTIME_MS = 33.0            # paper: decode + render of High under one 30 fps frame
 LOW_HIGH_RATIO = 0.5          # paper: Low decode at most half of High's (12 vs 29 ms)
+# the cells of notebooks/05_gaussian_video.ipynb (nbformat ids) that measure the rows (their first seed): the
+# keyframe study, the grouping study, and the Scale-up section that shows the recorded GPU runs
+KEY_CELL, GROUPS_CELL, GPU_CELL = "959ca12e", "96df9a78", "8c1f8ff2"
 
 
 def _db(v: float) -> str:
@@ -75,15 +79,15 @@ def _seq_scale(res, n: int) -> str:
 def _envelope_note(dropped: tuple, names: tuple) -> str:
     """Which layers the BD computation dropped from each curve (points that add bytes and lower PSNR)."""
     parts = [f"{n} l = {', '.join(map(str, d))}" for n, d in zip(names, dropped) if d]
-    return f"; on the monotone envelopes (dropped, as they add bytes and lower PSNR: {'; '.join(parts)})" if parts else ""
+    return f"on the monotone envelopes (dropped, as they add bytes and lower PSNR: {'; '.join(parts)}); " if parts else ""
 
 
-def _bd_row(values: list, target: float, weaker, *, claim, paper, measured, scale) -> Claim:
+def _bd_row(values: list, target: float, weaker, *, claim, paper, measured, details, scale) -> Claim:
     """A BD-rate row: judged on the BD-rates (%, one per seed), or not run where the curves share no PSNR range."""
     if not all(math.isfinite(v) for v in values):
-        return Claim(claim=claim, paper=paper, measured=measured, scale=scale,
+        return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
                      judgement=inconclusive("BD-rate undefined here: the two curves share no PSNR range"))
-    return Claim(claim=claim, paper=paper, measured=measured, scale=scale,
+    return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
                  judgement=judge(values, target, direction="higher", weaker=weaker, fmt=_pct))
 
 
@@ -163,12 +167,12 @@ def rate_row(key) -> Claim:
     bds = [bd_against(k.curves, "full")["no rate term"] for k in keys]
     bd, curves = bds[0], keys[0].curves
     measured = (f"no rate term against the full keyframe: {bd['bd_rate']:+.2f} % BD-rate, {bd['bd_psnr']:+.3f} dB "
-                f"BD-PSNR{_envelope_note(bd['dropped'], ('full', 'no rate term'))}; all layers "
-                f"{curves['no rate term']['bytes'][-1]} B without vs {curves['full']['bytes'][-1]} B with it"
-                f"{_shown(len(keys))}")
+                f"BD-PSNR{_shown(len(keys))}")
+    details = (f"{_envelope_note(bd['dropped'], ('full', 'no rate term'))}all layers "
+               f"{curves['no rate term']['bytes'][-1]} B without vs {curves['full']['bytes'][-1]} B with it")
     return _bd_row([b["bd_rate"] for b in bds], RATE_TERM_MIN_BDRATE, RATE_TERM_PARTLY_BDRATE,
                    claim="the entropy (rate) term in training saves bytes", paper="no rate term: +32.73 % BD-rate",
-                   measured=measured, scale=_cpu_scale(keys[0], len(keys)) + " (keyframe only)")
+                   measured=measured, details=details, scale=_cpu_scale(keys[0], len(keys)) + " (keyframe only)")
 
 
 def grouping_rows(groups) -> list[Claim]:
@@ -180,21 +184,22 @@ def grouping_rows(groups) -> list[Claim]:
     res = runs[0]["motion-aware"]
     scale = _seq_scale(res, len(runs))
 
-    def measured(name):
+    def texts(name) -> dict:
         b = bds[0][name]
         psnr = "BD-PSNR n/a: no common rate range" if not math.isfinite(b["bd_psnr"]) else f"{b['bd_psnr']:+.2f} dB BD-PSNR"
-        return (f"{name} against motion-aware (groups at frames {res.groups}): {b['bd_rate']:+.1f} % BD-rate, {psnr}"
-                f"{_envelope_note(b['dropped'], ('motion-aware', name))}; motion-aware {_curve_text(curves['motion-aware'])}, "
-                f"{name} {_curve_text(curves[name])}{_shown(len(runs))}")
+        return {"measured": f"{name} against motion-aware: {b['bd_rate']:+.1f} % BD-rate, {psnr}{_shown(len(runs))}",
+                "details": (f"motion-aware groups start at frames {', '.join(map(str, res.groups))}; "
+                            f"{_envelope_note(b['dropped'], ('motion-aware', name))}motion-aware "
+                            f"{_curve_text(curves['motion-aware'])}, {name} {_curve_text(curves[name])}")}
 
     return [
         _bd_row([b["fixed group of 1"]["bd_rate"] for b in bds], GROUP1_MIN_BDRATE, GROUP1_PARTLY_BDRATE,
                 claim="motion-aware grouping (new keyframe when mean‖Δμ_t‖ > τ_μ) beats fixed groups of one frame",
-                paper="group size 1: +48.37 % BD-rate", measured=measured("fixed group of 1"), scale=scale),
+                paper="group size 1: +48.37 % BD-rate", **texts("fixed group of 1"), scale=scale),
         _bd_row([b["fixed group of 5"]["bd_rate"] for b in bds], GROUP5_MIN_BDRATE, None,
                 claim="motion-aware grouping beats fixed groups of 5 frames",
                 paper="(no number for size 5; the paper chooses motion-aware grouping over fixed groups)",
-                measured=measured("fixed group of 5"), scale=scale),
+                **texts("fixed group of 5"), scale=scale),
     ]
 
 
@@ -266,22 +271,22 @@ def gpu_rows(gpu) -> list[Claim]:
 
 
 def _train3d_text(payload: dict) -> dict:
-    """The ``claim``, ``paper``, ``measured`` and ``scale`` of the 3-D training row from the study's payload
+    """The ``claim``, ``paper``, ``measured``, ``details`` and ``scale`` of the 3-D training row from the study's payload
     (its ``sequence`` stage and profile)."""
     P, seq = payload["profile"], payload["sequence"]
     pl, sc = seq["per_layer"], P["scene"]
     first, last = pl[0], pl[-1]
-    measured = (f"layer 1: {first['psnr_test']:.2f} dB at {first['mb_per_frame']:.3f} MB/frame; layers 1..{last['l']}: "
-                f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame; PSNR "
-                f"{'non-decreasing' if seq['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
-                f"{seq['groups']}; training {seq['train_min_per_frame']:.3f} min/frame")
+    measured = (f"layer 1: {first['psnr_test']:.2f} dB at {first['mb_per_frame']:.3f} MB/frame, layers 1..{last['l']}: "
+                f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame")
+    details = (f"PSNR {'non-decreasing' if seq['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
+               f"frames {', '.join(map(str, seq['groups']))}; training {seq['train_min_per_frame']:.3f} min/frame")
     where = "smoke run (CPU)" if payload.get("smoke") else payload.get("device", "one GPU")
     scale = (f"{where}, one seed, synthetic scene, {sc['n_gt']} ground-truth / ~{round(last['n_gaussians'])} model "
              f"Gaussians, {sc['n_cameras']} cameras at {sc['width']}² ({len(seq['test_cameras'])} held out), "
              f"{seq['n_frames_done']} of {seq['n_frames_planned']} frames, {P['backend']} renderer")
     return {"claim": "one model streams progressively: PSNR and size grow with the layers received",
             "paper": "High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame; 4.3 min/frame training",
-            "measured": measured, "scale": scale}
+            "measured": measured, "details": details, "scale": scale}
 
 
 def train3d_row(payload) -> Claim:
@@ -297,11 +302,12 @@ def train3d_row(payload) -> Claim:
     if payload.get("smoke"):
         return Claim(**row, judgement=inconclusive("the recorded run is a smoke run (CPU, a few steps)"))
     worst = float(np.diff([p["psnr_test"] for p in payload["sequence"]["per_layer"]]).min())
-    row["measured"] += f"; worst step in l {worst:+.3f} dB"
+    row["details"] += f"; worst step in l {worst:+.3f} dB"
     return Claim(**row, judgement=judge([worst], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db))
 
 
 def claim_rows(key, groups, gpu=None, train3d=None) -> list[Claim]:
     """The Reproduce table's rows (``gpu``: the decode benchmark's JSON, ``train3d``: the 3-D training run's)."""
-    return [*progressive_rows(groups), psi_row(key), hierarchy_row(key), rate_row(key), *grouping_rows(groups),
-            *gpu_rows(gpu), train3d_row(train3d)]
+    return [*at_cell(GROUPS_CELL, progressive_rows(groups)),
+            *at_cell(KEY_CELL, [psi_row(key), hierarchy_row(key), rate_row(key)]),
+            *at_cell(GROUPS_CELL, grouping_rows(groups)), *at_cell(GPU_CELL, [*gpu_rows(gpu), train3d_row(train3d)])]

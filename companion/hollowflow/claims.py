@@ -32,6 +32,9 @@ GPU_SPEEDUP_TARGET = 20.0  # the issue's target for the likelihood step at n = 5
 KERNEL_SPEEDUP_MIN = 1.0  # index_add_ time / kernel time in the RK4 likelihood step: the kernel must not be slower
 
 EFFSU_TARGET = {"LJ13": EFFSU_TARGET_LJ13, "LJ55": EFFSU_TARGET_LJ55}
+# the cells of notebooks/13_hollowflow.ipynb (nbformat ids) that measure the rows: the construction check and the
+# peer solver, the cost sweep, the toy flow, and the Scale-up section that shows the recorded GPU run
+CHECK_CELL, COST_CELL, TOY_CELL, GPU_CELL = "19dd220b", "f91b2bf8", "262fd978", "81d11844"
 
 
 def _x(v: float) -> str:
@@ -47,11 +50,12 @@ def theorem_row(check: dict, scale: str) -> Claim:
     return Claim(
         "Theorem 1: J_b = J_c (block-hollow) + J_τ (block-diagonal); ∇·b from d VJPs",
         "tr J_b = Σ_{c=1}^{d} v_cᵀ J_τ v_c, v_c = e_c ⊗ 1_n, with h^T detached",
-        f"n = {check['n']}, {check['k']}-NN, {check['steps']} steps: d-VJP divergence {p['hollow']:.6f} vs trace "
-        f"{p['trace']:.6f} (|Δ| = {p['div_error']:.1e}); diagonal blocks of J and J_τ differ by {p['diag_block_diff']:.1e}; "
-        f"J_τ off-block max {p['offblock_detached']:.1e}; line states depending on their own x_j: {p['leaks']}; "
-        f"line-edge counts {' → '.join(map(str, p['counts']))}",
-        scale, judge(errors, DIV_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"))
+        f"d-VJP divergence {p['hollow']:.6f} vs trace {p['trace']:.6f} (|Δ| = {p['div_error']:.1e})",
+        scale, judge(errors, DIV_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"),
+        details=(f"n = {check['n']}, {check['k']}-NN, {check['steps']} steps; diagonal blocks of J and J_τ differ by "
+                 f"{p['diag_block_diff']:.1e}; J_τ off-block max {p['offblock_detached']:.1e}; line states depending on "
+                 f"their own x_j: {p['leaks']}; line-edge counts {' → '.join(map(str, p['counts']))}"),
+        cell=CHECK_CELL)
 
 
 def pruning_row(check: dict, scale: str) -> Claim:
@@ -63,12 +67,13 @@ def pruning_row(check: dict, scale: str) -> Claim:
     return Claim(
         "The backtracking removal is what makes it exact",
         "remove (i, j, k) ∈ E^lg when h_ij already depends on x_k (§3, backtracking array B)",
-        f"pruning off: {', '.join(str(x['leaks']) for x in seeds)} of {u['line_nodes']} line states see their own x_j; "
-        f"d-VJP 'divergence' {u['hollow']:.4f} vs trace {u['trace']:.4f}; |Δ| per seed of the weights "
-        f"{', '.join(format(x['div_error'], '.2e') for x in seeds)}; diagonal "
-        f"blocks leak by {u['diag_block_diff']:.2e}",
+        f"pruning off: |Δ| per seed of the weights {', '.join(format(x['div_error'], '.2e') for x in seeds)}",
         scale + f", {len(seeds)} seed{'s' if len(seeds) > 1 else ''} of the weights",
-        judge(gaps, LEAK_MIN, direction="higher", fmt=lambda v: f"{v:.1e}"))
+        judge(gaps, LEAK_MIN, direction="higher", fmt=lambda v: f"{v:.1e}"),
+        details=(f"{', '.join(str(x['leaks']) for x in seeds)} of {u['line_nodes']} line states see their own x_j; "
+                 f"d-VJP 'divergence' {u['hollow']:.4f} vs trace {u['trace']:.4f}; diagonal blocks leak by "
+                 f"{u['diag_block_diff']:.2e}"),
+        cell=CHECK_CELL)
 
 
 def _local_exponents(n, speedup) -> list[float]:
@@ -83,10 +88,11 @@ def cost_row(cost: dict, scale: str) -> Claim:
     return Claim(
         "Likelihood cost: O(n²) speed-up for constant k",
         "fully connected exact divergence O(T n³ d) vs HollowFlow O(n(T k² + d k)) per step (Theorem 2)",
-        f"log-log slopes: brute force {cost['slope_brute']:.2f}, hollow {cost['slope_hollow']:.2f} (gap {gap:.2f}); "
         f"speed-up {' → '.join(f'{x:.1f}×' for x in cost['speedup'])} at n = {', '.join(map(str, cost['n']))}: its "
-        f"exponent in n between consecutive sizes {', '.join(f'{x:.2f}' for x in local)}{vjp}",
-        scale, judge(local, SLOPE_GAP_MIN, kind="timing", direction="higher", fmt=lambda v: f"{v:.2f}"))
+        f"exponent in n between consecutive sizes {', '.join(f'{x:.2f}' for x in local)}",
+        scale, judge(local, SLOPE_GAP_MIN, kind="timing", direction="higher", fmt=lambda v: f"{v:.2f}"),
+        details=f"log-log slopes: brute force {cost['slope_brute']:.2f}, hollow {cost['slope_hollow']:.2f} (gap {gap:.2f}){vjp}",
+        cell=COST_CELL)
 
 
 def paths_row(toy: dict, scale: str) -> Claim:
@@ -96,21 +102,22 @@ def paths_row(toy: dict, scale: str) -> Claim:
         "exact likelihoods with d backward passes instead of n·d",
         f"{toy['system']} flow, {toy.get('check_samples', '?')} samples, RK4 {toy.get('check_steps', toy['ode_steps'])} steps: "
         f"max |log q_hollow − log q_brute| = {diff:.1e}",
-        scale, judge(diff, PATH_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"))
+        scale, judge(diff, PATH_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"), cell=TOY_CELL)
 
 
 def peer_row(peer: dict | None, scale: str) -> Claim:
     if peer is None:
         return Claim("Agrees with flow-matching's exact likelihood solver",
                      "exact divergence, same ODE steps", "flow_matching is not installed", scale,
-                     not_run("flow_matching is not installed (pip install flow_matching)"))
+                     not_run("flow_matching is not installed (pip install flow_matching)"), cell=CHECK_CELL)
     d = peer["max_abs_diff"]
     return Claim(
         "Agrees with flow-matching's exact likelihood solver",
         "exact divergence, same ODE steps",
-        f"ODESolver.compute_likelihood(method='rk4', exact_divergence=True) vs d-VJP RK4 (3/8 rule), "
-        f"{peer['ode_steps']} steps: max |Δ log q| = {d:.1e}",
-        scale, judge(d, PEER_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"))
+        f"max |Δ log q| = {d:.1e} over {peer['ode_steps']} RK4 steps",
+        scale, judge(d, PEER_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"),
+        details="flow_matching's ODESolver.compute_likelihood (method rk4, exact divergence) vs the d-VJP RK4 (3/8 rule)",
+        cell=CHECK_CELL)
 
 
 def _ess_text(r: dict, n: int) -> str:
@@ -153,14 +160,14 @@ def ess_row(toy: dict, scale: str) -> Claim:
     h = toy["hollow"]
     N = toy["n_samples"]
     if "baseline" not in toy:
-        return Claim(claim, paper, f"hollow only: {_ess_text(h, N)}", scale,
-                     not_run("the fully connected baseline was not trained (TOY_BASELINE = False): no EffSU"))
+        return Claim(claim, paper, f"hollow only: ESS {100 * h['ess']:.2f}%", scale,
+                     not_run("the fully connected baseline was not trained (TOY_BASELINE = False): no EffSU"),
+                     details=_ess_text(h, N), cell=TOY_CELL)
     b = toy["baseline"]
     eff_rem = (h["ess_rem"] / h["seconds_per_sample"]) / (b["ess_rem"] / b["seconds_per_sample"])
     judgement, note = effsu_judgement([(h, b, N, N)], EFFSU_TARGET.get(toy["system"], EFFSU_TARGET_LJ13))
-    text = (f"hollow k = {toy['k']}: {_ess_text(h, N)}; baseline: {_ess_text(b, N)}; EffSU {_effsu(h, b):.1f} "
-            f"(ESS_rem: {eff_rem:.1f}){note}")
-    return Claim(claim, paper, text, scale, judgement)
+    return Claim(claim, paper, f"EffSU {_effsu(h, b):.1f} (ESS_rem: {eff_rem:.1f}){note}", scale, judgement,
+                 details=f"hollow k = {toy['k']}: {_ess_text(h, N)}; baseline: {_ess_text(b, N)}", cell=TOY_CELL)
 
 
 GPU_TOY_PAPER = {
@@ -180,22 +187,25 @@ def _timing_row(gpu: dict, paper: str) -> Claim:
     why = "; ".join(not_finished(gpu, ("likelihood_step",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
-                     not_run(f"the likelihood-step stage did not finish: {why}"))
+                     not_run(f"the likelihood-step stage did not finish: {why}"), cell=GPU_CELL)
     stage = gpu["likelihood_step"]
     rows = stage["rows"]
     where = (_gpu_where(gpu) + f", one run, ms per {stage['batch']} samples"
              + (" (timed at the per-n batches that fit, scaled)" if any("hollow_batch" in r for r in rows) else ""))
     if stage["skipped"]:
         where += "; skipped: " + ", ".join(f"n = {s['n']} ({s['reason']})" for s in stage["skipped"])
-    parts = [f"n = {r['n']}, k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs {r['hollow_ms']:.1f} ms)"
-             for r in rows]
-    at55 = [r["speedup"] for r in rows if r["n"] == 55]
-    text = ("RK4 step with exact likelihood, fully connected vs hollow: " + "; ".join(parts)
-            + f"; fitted exponents {stage['exponents']}")
+    at55 = [r for r in rows if r["n"] == 55]
+    details = ("RK4 step with exact likelihood, fully connected vs hollow: "
+               + "; ".join(f"n = {r['n']}, k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs "
+                           f"{r['hollow_ms']:.1f} ms)" for r in rows)
+               + "; fitted exponents in n: " + ", ".join(f"{k} {v:.2f}" for k, v in stage["exponents"].items()))
     if not at55:
-        return Claim(claim, paper, text, where, not_run("n = 55 was not timed in the recorded run"))
-    return Claim(claim, paper, text + " (judged at n = 55, both k)", where,
-                 judge(at55, GPU_SPEEDUP_TARGET, kind="timing", direction="higher", fmt=_x))
+        return Claim(claim, paper, "n = 55 not timed", where, not_run("n = 55 was not timed in the recorded run"),
+                     details=details, cell=GPU_CELL)
+    headline = "speed-up at n = 55: " + ", ".join(f"{r['speedup']:.0f}× (k = {r['k']})" for r in at55)
+    return Claim(claim, paper, headline, where,
+                 judge([r["speedup"] for r in at55], GPU_SPEEDUP_TARGET, kind="timing", direction="higher", fmt=_x),
+                 details=details, cell=GPU_CELL)
 
 
 def _kernel_words(r: dict) -> str:
@@ -216,11 +226,12 @@ def kernel_row(gpu: dict) -> Claim:
     why = "; ".join(not_finished(gpu, ("segment_sum",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
-                     not_run(f"the kernel stage did not finish: {why}"))
+                     not_run(f"the kernel stage did not finish: {why}"), cell=GPU_CELL)
     rows = gpu["segment_sum"]["rows"]
     if not rows:
         why = "; ".join(f"n = {s['n']}: {s['reason']}" for s in gpu["segment_sum"]["skipped"]) or "no size was timed"
-        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"no size was timed: {why}"))
+        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"no size was timed: {why}"),
+                     cell=GPU_CELL)
     parts = []
     for r in rows:
         rk4 = (f", RK4 step {r['rk4_index_add_ms']:.1f} vs {r['rk4_segment_sum_ms']:.1f} ms"
@@ -231,12 +242,17 @@ def kernel_row(gpu: dict) -> Claim:
                      f"{r['max_abs_diff']:.1e}, divergence |Δ| {r['divergence_max_abs_diff']:.1e}")
     r0 = rows[0]
     where = _gpu_where(gpu) + f", one run, k = {r0['k']}, {r0['batch']} samples, {r0['features']} features, impl {r0['impl']}"
-    ratios = [r["rk4_index_add_ms"] / r["rk4_segment_sum_ms"] for r in rows
-              if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms")]
-    if not ratios:
-        return Claim(claim, paper, "; ".join(parts), where, not_run("the RK4 step was not timed with both aggregations"))
-    return Claim(claim, paper, "; ".join(parts), where,
-                 judge(ratios, KERNEL_SPEEDUP_MIN, kind="timing", direction="higher", fmt=_x))
+    timed = [r for r in rows if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms")]
+    details = " | ".join(parts)
+    if not timed:
+        return Claim(claim, paper, "the RK4 step was not timed with both aggregations", where,
+                     not_run("the RK4 step was not timed with both aggregations"), details=details, cell=GPU_CELL)
+    ratios = [r["rk4_index_add_ms"] / r["rk4_segment_sum_ms"] for r in timed]
+    headline = ("RK4 step, index_add_ time / kernel time: "
+                + ", ".join(f"{x:.2f}× at n = {r['n']}" for r, x in zip(timed, ratios)))
+    return Claim(claim, paper, headline, where,
+                 judge(ratios, KERNEL_SPEEDUP_MIN, kind="timing", direction="higher", fmt=_x),
+                 details=details, cell=GPU_CELL)
 
 
 def toy_rows(gpu: dict) -> list[Claim]:
@@ -248,22 +264,23 @@ def toy_rows(gpu: dict) -> list[Claim]:
         why = "; ".join(not_finished(gpu, (f"toy_{system}",)))
         if why:
             out.append(Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
-                             not_run(f"the {system} stage did not finish: {why}")))
+                             not_run(f"the {system} stage did not finish: {why}"), cell=GPU_CELL))
             continue
         t = gpu[f"toy_{system}"]
         seeds = t.get("seeds") or [t]  # the recorded JSON holds one seed per system
         h, b = t["hollow"], t["baseline"]
         judgement, note = effsu_judgement([(s["hollow"], s["baseline"], s["hollow"]["samples"], s["baseline"]["samples"])
                                            for s in seeds], EFFSU_TARGET[system])
-        text = (f"hollow k = {t['k']} ({h['samples']} samples): {_ess_text(h, h['samples'])}; baseline "
-                f"({b['samples']} samples): {_ess_text(b, b['samples'])}; EffSU {t['effsu']:.1f} (ESS_rem: "
-                f"{t['effsu_rem']:.1f}); {h['iterations']} vs {b['iterations']} training iterations")
+        details = (f"hollow k = {t['k']} ({h['samples']} samples): {_ess_text(h, h['samples'])}; baseline "
+                   f"({b['samples']} samples): {_ess_text(b, b['samples'])}; {h['iterations']} vs {b['iterations']} "
+                   "training iterations")
         if b["samples"] < h["samples"]:
-            text += (f"; the baseline's ESS from {b['samples']} samples is at least 1/{b['samples']} by construction, "
-                     "which favours the baseline")
+            details += (f"; the baseline's ESS from {b['samples']} samples is at least 1/{b['samples']} by construction, "
+                        "which favours the baseline")
         n = len(seeds)
-        out.append(Claim(claim, paper, text + note, _gpu_where(gpu) + (", one seed" if n == 1 else f", {n} seeds"),
-                         judgement))
+        out.append(Claim(claim, paper, f"EffSU {t['effsu']:.1f} (ESS_rem: {t['effsu_rem']:.1f}){note}",
+                         _gpu_where(gpu) + (", one seed" if n == 1 else f", {n} seeds"), judgement,
+                         details=details, cell=GPU_CELL))
     return out
 
 
@@ -273,7 +290,7 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     paper = "LJ55: 1,370 s vs 529,793 s for 4e4 samples (≈10²× effective); speed-up grows with n"
     if not gpu:
         return [Claim("Per-step likelihood time on one H200", paper, "no GPU run recorded yet", "H200",
-                      not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one H200"))]
+                      not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one H200"), cell=GPU_CELL)]
     return [_timing_row(gpu, paper), kernel_row(gpu), *toy_rows(gpu)]
 
 

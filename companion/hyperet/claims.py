@@ -78,10 +78,11 @@ def _mobius_row(euclid_gap: float, gap: float, curvature: float, recorded: dict 
     return Claim(
         claim="Möbius multiplication beats the plain (Euclidean) matrix product",
         paper="+0.81 points (Table 3)",
-        measured=(f"not a comparison a run can decide: log0(W_s ⊗_c exp0(w)) = W_s w for every c > 0 and every W_s, so "
-                  f"HRA-diagonal and its Euclidean twin W0·W_sᵀ are the same function with the same parameters and gradients. "
-                  f"This run: HRA-diag − Euclidean-diag {_pts(euclid_gap)} mean accuracy, loss curves apart by ≤ {gap:.1e} "
-                  f"(rounding){gpu_txt}"),
+        measured=(f"the same function: HRA-diag − Euclidean-diag {_pts(euclid_gap)} mean accuracy, loss curves apart by "
+                  f"≤ {gap:.1e} (rounding)"),
+        details=("not a comparison a run can decide: log0(W_s ⊗_c exp0(w)) = W_s w for every c > 0 and every W_s, so "
+                 "HRA-diagonal and its Euclidean twin W0·W_sᵀ are the same function with the same parameters and "
+                 f"gradients{gpu_txt}"),
         scale=f"c = {curvature:g}, fp32",
         judgement=not_run("the two variants are one function (an exact identity), so no seed count can show a gain; "
                           "the paper's +0.81 would need its numerical guards to bite or a Euclidean baseline that "
@@ -172,11 +173,12 @@ def gpu_rows(recorded: dict | None) -> list[Claim]:
     names = "/".join(LEVELS)
     return [
         Claim(claim=gain_claim, paper="ScienceQA +0.96 (LaVIN-13B), +0.94 (MemVP-13B) with 0.05 M parameters",
-              measured=(f"HRA-diag vs projector only: {_pts(gain)} mean test accuracy (per level {names}: HRA-diag "
-                        f"{levels(by[_HRA])} %, projector only {levels(by[_PROJ])} %), {by[_HRA]['trainable_share_%']:.2f} % of the encoder"),
+              measured=(f"HRA-diag vs projector only: {_pts(gain)} mean test accuracy, "
+                        f"{by[_HRA]['trainable_share_%']:.2f} % of the encoder"),
+              details=f"per level {names}: HRA-diag {levels(by[_HRA])} %, projector only {levels(by[_PROJ])} %",
               scale=scale, judgement=judge([gain], GAIN_MARGIN, direction="higher", fmt=_pt)),
         Claim(claim=band_claim, paper="+0.17 points",
-              measured=(f"banded d=2 − diagonal: {_pts(band)} mean test accuracy (per level {names}: banded "
-                        f"{levels(by[_BAND])} %, diagonal {levels(by[_HRA])} %)"),
+              measured=f"banded d=2 − diagonal: {_pts(band)} mean test accuracy",
+              details=f"per level {names}: banded {levels(by[_BAND])} %, diagonal {levels(by[_HRA])} %",
               scale=scale, judgement=judge([band], BANDED_MARGIN, direction="higher", fmt=_pt)),
     ]

@@ -121,10 +121,11 @@ def frontier_row(front, device_label) -> Claim:
     return Claim(
         claim="parameter-optimal is not latency-optimal: the optimal depth grows with the latency budget",
         paper="deep-thin wins on loss per parameter; at tight latency budgets shallower models are on the front (e.g. depth 12 best at 3 s)",
-        measured=(f"best depth within {t['budget_ms']:.3g} ms/token (the fastest {t['quantile']:.0%} of the models): "
-                  f"{t['depth']} (loss {t['loss']:.3f}, {t['ms']:.3g} ms/token); with no latency limit: {l['depth']} "
-                  f"(loss {l['loss']:.3f}, {l['ms']:.3g} ms/token); growth {growth:+d} blocks; Pareto-front depths by "
-                  f"latency {front['front_depths']}"),
+        measured=(f"best depth {t['depth']} within {t['budget_ms']:.3g} ms/token, {l['depth']} with no latency limit: "
+                  f"growth {growth:+d} blocks"),
+        details=(f"within {t['budget_ms']:.3g} ms/token (the fastest {t['quantile']:.0%} of the models): loss "
+                 f"{t['loss']:.3f} at {t['ms']:.3g} ms/token; with no latency limit: loss {l['loss']:.3f} at "
+                 f"{l['ms']:.3g} ms/token; Pareto-front depths by latency {', '.join(map(str, front['front_depths']))}"),
         scale=(f"{front['n_runs']} cached {front['steps']}-step char-LM runs (one seed each) at "
                f"{' and '.join(f'{b:,}' for b in front['budgets'])} params, latency {device_label}"),
         judgement=judge(growth, MIN_DEPTH_GROWTH, direction="higher", fmt=lambda x: f"{x:+.3g}"))

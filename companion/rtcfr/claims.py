@@ -80,10 +80,12 @@ def _win(values) -> object:
     return judge(values, math.log10(WIN_FACTOR), direction="lower", fmt=lambda x: f"{x:.2f}")
 
 
-def _per_game(names, values) -> str:
+def _per_game(against: str, ratio: str, names, values) -> dict:
+    """The ``measured`` (the wins) and ``details`` (each game's log10 ratio) of a "beats" row."""
     wins = sum(v <= math.log10(WIN_FACTOR) for v in values)
-    return (", ".join(f"{g} {v:+.2f}" for g, v in zip(names, values))
-            + f" (≤ {math.log10(WIN_FACTOR):+.2f} is a win: {wins} of {len(values)})")
+    return {"measured": f"RTCFR+ wins {wins} of {len(values)} games against {against}",
+            "details": (f"{ratio}: " + ", ".join(f"{g} {v:+.2f}" for g, v in zip(names, values))
+                        + f" (≤ {math.log10(WIN_FACTOR):+.2f} is a win)")}
 
 
 def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, heatmap_mus, heatmap_T_us,
@@ -123,17 +125,17 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
     rows.append(Claim(
         claim="Tuned RTCFR+'s last iterate beats the average iterate of CFR+, PCFR+ and DCFR",
         paper="on all games but Liar's Dice(6) (8 of 9)",
-        measured=f"{ratio}, against the best average iterate: {_per_game(names, avg)}",
+        **_per_game("the best average iterate", ratio, names, avg),
         scale=scale, judgement=_win(avg)))
     rows.append(Claim(
         claim="Tuned RTCFR+ beats the other algorithms' last iterates",
         paper="beats every tested algorithm (also R-NaD, Reg-CFR, OMWU, OGDA: not run here)",
-        measured=f"{ratio}, against the best CFR+/PCFR+/DCFR last iterate: {_per_game(names, last)}",
+        **_per_game("the best CFR+/PCFR+/DCFR last iterate", ratio, names, last),
         scale=scale, judgement=_win(last)))
     rows.append(Claim(
         claim="Untuned RTCFR+ (μ = 1e-3, T_u = 100) beats every algorithm except PCFR+",
         paper="on most games (Fig. 1, untuned panels)",
-        measured=f"{ratio}, against the best CFR+/DCFR iterate (average or last): {_per_game(names, untuned)}",
+        **_per_game("the best CFR+/DCFR iterate (average or last)", ratio, names, untuned),
         scale=scale, judgement=_win(untuned)))
 
     mu, T_u = keep.params.get("mu"), keep.params.get("T_u")
@@ -184,8 +186,8 @@ def recorded_rows(rec: dict | None) -> list[Claim]:
     rows = [Claim(
         claim="Tuned RTCFR+'s last iterate beats the baselines' average iterates on the larger games",
         paper="all games but Liar's Dice(6)",
-        measured=(f"the best of the {points} grid points (picked on the same final value), per game log10(its NashConv "
-                  f"/ the best CFR+/PCFR+/DCFR average): {_per_game(names, vs_avg)}"),
+        **_per_game(f"the best CFR+/PCFR+/DCFR average, at the best of the {points} grid points (picked on the same "
+                    "final value)", "per game log10(its NashConv / the best average's)", names, vs_avg),
         scale=scale, judgement=_win(vs_avg))]
     spreads = {}
     for g, r in rec["grids"].items():
@@ -197,8 +199,10 @@ def recorded_rows(rec: dict | None) -> list[Claim]:
         rows.append(Claim(
             claim="μ matters more than T_u on the larger games",
             paper="sensitivity figures 8-15",
-            measured="per game, mean spread of log10 final NashConv along μ minus along T_u (decades): "
-                     + ", ".join(f"{g} {m:.1f} − {t:.1f}" for g, (m, t) in spreads.items()),
+            measured=(f"spread of log10 NashConv along μ minus along T_u: {min(diff):+.1f} to {max(diff):+.1f} decades "
+                      f"over {len(diff)} games"),
+            details="per game, mean spread of log10 final NashConv along μ minus along T_u (decades): "
+                    + ", ".join(f"{g} {m:.1f} − {t:.1f}" for g, (m, t) in spreads.items()),
             scale=scale,
             judgement=judge(diff, SPREAD_MARGIN, direction="higher", fmt=lambda x: f"{x:.2f}")))
     return rows

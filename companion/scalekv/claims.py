@@ -153,7 +153,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
     rows.append(Claim(
         claim="ASI identifies the drafters",
         paper="low ASI = attention dispersed over earlier scales (Sec. 3.2)",
-        measured=f"planted drafters {list(planted['planted'])} have the lowest z at {len(planted['lowest']) - missed} of "
+        measured=f"planted drafters (layers {', '.join(map(str, planted['planted']))}) have the lowest z at {len(planted['lowest']) - missed} of "
                  f"{len(planted['lowest'])} scales; hidden error at " + "/".join(_pct(f) for f in pf) + ": ScaleKV "
                  + "/".join(f"{p_err['scalekv'][f]:.3f}" for f in pf) + ", uniform " + "/".join(f"{p_err['uniform'][f]:.3f}" for f in pf)
                  + " (judged: scales where the lowest z are not the planted layers)",

@@ -118,7 +118,7 @@ def test_grouping_is_judged_against_size_5_too():
     rows = C.grouping_rows([{"motion-aware": ma, "fixed group of 1": g1, "fixed group of 5": g5}] * SEEDS)
     assert _verdicts(rows) == ["reproduced", "not reproduced"]
     assert "-4.4 % BD-rate" in rows[1].measured
-    assert "dropped, as they add bytes and lower PSNR: motion-aware l = 4; fixed group of 5 l = 3" in rows[1].measured
+    assert "dropped, as they add bytes and lower PSNR: motion-aware l = 4; fixed group of 5 l = 3" in rows[1].details
     one = C.grouping_rows({"motion-aware": ma, "fixed group of 1": g1, "fixed group of 5": g5})
     assert _verdicts(one) == ["inconclusive", "inconclusive"] and "one seed" in one[1].scale
 
@@ -130,7 +130,7 @@ def test_rate_row_on_a_top_layer_that_lowers_psnr():
     k.curves["no rate term"] = {"bytes": [617, 822, 1015, 1211], "psnr": [22.8862, 26.5506, 26.6779, 26.5390]}
     row = C.rate_row([k] * SEEDS)
     assert row.verdict == "not reproduced" and "-0.54 % BD-rate" in row.measured
-    assert "full l = 4; no rate term l = 4" in row.measured
+    assert "full l = 4; no rate term l = 4" in row.details
 
 
 def test_one_seed_is_inconclusive():
@@ -247,13 +247,13 @@ def test_train3d_row_one_seed_smoke_unfinished_and_none():
     row = C.train3d_row(payload)
     seq = payload["sequence"]
     assert row.verdict == "inconclusive" and row.evidence.startswith("n=1:")
-    assert f"{seq['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.measured
+    assert f"{seq['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.details
     assert row.scale.startswith(f"{payload['device']}, one seed")
     assert "100000 ground-truth" in row.scale and "(4 held out)" in row.scale and "30 of 30 frames, gsplat" in row.scale
     smoke = C.train3d_row({**payload, "smoke": True})
     assert smoke.verdict == "inconclusive" and smoke.scale.startswith("smoke run (CPU)")
     flat = {**payload, "sequence": {**seq, "psnr_monotone_in_l": False}}
-    assert "NOT monotone" in C.train3d_row(flat).measured
+    assert "NOT monotone" in C.train3d_row(flat).details
     killed = {**payload, "stages": {**payload["stages"], "sequence": {"state": "unfinished", "started": "now"}}}
     row = C.train3d_row(killed)
     assert row.verdict == "not run here" and "stage sequence (unfinished)" in row.measured
@@ -268,3 +268,13 @@ def test_rows_follow_the_run_sizes(L):
     rows = C.claim_rows(key_study(L=L), g)
     assert all(r.verdict in VERDICTS and r.evidence for r in rows)
     assert f"L = {L}" in rows[0].scale and "one seed" in rows[3].scale
+
+
+def test_rate_row_without_a_common_range_writes_n_a():
+    """Curves that share no PSNR (or rate) range have no BD numbers: the row says n/a, never "nan"."""
+    k = key_study()
+    k.curves["full"] = {"bytes": [100, 200, 300, 400], "psnr": [20.0, 21.0, 22.0, 23.0]}
+    k.curves["no rate term"] = {"bytes": [1000, 2000, 3000, 4000], "psnr": [30.0, 31.0, 32.0, 33.0]}
+    row = C.rate_row([k] * SEEDS)
+    assert row.verdict == "inconclusive" and "n/a" in row.measured
+    assert "nan" not in (row.measured + row.details + row.evidence).lower()

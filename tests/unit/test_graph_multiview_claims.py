@@ -189,8 +189,8 @@ def test_gpu_stale_heads_sweep_is_inconclusive():
         gpu = gpu_payload([90] * 3, [70] * 3, rule=rule, per_fold=False)
         assert C.heads_stale(gpu)
         row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("More sub-networks"))
-        assert row.verdict == "inconclusive" and "stale" in row.claim and "STALE" in row.measured
-        assert C.COMMAND in row.measured and "another weight rule" in row.measured
+        assert row.verdict == "inconclusive" and "stale" in row.claim and "STALE" in row.details
+        assert C.COMMAND in row.details and "another weight rule" in row.details
     assert not C.heads_stale(gpu_payload([90] * 3, [70] * 3))
 
 

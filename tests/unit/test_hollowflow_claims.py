@@ -207,6 +207,8 @@ def test_gpu_rows_from_a_constructed_json():
     rows = C.gpu_rows(_gpu(steps))
     assert rows[0].verdict == "reproduced" and "n = 55" in rows[0].measured and len(rows) == 4
     assert "n=2" in rows[0].evidence and "one run" in rows[0].scale  # a timing: both k at n = 55 show the spread
+    assert "n = 13, k = 7: 5×" in rows[0].details and "{" not in rows[0].details  # every size, no raw dict
+    assert {r.cell for r in rows} == {C.GPU_CELL}  # each row links to the Scale-up cell that shows the record
     assert [r.verdict for r in rows[1:]] == ["not run here"] * 3
     assert "segment_sum (not run)" in rows[1].measured and "toy_LJ13 (not run)" in rows[2].measured
     assert "LJ55" in rows[3].claim
@@ -217,7 +219,7 @@ def test_gpu_rows_from_a_constructed_json():
     toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
     rows = C.gpu_rows(_gpu(steps, segment_sum=[_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)], toys=toys))
     assert len(rows) == 4 and all(r.verdict in ("not reproduced", "inconclusive") for r in rows[1:])
-    assert rows[1].verdict == "not reproduced" and "kernel slower" in rows[1].measured and "n=2" in rows[1].evidence
+    assert rows[1].verdict == "not reproduced" and "kernel slower" in rows[1].details and "n=2" in rows[1].evidence
     assert "n = 13" in rows[1].measured and "n = 200" in rows[1].measured and "impl triton" in rows[1].scale
     fast = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
     assert C.gpu_rows(_gpu(steps, segment_sum=fast))[1].verdict == "reproduced"
@@ -226,7 +228,7 @@ def test_gpu_rows_from_a_constructed_json():
     # the toy rows: one seed -> inconclusive, with the EffSU in the evidence
     assert "EffSU 5.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
     assert rows[2].verdict == rows[3].verdict == "inconclusive" and "one seed" in rows[2].scale
-    assert "at least 1/8" in rows[3].measured and "at least" not in rows[2].measured
+    assert "at least 1/8" in rows[3].details and "at least" not in rows[2].details
     # a kernel stage that timed no size, a toy stage skipped for the deadline
     none = _gpu(steps, segment_sum=[], toys=toys, states={"toy_LJ55": {"state": "skipped", "reason": "deadline: 9 s left"}})
     none["segment_sum"]["skipped"] = [{"n": 13, "reason": "time budget"}]

@@ -59,7 +59,7 @@ def test_mobius_vs_euclidean_is_not_decided_by_a_run_review_item_16():
     for euclid in (0.0, 0.02, -0.02):
         row = _find(_rows(euclid=euclid), "plain (Euclidean)")
         assert row.verdict == "not run here"
-        assert "same function" in row.measured and "log0(W_s ⊗_c exp0(w)) = W_s w" in row.measured
+        assert "same function" in row.measured and "log0(W_s ⊗_c exp0(w)) = W_s w" in row.details
         assert "one function" in row.evidence
     row = _find(_rows(euclid=0.02), "plain (Euclidean)")
     assert "+2.00 pts" in row.measured and "1.0e-07" in row.measured
@@ -69,7 +69,7 @@ def test_mobius_row_shows_the_recorded_bf16_gap():
     rec = {"alignment": {"euclid_vs_hra_bf16": {"max_abs_loss_gap": 0.01, "final_loss_gap": 0.0,
                                                 "acc_gap": {"fine": 0.0025, "mid": 0.0017, "coarse": 0.0}}}}
     row = _find(_rows(recorded=rec), "plain (Euclidean)")
-    assert "+0.25/+0.17/+0.00 pts (fine/mid/coarse)" in row.measured and row.verdict == "not run here"
+    assert "+0.25/+0.17/+0.00 pts (fine/mid/coarse)" in row.details and row.verdict == "not run here"
 
 
 def test_banded_margin():
