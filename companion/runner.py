@@ -8,8 +8,9 @@ worker in a scratch folder, with a wall-clock limit, and the task returns the ex
 its widget state), its HTML report (``companion.report``), the claims JSON (``companion.core.Claims``)
 and the values it recorded (``companion.core.record``). The driver writes them atomically into a new
 folder (``runs/<UTC timestamp>/`` unless ``--out`` names one; an existing folder is never reused) as
-each task finishes, then ``index.html`` (counts, one card per paper, the claims table),
-``summary.json`` and a terminal table (paper | claim | paper says | measured here | scale | verdict),
+each task finishes, then ``index.html`` (the run's provenance, counts, the papers' cards by theme with
+their thumbnails, the claims table), ``summary.json`` (with the provenance: commit, profile, host, package
+versions) and a terminal table (paper | claim | paper says | measured here | scale | verdict),
 cells wrapped, never cut. A failing notebook is reported with its failing cell and error; the others
 still run; the exit status is then 1.
 
@@ -270,12 +271,13 @@ def notebook_environ() -> dict:
 
 
 def execute_task(key: str, name: str, source: bytes, origin: str, parameters: dict, timeout: float | None,
-                 jobs: int = 1, mathjax_prefix: str = "", children: Children | None = None) -> dict:
+                 jobs: int = 1, root: str = "", neighbours: tuple = (None, None), children: Children | None = None) -> dict:
     """One notebook, run with papermill on this machine (a Dask worker or the driver) in a scratch folder.
 
     Returns the payload the driver writes into the run folder: the status, time, error and failing cell,
-    the claims and recorded values, and ``files`` (name -> bytes: the executed notebook, its HTML report,
-    the claims JSON, the log). A notebook over its time limit raises :class:`NotebookTimedOut`, which Dask's
+    the claims and recorded values, and ``files`` (name -> bytes: the executed notebook, its HTML report and
+    index thumbnail, the claims JSON, the log). ``root`` and ``neighbours`` place the report in its run
+    (``companion.report.render_html``). A notebook over its time limit raises :class:`NotebookTimedOut`, which Dask's
     ``retries=1`` turns into one more attempt (the payload of the last attempt is in the exception).
     """
     import shutil
@@ -329,15 +331,18 @@ def execute_task(key: str, name: str, source: bytes, origin: str, parameters: di
             error = (lines or ["papermill failed"])[-1]
         if executed.exists() and status != "interrupted":
             try:
-                from companion.report import MATHJAX_CONFIG, MATHJAX_DIR, render_html
+                from companion.report import render_html, write_thumbnail
 
-                render_html(executed, mathjax_url=f"{mathjax_prefix}{MATHJAX_DIR}/MathJax.js?config={MATHJAX_CONFIG}")
+                render_html(executed, root=root, neighbours=neighbours, install=False)
+                write_thumbnail(executed)
             except Exception as exc:  # a report that cannot be rendered must not hide the run's result
                 print(f"  could not render {executed.name} to HTML: {type(exc).__name__}: {exc}", flush=True)
         claims = json.loads(claims_file.read_text(encoding="utf-8"))["claims"] if claims_file.exists() else []
         records_file = scratch / RECORDS_FILE
         records = json.loads(records_file.read_text(encoding="utf-8")) if records_file.exists() else {}
-        files = {p.name: p.read_bytes() for p in (executed, executed.with_suffix(".html"), claims_file, log_path) if p.exists()}
+        thumbnail = executed.with_name(f"{stem}.thumb.svg")
+        files = {p.name: p.read_bytes() for p in (executed, executed.with_suffix(".html"), thumbnail, claims_file, log_path)
+                 if p.exists()}
         if records:
             files[f"{stem}.records.json"] = records_file.read_bytes()
         payload = {"key": key, "notebook": stem, "status": status, "seconds": round(seconds, 1), "error": error,
@@ -374,9 +379,9 @@ def execute(path: Path, out_dir: Path, parameters: dict, timeout: float | None, 
                                children=children)
     except NotebookTimedOut as exc:
         payload = exc.payload
-    from companion.report import install_mathjax
+    from companion.report import install_static
 
-    install_mathjax(out_dir)
+    install_static(out_dir)
     write_files(out_dir, payload.pop("files"))
     return result_from(payload)
 
@@ -466,7 +471,8 @@ class Job:
     path: Path
     parameters: dict
     folder: Path
-    mathjax_prefix: str = ""  # where the HTML finds _static/mathjax, relative to ``folder``
+    root: str = ""  # the run folder (its _static/ and index.html) relative to ``folder``
+    neighbours: tuple = (None, None)  # the stems of the previous and next notebooks of the run, for the report's links
     gpu: bool = False  # ask for the worker resource GPU=1
 
 
@@ -617,13 +623,13 @@ def run_jobs(client, jobs: list[Job], timeout: float | None, driver: Driver, on_
     reported "interrupted", the others "not run"."""
     from distributed import KilledWorker
 
-    from companion.report import install_mathjax
+    from companion.report import install_static
 
     results: dict[str, NotebookResult] = {}
     futures = {}
     for job in jobs:
         fut = client.submit(execute_task, job.key, job.path.name, job.path.read_bytes(), str(job.path.resolve()),
-                            job.parameters, timeout, threads_jobs, job.mathjax_prefix,
+                            job.parameters, timeout, threads_jobs, job.root, job.neighbours,
                             key=f"companion-{job.key}-{os.urandom(4).hex()}", retries=1, pure=False,
                             resources={"GPU": 1} if job.gpu else None)
         futures[fut] = job
@@ -650,7 +656,7 @@ def run_jobs(client, jobs: list[Job], timeout: float | None, driver: Driver, on_
         files = payload.pop("files", {}) or {}
         if files:
             if any(f.endswith(".html") for f in files):
-                install_mathjax(job.folder if not job.mathjax_prefix else (job.folder / job.mathjax_prefix).resolve())
+                install_static((job.folder / job.root).resolve())
             write_files(job.folder, files)
         result = result_from(payload, attempts)
         results[job.key] = result
@@ -728,7 +734,9 @@ def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, 
     profile = parameters.get("PROFILE", "")
     results: dict[str, NotebookResult] = {}
 
-    from companion.report import write_index
+    from companion.report import provenance, write_index
+
+    prov = provenance(profile or "auto")
 
     def index(final: bool = False) -> None:
         if final:
@@ -736,13 +744,14 @@ def run(notebooks: dict[str, Path], out_dir: Path, parameters: dict, jobs: int, 
                 results.setdefault(stem, NotebookResult(stem, "not run", 0.0, "the run was interrupted before it started"))
         done = [results[s] for s in order if s in results]
         write_index(out_dir, done, parameters, status=run_status(done, final, driver.stopping),
-                    planned=order, stopping=driver.stopping, started=started)
+                    planned=order, stopping=driver.stopping, started=started, prov=prov)
 
     def on_result(job: Job, result: NotebookResult) -> None:
         results[job.key] = result
 
-    execute_jobs(lambda has_gpu: [Job(p.stem, p, parameters, out_dir, gpu=needs_gpu(p, profile, has_gpu))
-                                  for p in notebooks.values()],
+    execute_jobs(lambda has_gpu: [Job(p.stem, p, parameters, out_dir, gpu=needs_gpu(p, profile, has_gpu),
+                                      neighbours=(order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None))
+                                  for i, p in enumerate(notebooks.values())],
                  on_result, index, heading=f"Executing {len(notebooks)} notebook(s) into {out_dir}", driver=driver,
                  parameters=parameters, jobs=jobs, timeout=timeout, client=client, scheduler=scheduler)
     return [results[s] for s in order]

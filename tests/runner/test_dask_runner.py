@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import signal
 import socket
 import threading
 import time
+from importlib import metadata
 
 import psutil
 import pytest
@@ -56,6 +59,12 @@ def test_pass_fail_a_timeout_retried_once_and_a_notebook_over_its_limit_twice(tm
         "01_ok": "passed", "02_bad": "failed", "03_slow_once": "passed", "04_stuck": "timed out"}
     page = (out / "index.html").read_text()
     assert "cell 2: ValueError: bad luck" in page and "(2nd try)" in page
+    # The run's provenance, in summary.json and at the top of the index.
+    prov = summary["provenance"]
+    assert prov["profile"] == "cpu" and prov["host"] == platform.node() and prov["python"] == platform.python_version()
+    assert prov["packages"]["numpy"] == metadata.version("numpy") and prov["packages"]["plotly"] == metadata.version("plotly")
+    assert prov["commit"] is None or re.fullmatch(r"[0-9a-f]{40}( \+uncommitted changes)?", prov["commit"]), prov["commit"]
+    assert f"numpy {prov['packages']['numpy']}" in page and f"host {prov['host']}" in page
 
 
 def test_a_worker_killed_mid_notebook_has_it_rerun_once_then_reported_lost_and_loses_nothing_else(tmp_path, client):

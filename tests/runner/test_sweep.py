@@ -85,6 +85,9 @@ def test_a_2x2_sweep_of_the_tour_gives_a_folder_per_point_and_the_report(tmp_pat
     assert (out / "_static" / "mathjax" / "MathJax.js").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "passed" and summary["value"] == "slope" and summary["kind"] == "sweep"
+    assert summary["provenance"]["profile"] == "cpu" and summary["provenance"]["packages"]["plotly"]
+    assert "../_static/plotly.min.js" in (out / rows[0]["name"] / "00_tour.html").read_text()
+    assert (out / "_static" / "plotly.min.js").exists()
     page = (out / "index.html").read_text()
     assert '"heatmap"' in page and "Claims at each grid point" in page and page.count("<tr class='point'>") >= 4
     assert "N_MAX=2000__REPEATS=200/00_tour.html" in page
