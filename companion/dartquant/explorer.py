@@ -27,6 +27,7 @@ ROTATIONS = FIXED + ("qr_orth", "cayley", "riemannian")
 LABELS = {"identity": "identity", "random": "random orthogonal", "hadamard": "random Hadamard (QuaRot)",
           "qr_orth": "QR-Orth", "cayley": "Cayley (torch)", "riemannian": "Riemannian SGD (geoopt)"}
 DISPLAY_TOKENS = 1024
+HIST_BINS = 120
 _PAL = list(COLORS.values()) if isinstance(COLORS, dict) else list(COLORS)
 
 
@@ -73,16 +74,18 @@ def explorer_view(data: dict, *, source: str = "synthetic", rotation: str = "qr_
     m = layer_metrics(x, r, bits, study.get("w"))
 
     fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.08, vertical_spacing=0.16,
-                        subplot_titles=("rotated entries y = xR (log counts), INT grid of a median token",
+                        subplot_titles=("rotated entries y = xR (log counts),<br>INT grid of a median token",
                                         "per-channel max |y|", "2-D: Laplace cloud rotated by θ",
                                         "calibration loss", f"INT{bits} quant MSE of every rotation",
                                         "losses against θ (÷ value at 0°)"))
     lim = float(max(y0.abs().max(), 1.0))
-    bins = dict(start=-lim, end=lim, size=2 * lim / 120)
-    fig.add_trace(go.Histogram(x=y0.flatten().numpy(), xbins=bins, name="identity", marker_color="#bbbbbb",
-                               opacity=0.6, showlegend=False), row=1, col=1)
-    fig.add_trace(go.Histogram(x=y.flatten().numpy(), xbins=bins, name=label, marker_color=_color(0),
-                               opacity=0.8, showlegend=False), row=1, col=1)
+    edges = np.linspace(-lim, lim, HIST_BINS + 1)  # binned here: the page gets HIST_BINS counts, not every entry
+    centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
+    for values, name, colour, opacity, group in ((y0, "identity", "#bbbbbb", 0.6, "identity"),
+                                                 (y, label, _color(0), 0.8, "rotated")):
+        counts, _ = np.histogram(values.flatten().numpy(), bins=edges)
+        fig.add_trace(go.Bar(x=centres, y=counts, width=width, name=name, marker_color=colour, marker_line_width=0,
+                             opacity=opacity, legendgroup=group, showlegend=False), row=1, col=1)
     ranges = (y.amax(-1) - y.amin(-1))
     mid = int(torch.argsort(ranges)[len(ranges) // 2])
     grid = act_grid(y[mid], bits).numpy()
@@ -94,9 +97,9 @@ def explorer_view(data: dict, *, source: str = "synthetic", rotation: str = "qr_
 
     ch = np.arange(y.shape[1])
     fig.add_trace(go.Scatter(x=ch, y=y0.abs().amax(0).numpy(), mode="lines", line=dict(color="#bbbbbb"),
-                             name="identity", showlegend=False), row=1, col=2)
+                             name="identity", legendgroup="identity"), row=1, col=2)
     fig.add_trace(go.Scatter(x=ch, y=y.abs().amax(0).numpy(), mode="lines", line=dict(color=_color(0)),
-                             name=label, showlegend=False), row=1, col=2)
+                             name=label, legendgroup="rotated"), row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_xaxes(title_text="channel", row=1, col=2)
 
@@ -139,7 +142,7 @@ def explorer_view(data: dict, *, source: str = "synthetic", rotation: str = "qr_
                       row=2, col=3)
     fig.add_vline(x=angle, line_dash="dot", row=2, col=3)
     fig.update_xaxes(title_text="θ (degrees)", row=2, col=3)
-    fig.update_layout(height=680, width=1200, bargap=0.05, barmode="overlay",
+    fig.update_layout(height=680, bargap=0.05, barmode="overlay",
                       title=f"{source}: {label}" + (f" at step {step}" if run is not None else ""),
                       legend=dict(orientation="h", y=-0.12))
 

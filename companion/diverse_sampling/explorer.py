@@ -115,7 +115,7 @@ def explorer_view(data: dict, *, lam: float = 3.0, k: int = 8, n: int = 8, aggre
         readout += (f"   |   “{item.question}”: {res['covered']} meanings in {n} answers; SE + IS {res['se_is']:.2f}, "
                     f"+ CV {res['se_is_cv']:.2f} vs model SE {truth:.2f}; ESS/N {res['ess']:.2f}; λ_t of the last answer "
                     f"({'adaptive' if adaptive else 'fixed'}): {lam_path}")
-    fig.update_layout(height=420 * rows, width=1150, barmode="group", legend=dict(orientation="h", y=-0.08),
+    fig.update_layout(height=420 * rows, barmode="group", legend=dict(orientation="h", y=-0.08),
                       title="Diversity-steered sampling: coverage, debiased SE, and the tilt")
     return fig, readout
 

@@ -37,7 +37,7 @@ def idea_figure(curve: dict, n_clusters: int, lam: float) -> go.Figure:
         fig.add_trace(go.Scatter(x=curve["n"], y=curve["rmse"][e], name=T.LABELS[e] + " RMSE", mode="lines+markers",
                                  line=dict(color=_PAL[i % len(_PAL)], dash="solid" if i else "dot")), 1, 2)
     fig.update_xaxes(title_text="N samples", type="log")
-    fig.update_layout(height=400, width=1100, title=f"Exact toy ({n_clusters} Zipf clusters): steering covers more "
+    fig.update_layout(height=400, title=f"Exact toy ({n_clusters} Zipf clusters): steering covers more "
                       "meanings; weights undo its bias; the control variate cuts the error")
     return fig
 
@@ -57,7 +57,7 @@ def text_figure(text: dict) -> go.Figure:
     fig.add_trace(go.Bar(x=q, y=text["covered_iid"].mean(0), name="IID", marker_color=_PAL[0]), 1, 2)
     fig.add_trace(go.Bar(x=q, y=text["covered_steered"].mean(0), name="steered", marker_color=_PAL[1]), 1, 2)
     fig.update_xaxes(title_text="question", row=1, col=2)
-    fig.update_layout(height=400, width=1100, barmode="group",
+    fig.update_layout(height=400, barmode="group",
                       title=f"Templated QA, N = {text['n']}, λ = {text['lam']:g}, k = {text['k']}, "
                             f"{len(text['seeds'])} seed(s)")
     return fig
@@ -79,5 +79,5 @@ def gpu_figure(gpu: dict) -> go.Figure:
     fig.add_trace(go.Scatter(x=[r["n"] for r in base], y=[r["covered_iid"] for r in base], name="IID",
                              line_color=_PAL[0], showlegend=False), 1, 2)
     fig.update_xaxes(title_text="N", type="log")
-    fig.update_layout(height=380, width=1100, title=f"Recorded on {gpu.get('device', 'GPU')}, {gpu.get('date', '')}")
+    fig.update_layout(height=380, title=f"Recorded on {gpu.get('device', 'GPU')}, {gpu.get('date', '')}")
     return fig

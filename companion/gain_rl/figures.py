@@ -61,7 +61,7 @@ def identity_figure(check: dict) -> go.Figure:
                     name="y = x", row=1, col=2)
     fig.update_xaxes(title_text="‖∇_W L‖_F² (autograd)", type="log", row=1, col=2)
     fig.update_yaxes(title_text="identity", type="log", row=1, col=2)
-    fig.update_layout(height=430, showlegend=False)
+    fig.update_layout(height=430, legend=dict(orientation="h", y=-0.15))
     return fig
 
 

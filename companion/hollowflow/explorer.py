@@ -102,7 +102,7 @@ def explorer_view(data: ExplorerData, n: int = 9, k: int = 3, steps: int = 3, st
                       line=dict(color="black", width=1.5), row=1, col=2)
     fig.update_yaxes(autorange="reversed", title_text="output b_j,c", row=1, col=2)
     fig.update_xaxes(title_text="input x_l,c'", range=[-0.5, nd - 0.5], row=1, col=2)
-    fig.update_layout(height=520, width=1150, legend=dict(orientation="h", y=-0.08),
+    fig.update_layout(height=540, legend=dict(orientation="h", y=-0.16),
                       title=f"n = {n}, {k}-NN, {steps} line-graph steps, pruning {'on' if prune else 'off'}",
                       scene=dict(aspectmode="data"))
     counts = " → ".join(map(str, g.counts()))

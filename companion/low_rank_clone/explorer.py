@@ -98,7 +98,7 @@ def explorer_view(data: dict, *, run: str = "LRC", step: int | None = None, laye
         fig.add_annotation(text="no projection in this run", row=2, col=3, showarrow=False, x=0.5, y=0.5,
                            xref="x6 domain", yref="y6 domain")
     fig.update_xaxes(title_text="index", row=2, col=3)
-    fig.update_layout(height=720, width=1200, title=f"Low-Rank Clone of MiniLM at d_S = {data['d_student']} "
+    fig.update_layout(height=720, title=f"Low-Rank Clone of MiniLM at d_S = {data['d_student']} "
                       f"(teacher d_T = {data['d_teacher']})", legend=dict(orientation="h", y=-0.1), barmode="group")
     sc = snap["scores"]
     sv_txt = ""

@@ -95,7 +95,7 @@ def explorer_view(data: dict, *, angle: float = 120.0, ratio: float = 0.8, model
                          row=r_, col=c_)
     fig.update_yaxes(type="log", row=2, col=2)
     fig.update_yaxes(type="log", row=2, col=3)
-    fig.update_layout(height=560, width=1150, title=f"Residual stream: {model} model at step {step}",
+    fig.update_layout(height=560, title=f"Residual stream: {model} model at step {step}",
                       scene=dict(aspectmode="data", xaxis_title="e1", yaxis_title="e2", zaxis_title="e3"),
                       legend=dict(orientation="h", y=-0.12))
     cos_p = float(np.mean([r[f"cos_{precision}"] for r in rows]))

@@ -165,7 +165,7 @@ def kv_groups_view(data: KVGroupsData, *, budget: float, delta: float):
             anchor = fig.get_subplot(r, c).xaxis.plotly_name.replace("axis", "")
             fig.update_xaxes(visible=False, row=r, col=c)
             fig.update_yaxes(visible=False, scaleanchor=anchor, row=r, col=c)
-    fig.update_layout(height=150 + 130 * n_img, width=940, margin=dict(l=70, r=10, t=50, b=40),
+    fig.update_layout(height=150 + 130 * n_img, margin=dict(l=70, r=10, t=50, b=40),
                       legend=dict(orientation="h", y=-0.12, x=0.0), title=None)
     mem = sk["memory"]
     readout = (f"budget {f:.0%} = {b.base} tokens per layer (full cache before the last scale: {cum[-2]}), delta = {d:g}: "

@@ -37,7 +37,7 @@ def cache_growth_figure(schedules: dict) -> go.Figure:
                                  line=dict(color=COLORS[3]), showlegend=i == 1), row=1, col=i)
         fig.update_xaxes(title_text="scale", row=1, col=i)
     fig.update_yaxes(title_text="tokens per layer", row=1, col=1)
-    fig.update_layout(height=330, width=950, title="The KV cache grows with every scale", legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(height=330, title="The KV cache grows with every scale", legend=dict(orientation="h", y=-0.3))
     return fig
 
 
@@ -65,7 +65,7 @@ def asi_figure(current, history, z, drafters, sides, *, title: str = "Attention 
     fig.add_trace(go.Scatter(x=[x[k] for k in xs], y=[y[i] for i in ys], mode="markers", name="ScaleKV's drafter",
                              marker=dict(symbol="square-open", size=30, color="black", line=dict(width=3, color="black"))), row=1, col=3)
     fig.update_xaxes(title_text="scale (token map)")
-    fig.update_layout(height=120 + 40 * nl, width=1000, title=title, legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(height=120 + 40 * nl, title=title, legend=dict(orientation="h", y=-0.25))
     return fig
 
 
@@ -84,7 +84,7 @@ def fidelity_figure(table, *, title: str = "Fidelity to the full cache at equal 
                                      line=dict(color=METHOD_COLORS[m], width=3 if m == "scalekv" else 1.5), showlegend=c == 1),
                           row=1, col=c)
             fig.update_xaxes(title_text="retained K/V (% of full cache)", row=1, col=c)
-    fig.update_layout(height=360, width=1050, title=title, legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(height=360, title=title, legend=dict(orientation="h", y=-0.3))
     return fig
 
 
@@ -106,7 +106,7 @@ def planted_figure(z, planted, errors: dict, sides, *, title: str = "Planted dra
                              marker_color=METHOD_COLORS[meth]), row=1, col=2)
     fig.update_xaxes(title_text="scale (token map)", row=1, col=1)
     fig.update_xaxes(title_text="budget (fraction of the full cache)", row=1, col=2)
-    fig.update_layout(height=340, width=1000, title=title, barmode="group", legend=dict(orientation="h", y=-0.3))
+    fig.update_layout(height=340, title=title, barmode="group", legend=dict(orientation="h", y=-0.3))
     return fig
 
 
@@ -116,7 +116,7 @@ def latency_figure(rows, *, title: str = "Attention latency per scale (one layer
     fig = go.Figure()
     fig.add_trace(go.Bar(x=x, y=[r["full_ms"] for r in rows], name="full cache", marker_color=COLORS[5]))
     fig.add_trace(go.Bar(x=x, y=[r["compressed_ms"] for r in rows], name="compressed cache", marker_color=COLORS[0]))
-    fig.update_layout(title=title, barmode="group", xaxis_title="scale", yaxis_title="ms (median)", height=330, width=800)
+    fig.update_layout(title=title, barmode="group", xaxis_title="scale", yaxis_title="ms (median)", height=330)
     return fig
 
 
@@ -128,5 +128,5 @@ def kernel_figure(rows, *, title: str = "Fused token selection vs its PyTorch re
     for i, impl in enumerate(impls):
         ms = {r["label"]: r["ms"] for r in rows if r["impl"] == impl}
         fig.add_trace(go.Bar(x=labels, y=[ms.get(lab) for lab in labels], name=impl, marker_color=COLORS[i % len(COLORS)]))
-    fig.update_layout(title=title, barmode="group", yaxis_title="ms (median)", yaxis_type="log", height=340, width=850)
+    fig.update_layout(title=title, barmode="group", yaxis_title="ms (median)", yaxis_type="log", height=340)
     return fig

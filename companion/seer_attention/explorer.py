@@ -98,7 +98,7 @@ def explorer_view(data: ExplorerData, *, layer: int, head: int, rule: str = "top
     for c in (1, 2, 3):
         fig.update_yaxes(autorange="reversed", title_text="query block" if c == 1 else None, row=1, col=c, scaleanchor=f"x{'' if c == 1 else c}")
         fig.update_xaxes(title_text="key block", row=1, col=c)
-    fig.update_layout(height=380, width=940,
+    fig.update_layout(height=380,
                       title=f"Layer {layer}, head {head}: {n}×{n} blocks of {data.block_size} tokens")
     return fig, readout
 

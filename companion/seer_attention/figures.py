@@ -20,7 +20,7 @@ def idea_figure(probs: torch.Tensor, gt: torch.Tensor, block_size: int, title: s
     for c, lab in ((1, "token"), (2, "block")):
         fig.update_yaxes(autorange="reversed", title_text=f"query {lab}", row=1, col=c)
         fig.update_xaxes(title_text=f"key {lab}", row=1, col=c)
-    fig.update_layout(height=420, width=950, title=title)
+    fig.update_layout(height=420, title=title)
     return fig
 
 

@@ -92,7 +92,7 @@ def signed_attention_view(logits: torch.Tensor, tokens, *, layer: int = 0, head:
         fig.update_xaxes(title_text="key i", tickangle=-60, row=1, col=c)
     fig.update_layout(title=f"MiniLM layer {layer}, head {head}: the same logits, convex vs zero-sum "
                             f"(sigma1={sigma1:.2f}, sigmah={sigmah:.2f}, temperature={temperature:.2f})",
-                      height=520, width=1050)
+                      height=520)
     rows_p = p.sum(-1)
     rows_r = r.sum(-1)
     neg = float((r[vis] < 0).mean())
@@ -252,5 +252,5 @@ def scaleup_figures(payload: dict, anchors: dict | None = None) -> go.Figure:
     dev = payload.get("device", "?")
     cfg = payload.get("profile", {})
     fig.update_layout(title=f"Recorded on {dev}, {payload.get('date', '?')}: B={cfg.get('B')}, H={cfg.get('H')}, d={cfg.get('d')}, "
-                            f"{cfg.get('dtype')}", height=460, width=1150)
+                            f"{cfg.get('dtype')}", height=460)
     return fig

@@ -10,6 +10,13 @@ output — a plotly trace's data or the readout's text — changes. Every explor
 be above ``## Reproduce``, and every one of them must render. Error outputs in any cell and errors in the
 browser console fail the test. A screenshot of each explorer after the interaction is saved under
 ``build/ui/``.
+
+The response time of each explorer is measured in the page: from just before the control changes to the
+figure's last redraw of the action (plotly's ``plotly_afterplot``, ``plotly_update``, ``plotly_restyle`` or
+``plotly_relayout`` event; for a slider, three key presses: three changes; for a change that only touches
+the readout, to when the change is seen). Each is written to ``build/ui/response_times.json``
+(entries of other notebooks kept) and must be at most ``RESPONSE_LIMIT_S``. The figure must also fit the
+notebook's width (the viewport is 1400 px with the file browser open).
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ import re
 import pytest
 
 from companion.core import repo_path
+from companion.core.atomic import write_json_atomic
 
 from .conftest import SCREENSHOTS
 
 NOTEBOOKS = sorted(p.name for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb"))
 RUN_TIMEOUT_MS = 240_000
 CHANGE_TIMEOUT_MS = 60_000
+RESPONSE_LIMIT_S = 2.0
+RESPONSE_TIMES = SCREENSHOTS / "response_times.json"
 ERROR_OUTPUT = re.compile(r"Traceback \(most recent call last\)|Cell In\[\d+\], line \d+")
 
 OUTPUT_STATE = """(el) => {
@@ -48,6 +58,47 @@ def wait_for_app(page) -> None:
 
 
 CURRENT_PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+# Arm the clock: stamp every redraw of the figure from now on (plotly emits plotly_afterplot after a full
+# redraw, plotly_update / plotly_restyle / plotly_relayout after an edit that restyles in place).
+START_CLOCK = """(el) => {
+  el.__companionRedraws = [];
+  for (const p of el.querySelectorAll('.js-plotly-plot.companion-figure')) {
+    if (typeof p.on !== 'function') continue;
+    for (const event of ['plotly_afterplot', 'plotly_update', 'plotly_restyle', 'plotly_relayout'])
+      p.on(event, () => el.__companionRedraws.push(performance.now()));
+  }
+  el.__companionStart = performance.now();
+}"""
+
+# Seconds from the armed clock to each redraw (none when only the readout changed).
+REDRAWS_S = "(el) => el.__companionRedraws.map(t => (t - el.__companionStart) / 1000)"
+SETTLE_MS = 1500  # no redraw for this long: the action's last redraw has happened
+
+# How far the figure sticks out of the notebook's output area, in pixels (0 when it fits).
+OVERFLOW_PX = """(el) => {
+  const plot = el.querySelector('.js-plotly-plot.companion-figure .main-svg');
+  const area = el.closest('.jp-OutputArea-output') || el;
+  return plot ? Math.max(0, plot.getBoundingClientRect().right - area.getBoundingClientRect().right) : 0;
+}"""
+
+
+def settled_redraws(page, explorer) -> list[float]:
+    """The redraw times (s) of the action, once no redraw has come for ``SETTLE_MS``."""
+    redraws = explorer.evaluate(REDRAWS_S)
+    while True:
+        page.wait_for_timeout(SETTLE_MS)
+        now = explorer.evaluate(REDRAWS_S)
+        if now == redraws:
+            return now
+        redraws = now
+
+
+def record_response_times(name: str, times: list[dict]) -> None:
+    """Write this notebook's response times into ``RESPONSE_TIMES``, keeping the other notebooks' entries."""
+    recorded = json.loads(RESPONSE_TIMES.read_text()) if RESPONSE_TIMES.exists() else {}
+    recorded[name] = times
+    write_json_atomic(RESPONSE_TIMES, dict(sorted(recorded.items())))
 
 
 def explore_part(name: str) -> tuple[int, int]:
@@ -139,19 +190,30 @@ def test_explorers_render_and_respond(name, lab, browser):
             raise AssertionError(f"{name} shows {explorers.count()} explorer(s); {built} cell(s) build one") from exc
         count = explorers.count()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        times = []
         for i in range(count):
             explorer = explorers.nth(i)
             explorer.scroll_into_view_if_needed()
-            explorer.locator(".companion-figure .js-plotly-plot").first.wait_for(timeout=CHANGE_TIMEOUT_MS)
+            explorer.locator(".js-plotly-plot.companion-figure .main-svg").first.wait_for(timeout=CHANGE_TIMEOUT_MS)
+            overflow = explorer.evaluate(OVERFLOW_PX)
+            assert overflow <= 1, f"{name}, explorer {i}: the figure is {overflow:.0f} px wider than the notebook"
             before = explorer.evaluate(OUTPUT_STATE)
+            explorer.evaluate(START_CLOCK)
             action = change_one_control(explorer)
             try:
                 page.wait_for_function(f"([el, before]) => ({OUTPUT_STATE})(el) !== before", arg=[explorer.element_handle(), before],
-                                       timeout=CHANGE_TIMEOUT_MS, polling=200)
+                                       timeout=CHANGE_TIMEOUT_MS, polling=50)
             except Exception as exc:  # playwright's TimeoutError
                 raise AssertionError(f"{name}, explorer {i}: output did not change after {action}") from exc
+            seen_s = explorer.evaluate("(el) => (performance.now() - el.__companionStart) / 1000")
+            redraws = settled_redraws(page, explorer)
+            times.append({"explorer": i, "action": action, "first_redraw_s": round(redraws[0], 3) if redraws else None,
+                          "response_s": round(redraws[-1] if redraws else seen_s, 3)})
             page.wait_for_timeout(300)  # let plotly finish the redraw before the screenshot
             explorer.screenshot(path=str(SCREENSHOTS / f"{name[:-6]}-explorer{i}.png"))
+        record_response_times(name[:-6], times)
+        slow = [t for t in times if t["response_s"] > RESPONSE_LIMIT_S]
+        assert not slow, f"{name}: explorers slower than {RESPONSE_LIMIT_S} s from a control change to the redrawn figure: {slow}"
         assert not cell_errors(page), f"{name}: error output after interaction:\n" + "\n---\n".join(cell_errors(page))
         assert not console_errors, f"{name}: browser console errors: {console_errors[:5]}"
     finally:
