@@ -331,7 +331,8 @@ def execute_task(key: str, name: str, source: bytes, origin: str, parameters: di
             error = (lines or ["papermill failed"])[-1]
         if executed.exists() and status != "interrupted":
             try:
-                from companion.report import render_html, write_thumbnail
+                from companion.report import render_html
+                from companion.thumbnails import write_thumbnail
 
                 render_html(executed, root=root, neighbours=neighbours, install=False)
                 write_thumbnail(executed)

@@ -72,6 +72,12 @@ def expected_figures(executed: Path) -> tuple[int, int]:
 NOTEBOOKS = sorted(p.stem for p in repo_path("notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+def claims_of(html_page) -> list:
+    """The claims the run recorded for the notebook of ``html_page`` (empty when it recorded none)."""
+    path = html_page.with_name(f"{html_page.stem}.claims.json")
+    return json.loads(path.read_text())["claims"] if path.exists() else []
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_report_page_shows_figures_explorers_and_equations_offline(name, reports, browser):
     html_page = reports / f"{name}.html"
@@ -93,6 +99,20 @@ def test_report_page_shows_figures_explorers_and_equations_offline(name, reports
         page.wait_for_function("() => !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0", timeout=60_000)
         raw_math = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput')].some(e => /\\$\\$|\\\\frac|\\\\sum/.test(e.innerText))")
         assert not raw_math, f"{html_page.name}: raw TeX left in the page (MathJax did not typeset it)"
+        # Claims tables left-aligned with verdict pills; every figure's mode bar without Plotly Cloud or the logo,
+        # with the SVG download beside the camera.
+        cells = page.locator("table.companion-claims td")
+        assert cells.count() > 0 or not claims_of(html_page), f"{html_page.name}: no claims table"
+        assert page.evaluate("() => [...document.querySelectorAll('table.companion-claims td')]"
+                             ".every(td => getComputedStyle(td).textAlign === 'left')"), f"{html_page.name}: claims not left-aligned"
+        assert page.locator("table.companion-claims .companion-pill").count() >= min(1, cells.count())
+        bar = page.evaluate("() => ({cloud: document.querySelectorAll('.modebar-btn[data-title*=\"Chart Studio\"],"
+                            " .modebar-btn[data-title*=\"Share\"]').length, logo: document.querySelectorAll("
+                            "'.modebar-btn--logo').length, svg: document.querySelectorAll("
+                            "'.modebar-btn[data-title=\"Download plot as SVG\"]').length,"
+                            " plots: document.querySelectorAll('.js-plotly-plot').length})")
+        assert bar["cloud"] == 0 and bar["logo"] == 0, f"{html_page.name}: a Plotly Cloud control or logo: {bar}"
+        assert bar["svg"] == bar["plots"], f"{html_page.name}: not every figure offers SVG: {bar}"
         # Every code cell folded; one click on its summary shows it.
         folded = page.locator("details.companion-code")
         assert folded.count() == code_cells, f"{html_page.name}: {folded.count()} folded inputs for {code_cells} code cells"
@@ -106,8 +126,7 @@ def test_report_page_shows_figures_explorers_and_equations_offline(name, reports
         assert len(toc) == markdown_sections(executed) > 0, (html_page.name, toc)
         assert all(page.evaluate("h => !!document.getElementById(decodeURIComponent(h.slice(1)))", h) for h in toc), toc
         # "What this run shows": the verdict counts add up to this run's claims; at most three headline rows.
-        claims = json.loads(html_page.with_name(f"{name}.claims.json").read_text())["claims"] if html_page.with_name(
-            f"{name}.claims.json").exists() else []
+        claims = claims_of(html_page)
         pills = page.locator(".companion-head .companion-pill").all_inner_texts()
         assert sum(int(t.split()[0]) for t in pills) == len(claims), (pills, len(claims))
         assert page.locator(".companion-head table.companion-claims tbody tr").count() == min(3, len(claims))

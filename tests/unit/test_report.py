@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import nbformat
 import plotly.graph_objects as go
 
-from companion import report
+from companion import report, thumbnails
 
 PLOTLY = report.PLOTLY_MIME
 VIEW = report.WIDGET_VIEW_MIME
@@ -81,9 +81,9 @@ def test_rendered_page_loads_nothing_from_the_network(tmp_path):
 def test_first_figure_skips_widgets_and_huge_figures(tmp_path):
     path = tmp_path / "x.ipynb"
     nbformat.write(_executed_notebook(), path)
-    assert report.first_figure(path)["data"][0]["name"] == "curve"
-    assert report.first_figure(path, max_bytes=10) is None
-    assert report.first_figure(tmp_path / "missing.ipynb") is None
+    assert thumbnails.first_figure(path)["data"][0]["name"] == "curve"
+    assert thumbnails.first_figure(path, max_bytes=10) is None
+    assert thumbnails.first_figure(tmp_path / "missing.ipynb") is None
 
 
 def test_figure_widget_json_puts_binary_buffers_back():

@@ -8,10 +8,10 @@ import nbformat
 import plotly.graph_objects as go
 from PIL import Image
 
-from companion import report
+from companion import report, thumbnails
 
-W, H = report.THUMB_SIZE
-PAD = report.THUMB_PAD
+W, H = thumbnails.THUMB_SIZE
+PAD = thumbnails.THUMB_PAD
 
 
 def _polylines(svg: str) -> list[list[tuple[float, float]]]:
@@ -20,24 +20,24 @@ def _polylines(svg: str) -> list[list[tuple[float, float]]]:
 
 def test_a_line_spans_the_plot_area_from_corner_to_corner_on_fixed_ranges():
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines"), layout={"xaxis": {"range": [0, 1]}, "yaxis": {"range": [0, 1]}})
-    [line] = _polylines(report.thumbnail_svg(fig.to_plotly_json()))
+    [line] = _polylines(thumbnails.thumbnail_svg(fig.to_plotly_json()))
     assert line == [(PAD, H - PAD), (W - PAD, PAD)]  # y grows upwards
 
 
 def test_log_axes_categories_and_reversed_axes_place_points_where_plotly_would():
     fig = go.Figure(go.Scatter(x=["a", "b", "c"], y=[1, 10, 100], mode="lines"),
                     layout={"yaxis": {"type": "log", "range": [0, 2]}, "xaxis": {"range": [0, 2]}})
-    [line] = _polylines(report.thumbnail_svg(fig.to_plotly_json()))
+    [line] = _polylines(thumbnails.thumbnail_svg(fig.to_plotly_json()))
     assert [round(y, 1) for _, y in line] == [H - PAD, H / 2, PAD]  # 1, 10, 100 evenly spaced on a log axis
     assert [round(x, 1) for x, _ in line] == [PAD, W / 2, W - PAD]  # categories numbered 0, 1, 2
     fig.update_yaxes(autorange="reversed", range=None)
-    [line] = _polylines(report.thumbnail_svg(fig.to_plotly_json()))
+    [line] = _polylines(thumbnails.thumbnail_svg(fig.to_plotly_json()))
     assert line[0][1] < line[-1][1]  # the first point at the top
 
 
 def test_stacked_bars_sit_on_each_other_and_reach_the_top_of_their_range():
     fig = go.Figure([go.Bar(x=["a"], y=[1]), go.Bar(x=["a"], y=[2])], layout={"barmode": "stack", "yaxis": {"range": [0, 3]}})
-    rects = re.findall(r"<rect x='[^']+' y='([^']+)' width='[^']+' height='([^']+)' fill='#", report.thumbnail_svg(fig.to_plotly_json()))
+    rects = re.findall(r"<rect x='[^']+' y='([^']+)' width='[^']+' height='([^']+)' fill='#", thumbnails.thumbnail_svg(fig.to_plotly_json()))
     (y1, h1), (y2, h2) = [(float(y), float(h)) for y, h in rects]
     assert abs(y1 + h1 - (H - PAD)) < 0.2 and abs(y2 + h2 - y1) < 0.2 and abs(y2 - PAD) < 0.2
     assert abs(h2 - 2 * h1) < 0.2
@@ -45,13 +45,13 @@ def test_stacked_bars_sit_on_each_other_and_reach_the_top_of_their_range():
 
 def test_a_heat_map_keeps_its_orientation_and_colours():
     fig = go.Figure(go.Heatmap(z=[[0.0, 1.0], [1.0, 1.0]], colorscale=[[0, "#000000"], [1, "#ffffff"]]))
-    uri = re.search(r"href='data:image/png;base64,([^']+)'", report.thumbnail_svg(fig.to_plotly_json())).group(1)
+    uri = re.search(r"href='data:image/png;base64,([^']+)'", thumbnails.thumbnail_svg(fig.to_plotly_json())).group(1)
     image = Image.open(io.BytesIO(base64.b64decode(uri))).convert("L")
     w, h = image.size
     assert image.getpixel((1, h - 2)) == 0  # z[0][0] (row 0 is at the bottom of the y axis) is black
     assert image.getpixel((w - 2, h - 2)) == 255 and image.getpixel((1, 1)) == 255
     fig.update_yaxes(autorange="reversed")  # row 0 at the top
-    uri = re.search(r"href='data:image/png;base64,([^']+)'", report.thumbnail_svg(fig.to_plotly_json())).group(1)
+    uri = re.search(r"href='data:image/png;base64,([^']+)'", thumbnails.thumbnail_svg(fig.to_plotly_json())).group(1)
     image = Image.open(io.BytesIO(base64.b64decode(uri))).convert("L")
     assert image.getpixel((1, 1)) == 0 and image.getpixel((1, h - 2)) == 255
 
@@ -68,13 +68,13 @@ def test_the_thumbnail_is_the_first_figure_it_can_draw_and_none_without_one(tmp_
     nb.cells = cells
     path = tmp_path / "01_demo.ipynb"
     nbformat.write(nb, path)
-    assert not report.drawable(cube.to_plotly_json()) and report.thumbnail_svg(cube.to_plotly_json()) is None
-    thumb = report.write_thumbnail(path)
+    assert not thumbnails.drawable(cube.to_plotly_json()) and thumbnails.thumbnail_svg(cube.to_plotly_json()) is None
+    thumb = thumbnails.write_thumbnail(path)
     assert thumb == tmp_path / "01_demo.thumb.svg" and len(_polylines(thumb.read_text())) == 1
     nb.cells = cells[:1]
     nbformat.write(nb, path)
     thumb.unlink()
-    assert report.write_thumbnail(path) is None and not thumb.exists()
+    assert thumbnails.write_thumbnail(path) is None and not thumb.exists()
 
 
 def test_headline_rows_put_settled_rows_first_then_inconclusive_and_keep_three():
