@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
 SPEEDUP_RATIO = 2.0  # learned-mirror vs ULA from the same start: ED_ULA / ED_mirror at the largest T, per seed
@@ -22,6 +23,9 @@ DIAG_MARGIN = 0.25  # the diagonal Hessian is "harmless" if its ED is within +25
 MATCH_TOLERANCE = 0.10  # CPMLA after the early epoch "matches" CP-Flow's best fit by the late epoch within +10 % ED
 QUALITY_RATIO_MAX = 1.0  # GPU: CPMLA's KID at most its flow alone's (the paper: CPMLA's FID beats CoopFlow's)
 PIXEL_RANGE = 1.0  # GPU: a mean pixel error above 1 on the [-1, 1] scale means the samples left the data range
+# the cells of notebooks/14_cpmla.ipynb (nbformat ids) that measure the rows: the fixed-target comparison, the chains
+# started at the target, the cooperative toy, and the Scale-up cell that shows the recorded GPU run
+FIXED_CELL, STATIONARY_CELL, COOP_CELL, GPU_CELL = "818b87d8", "792a0552", "1ee5d8d3", "1c67142f"
 
 
 def _by(rows, sampler, T):
@@ -195,4 +199,6 @@ def gpu_rows(gpu):
 
 def claim_rows(fixed, stationary, coop, gpu=None, *, n_chains, newton_bias):
     """The Reproduce table's rows."""
-    return [geometry_row(fixed, n_chains), diagonal_row(stationary, n_chains, newton_bias), toy_row(coop), *gpu_rows(gpu)]
+    return [*at_cell(FIXED_CELL, [geometry_row(fixed, n_chains)]),
+            *at_cell(STATIONARY_CELL, [diagonal_row(stationary, n_chains, newton_bias)]),
+            *at_cell(COOP_CELL, [toy_row(coop)]), *at_cell(GPU_CELL, gpu_rows(gpu))]

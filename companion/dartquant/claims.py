@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.dartquant.experiment import run_key
 from companion.dartquant.scale import GPU_PROFILE, OUTLIER_STAGES, missing
 
@@ -49,6 +50,10 @@ E2E_LOSS_DROP_MIN = 0.0    # end-to-end relative loss drop on a fixed batch (bef
 COST_TIME_PAPER = 47.0     # end-to-end / DartQuant calibration time (paper, 70B: 42.90 vs 0.91 GPU-h)
 COST_MEMORY_PAPER = 10.0   # end-to-end / DartQuant peak memory (paper, 70B: 238.89 vs 23.47 GiB)
 CHEAPER = 1.0              # the weaker bar of both cost rows: DartQuant cheaper at all
+# the cells of notebooks/08_dartquant.ipynb (nbformat ids) that measure the rows: the 2-D angle study, the invariance
+# check, the one-layer calibration studies, the Whip-vs-Hadamard seeds with the step timing, and the Scale-up cell
+# that shows the recorded GPU run
+ANGLE_CELL, INVARIANCE_CELL, STUDY_CELL, SEEDS_CELL, GPU_CELL = "8fc10f30", "9f9b168a", "cd1d2c13", "666fa127", "58b57e97"
 
 
 def _scale(study: dict, what: str) -> str:
@@ -354,16 +359,17 @@ def claim_rows(*, synthetic: dict, real: dict, real_layer: int, seeds: list, rea
     real_scale = _scale(real, f"all-MiniLM-L6-v2 layer {real_layer}")
     runs = synthetic["runs"]
     ablation = ablation_numbers(synthetic, angle)
-    return [orthogonality_row(orth_errors(studies)),
-            whip_decrease_row({"synthetic": seeds, "MiniLM": real_seeds}, f"{syn_scale}; {real_scale}"),
-            outlier_row(synthetic["metrics"], seeds, syn_scale),
-            synthetic_gain_row(seeds, syn_scale),
-            real_gain_row(real["metrics"], real_seeds, real_layer, real_scale),
-            variance_signal_row(ablation, syn_scale),
-            variance_flat_row(ablation, "2-D Laplace cloud, one outlier axis ×6, CPU"),
-            invariance_row(invariance),
-            step_cost_row(*((step_cost["qr_ms"], step_cost["cayley_ms"]) if step_cost else
-                            (runs[run_key("qr_orth", "whip")].ms_per_step, runs[run_key("cayley", "whip")].ms_per_step)),
-                          synthetic["n"], syn_scale + (f", median of {STEP_REPS} timed steps of {step_cost['tokens']} tokens"
-                                                       if step_cost else ", mean step of the calibration runs")),
-            *gpu_rows(gpu)]
+    cost = step_cost_row(*((step_cost["qr_ms"], step_cost["cayley_ms"]) if step_cost else
+                           (runs[run_key("qr_orth", "whip")].ms_per_step, runs[run_key("cayley", "whip")].ms_per_step)),
+                         synthetic["n"], syn_scale + (f", median of {STEP_REPS} timed steps of {step_cost['tokens']} tokens"
+                                                      if step_cost else ", mean step of the calibration runs"))
+    return [*at_cell(STUDY_CELL, [orthogonality_row(orth_errors(studies))]),
+            *at_cell(SEEDS_CELL, [whip_decrease_row({"synthetic": seeds, "MiniLM": real_seeds}, f"{syn_scale}; {real_scale}"),
+                                  outlier_row(synthetic["metrics"], seeds, syn_scale),
+                                  synthetic_gain_row(seeds, syn_scale),
+                                  real_gain_row(real["metrics"], real_seeds, real_layer, real_scale)]),
+            *at_cell(STUDY_CELL, [variance_signal_row(ablation, syn_scale)]),
+            *at_cell(ANGLE_CELL, [variance_flat_row(ablation, "2-D Laplace cloud, one outlier axis ×6, CPU")]),
+            *at_cell(INVARIANCE_CELL, [invariance_row(invariance)]),
+            *at_cell(SEEDS_CELL, [cost]),
+            *at_cell(GPU_CELL, gpu_rows(gpu))]

@@ -16,6 +16,7 @@ threshold is a named constant below, tested just inside and just outside in
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
 __all__ = ["LEARNED_FACTOR", "MIN_GAP", "RECOVERED_SHARE", "OVERHEAD_SLACK", "COS_MARGIN", "SPEEDUP_PAPER",
@@ -33,6 +34,9 @@ OVERHEAD_SLACK = 0.2
 COS_MARGIN = 1e-4
 #: the paper's speed-up over FlashAttention-2 at 1M tokens (32.16×, one layer, RTX 4090).
 SPEEDUP_PAPER = 32.0
+# the cells of notebooks/09_delta_attention.ipynb (nbformat ids) that measure the rows: MiniLM's shift through depth,
+# the recall toy, and the Scale-up cell that shows the recorded GPU ladder
+DEPTH_CELL, RECALL_CELL, GPU_CELL = "0c86a234", "f804d8a3", "19d2d309"
 
 
 def _pick(final, mode, sink, window, gamma=None):
@@ -137,7 +141,7 @@ def claim_rows(depth, final, metrics, *, sinks, windows, gamma, n_tokens, batch,
         paper="cosine vs dense falls with depth; Spearman of the last 128 rows drops (Fig. 3, Llama-3.1-8B, 131K)",
         measured=(f"sparse ({ref}): cosine {cos_first:.3f} at layer 1 → {cos_last:.3f} at layer {int(sp.layer.max())}; "
                   "smallest drop layer 1 → last over the configs, per window: " + ", ".join(f"{d:.4f}" for d in drops)),
-        scale=scale_a, judgement=judge(drops, COS_MARGIN, direction="higher", fmt=_cos)))
+        scale=scale_a, judgement=judge(drops, COS_MARGIN, direction="higher", fmt=_cos), cell=DEPTH_CELL))
 
     pairs = [(_pick(final, "sparse", s, w), _pick(final, "delta", s, w, gamma), _pick(final, "recompute", s, w, gamma))
              for s in sinks for w in windows]
@@ -150,7 +154,7 @@ def claim_rows(depth, final, metrics, *, sinks, windows, gamma, n_tokens, batch,
                   + f"; last-layer Spearman {pairs[0][0].last_layer_spearman:.3f} → {pairs[0][1].last_layer_spearman:.3f} ({ref}); "
                   "smallest gain over the configs, per window: " + ", ".join(f"{g:+.4f}" for g in gains)),
         scale=scale_a + "; RULER not run (needs Llama-3.1-8B)",
-        judgement=judge(gains, COS_MARGIN, direction="higher", fmt=_cos)))
+        judgement=judge(gains, COS_MARGIN, direction="higher", fmt=_cos), cell=DEPTH_CELL))
     rec = final_gains(depth, sinks, windows, gamma, "recompute")
     rows.append(Claim(
         claim="propagating Δ beats recomputing the anchor rows only (Eq. 5 ablation)",
@@ -158,9 +162,9 @@ def claim_rows(depth, final, metrics, *, sinks, windows, gamma, n_tokens, batch,
         measured=(f"final cosine recompute → Δ at γ={gamma} per config: "
                   + ", ".join(f"{r.final_cos:.4f} → {d.final_cos:.4f}" for _, d, r in pairs)
                   + "; smallest gain over the configs, per window: " + ", ".join(f"{g:+.4f}" for g in rec)),
-        scale=scale_a, judgement=judge(rec, COS_MARGIN, direction="higher", fmt=_cos)))
-    rows.extend(recall_rows(metrics, chance, recall_scale))
-    rows.extend(ladder_rows(ladder))
+        scale=scale_a, judgement=judge(rec, COS_MARGIN, direction="higher", fmt=_cos), cell=DEPTH_CELL))
+    rows.extend(at_cell(RECALL_CELL, recall_rows(metrics, chance, recall_scale)))
+    rows.extend(at_cell(GPU_CELL, ladder_rows(ladder)))
     return rows
 
 

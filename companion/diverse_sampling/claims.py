@@ -21,10 +21,14 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.diverse_sampling.sampler import ADAPTIVE_SCHEDULE
 
 COMMAND = "python -m companion.bench diverse_sampling"  # the study that records the GPU rows
+# the cells of notebooks/19_diverse_sampling.ipynb (nbformat ids) that measure the rows: the exact toy, the text
+# version, and the Scale-up cell that shows the recorded GPU study
+TOY_CELL, TEXT_CELL, GPU_CELL = "b6de2a8d", "ab163986", "61d18ff3"
 COVERAGE_RATIO = 1.3  # steered must cover at least 1.3x the clusters IID covers (paper: "more clusters")
 STEER_BIAS_MIN = 0.05  # unweighted steered SE must over-estimate by at least this (nats) to count as biased upwards
 BIAS_REDUCTION = 0.5  # IS must cut |bias| of the unweighted steered estimate to at most this fraction of it
@@ -256,6 +260,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
 
 def claim_rows(*, toy, curve, text: dict | None, toy_scale: str, text_scale: str, gpu: dict | None = None) -> list[Claim]:
     """All rows of the notebook's Reproduce table (``toy`` and ``curve``: one per seed, or one dict)."""
-    return [coverage_row(toy, toy_scale), steer_bias_row(toy, toy_scale), bias_row(toy, toy_scale),
-            rmse_row(toy, toy_scale), cv_row(toy, toy_scale), ess_row(toy, toy_scale), curve_row(curve, toy_scale),
-            text_coverage_row(text, text_scale), auroc_row(text, text_scale), *gpu_rows(gpu)]
+    return [*at_cell(TOY_CELL, [coverage_row(toy, toy_scale), steer_bias_row(toy, toy_scale), bias_row(toy, toy_scale),
+                                rmse_row(toy, toy_scale), cv_row(toy, toy_scale), ess_row(toy, toy_scale),
+                                curve_row(curve, toy_scale)]),
+            *at_cell(TEXT_CELL, [text_coverage_row(text, text_scale), auroc_row(text, text_scale)]),
+            *at_cell(GPU_CELL, gpu_rows(gpu))]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.gain_rl.study import mu_drift
 
@@ -42,6 +43,9 @@ SPEEDUP_MARGIN = 1.25  # the weaker bar: a speed-up of at least this counts as "
 SEGMENT_SPEEDUP_MIN = 1.0  # the segment sums must be at least as fast as the explicit T×T matrix
 
 COMMAND = "python -m companion.bench gain_rl"  # the study that records the GPU rows
+# the cells of notebooks/17_gain_rl.ipynb (nbformat ids) that measure the rows: the gradient identity, the pool's
+# signals with the GRPO runs of every sampler, and the Scale-up cell that shows the recorded GPU study
+IDENTITY_CELL, RUNS_CELL, GPU_CELL = "77f37ee5", "7a08cbae", "8fbc7ddb"
 PAPER_SPEEDUP = ("> 2.5x training efficiency across maths/code and model scales (third-party summaries, unverified: "
                  "GSM8K 3.33x, +4.72 %)")
 
@@ -201,5 +205,6 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
 def claim_rows(*, identity: dict, signals: dict, summary: dict, target: float, epochs: int, identity_scale: str,
                signal_scale: str, run_scale: str, gpu: dict | None = None) -> list[Claim]:
     """All rows of the notebook's Reproduce table."""
-    return [identity_row(identity, identity_scale), correlation_row(signals, signal_scale),
-            speedup_row(summary, target, epochs, run_scale), half_data_row(), *gpu_rows(gpu)]
+    return [*at_cell(IDENTITY_CELL, [identity_row(identity, identity_scale)]),
+            *at_cell(RUNS_CELL, [correlation_row(signals, signal_scale), speedup_row(summary, target, epochs, run_scale)]),
+            half_data_row(), *at_cell(GPU_CELL, gpu_rows(gpu))]

@@ -16,6 +16,7 @@ is *not run here*; the identity itself is checked in the notebook's Checks.
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.hyperet.data import LEVELS
 
@@ -35,6 +36,11 @@ THEOREM_TOL = 1e-10
 VIT_L_DIAG_PARAMS = 49_152
 
 VIT_L_PARAMS = 304e6  # CLIP ViT-L/14 vision tower, for the share in the measured text
+
+# the cells of notebooks/02_hyperet.ipynb (nbformat ids) that measure the rows: the theorem checks, the alignment of
+# every variant, the banded-vs-diagonal seeds with the parameter count, and the Scale-up cell that shows the recorded
+# GPU alignment
+THEOREM_CELL, ALIGN_CELL, SPREAD_CELL, GPU_CELL = "fb4324de", "9efa2df2", "c54f2885", "d4148ee4"
 
 _HRA, _EUC, _PROJ, _BAND = "HRA diag (q,v)", "Euclidean diag (q,v)", "projector only", "HRA banded d=2 (q,v)"
 
@@ -87,6 +93,7 @@ def _mobius_row(euclid_gap: float, gap: float, curvature: float, recorded: dict 
         judgement=not_run("the two variants are one function (an exact identity), so no seed count can show a gain; "
                           "the paper's +0.81 would need its numerical guards to bite or a Euclidean baseline that "
                           "differs from W0·W_sᵀ"),
+        cell=ALIGN_CELL,
     )
 
 
@@ -112,7 +119,7 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
             measured=(f"HRA-diag vs projector only: {_pts(gain)} mean test accuracy over 3 levels, with "
                       f"{hra['trainable_share_%']:.2f} % of the encoder trained"),
             scale=scale + ", one seed",
-            judgement=judge([gain], GAIN_MARGIN, direction="higher", fmt=_pt),
+            judgement=judge([gain], GAIN_MARGIN, direction="higher", fmt=_pt), cell=ALIGN_CELL,
         ),
         _mobius_row(mean_accuracy(hra) - mean_accuracy(euc), loss_gap(losses), curvature, recorded),
         Claim(
@@ -121,14 +128,14 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
             measured=(f"banded d=2 − diagonal, paired per alignment seed: {', '.join(_pts(g) for g in band_gains)} mean "
                       f"accuracy (s.d. {100 * band_std:.2f} pts)"),
             scale=scale + f", {n_seeds} alignment seed{'s' if n_seeds > 1 else ''}",
-            judgement=judge(band_gains, BANDED_MARGIN, direction="higher", fmt=_pt),
+            judgement=judge(band_gains, BANDED_MARGIN, direction="higher", fmt=_pt), cell=SPREAD_CELL,
         ),
         Claim(
             claim="Theorems 1 and 2: Möbius (matrix) multiplication scales the hyperbolic radius",
             paper="Rad(s⊗x) = s·Rad x; Rad(M⊗x) = ‖Mx‖/‖x‖·Rad x",
             measured=f"max relative error {thm1_err:.1e} (Theorem 1), {thm2_err:.1e} (Theorem 2) on {n_points} random points (fp64)",
             scale=f"c = {curvature:g}, R^{dim}",
-            judgement=judge([thm1_err, thm2_err], THEOREM_TOL, kind="exact"),
+            judgement=judge([thm1_err, thm2_err], THEOREM_TOL, kind="exact"), cell=THEOREM_CELL,
         ),
         Claim(
             claim="diagonal HRA on CLIP ViT-L q/v is 0.05 M parameters (< 1 %)",
@@ -137,6 +144,7 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
                       f"toy encoder {hra['trainable_share_%']:.2f} %"),
             scale="parameter count",
             judgement=judge([abs(vit_l_diag - VIT_L_DIAG_PARAMS)], 0, kind="exact", fmt=lambda x: f"{x:,.0f}"),
+            cell=SPREAD_CELL,
         ),
         Claim(
             claim="LLaVA-1.5 pre-training gains with a full W_s",
@@ -146,7 +154,7 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
             judgement=not_run("needs Vicuna and CLIP ViT-L weights and the LLaVA data sets"),
         ),
     ]
-    return out + gpu_rows(recorded)
+    return out + at_cell(GPU_CELL, gpu_rows(recorded))
 
 
 def gpu_rows(recorded: dict | None) -> list[Claim]:

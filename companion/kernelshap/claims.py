@@ -38,6 +38,9 @@ MODIFIED = "LS, modified ℓ2"
 MV_KERNEL = "unbiased KernelSHAP (MV, kernel, λ=0)"
 MV_LEVERAGE = "MV, leverage"
 TINY = 1e-300  # an exact estimate (error 0) counts as this error, so that every log ratio is defined
+# the cells of notebooks/16_kernelshap.ipynb (nbformat ids) that measure the rows: the error curves of every estimator,
+# the lambda comparison, and the Scale-up cell that shows the recorded GPU study
+CURVES_CELL, LAM_CELL, GPU_CELL = "3ab4a516", "310a8dfe", "fe600756"
 
 
 def _med(results, name, method, m):
@@ -111,6 +114,7 @@ def claim_rows(results: dict, reference_m: dict, lam_rows, *, lam_seeds: dict, s
         + ", ".join(f"{r:.2f}" for r in ratios),
         scale=spread,
         judgement=_beats(per_seed_advantage(results, lev_wo, SHAP)),
+        cell=CURVES_CELL,
     ))
 
     pairs = ((LEVERAGE, MV_LEVERAGE), (KERNEL, MV_KERNEL))
@@ -124,6 +128,7 @@ def claim_rows(results: dict, reference_m: dict, lam_rows, *, lam_seeds: dict, s
                     for n in names),
         scale=spread,
         judgement=_beats(ls_mv),
+        cell=CURVES_CELL,
     ))
 
     med_ref = {n: {k: _med(results, n, k, reference_m[n]) for k in (LEVERAGE, MODIFIED, KERNEL)} for n in names}
@@ -136,6 +141,7 @@ def claim_rows(results: dict, reference_m: dict, lam_rows, *, lam_seeds: dict, s
                     for n, v in med_ref.items()),
         scale=spread,
         judgement=_beats(order),
+        cell=CURVES_CELL,
     ))
 
     curve_slopes = [loglog_slope(results[n][1], np.median(results[n][2][k], axis=1)) for n in names for k in ESTIMATORS]
@@ -147,6 +153,7 @@ def claim_rows(results: dict, reference_m: dict, lam_rows, *, lam_seeds: dict, s
                   f"{min(curve_slopes):.2f} … {max(curve_slopes):.2f}"),
         scale=spread + ", budgets " + "; ".join(f"{n} {results[n][1][0]}…{results[n][1][-1]}" for n in names),
         judgement=slope_judgement(per_seed_slopes(results, ESTIMATORS)),
+        cell=CURVES_CELL,
     ))
 
     lam = [float(v) for v in np.min([_log_ratio(zero, alpha) for alpha, zero in (lam_seeds[r["data set"]] for r in lam_rows)],
@@ -158,6 +165,7 @@ def claim_rows(results: dict, reference_m: dict, lam_rows, *, lam_seeds: dict, s
         + "; ".join(f"{r['data set']}: {r['MV kernel, λ=α']:.1e} vs {r['MV kernel, λ=0']:.1e}" for r in lam_rows),
         scale=spread + ", kernel sampling, reference m",
         judgement=_beats(lam),
+        cell=LAM_CELL,
     ))
 
     rows.append(Claim(
@@ -191,7 +199,7 @@ def scale_claim_rows(payload) -> list[Claim]:
     if not ((payload or {}).get("stages", {}).get("studies", {}).get("state") == "done" and payload["studies"]):
         left = [s for s in not_finished(payload) if s.split(" ")[0] == "studies"]
         why = (f"the GPU study's stage {left[0]}" if left else "no GPU results recorded yet") + " (python -m companion.bench kernelshap)"
-        return [Claim(claim=claim, paper=paper, measured=why, scale="-", judgement=not_run(why))]
+        return [Claim(claim=claim, paper=paper, measured=why, scale="-", judgement=not_run(why), cell=GPU_CELL)]
     studies = payload["studies"]
     by = {(r["d"], r["method"], r["m"]): r["median_nmse"] for s in studies for r in scale_rows(s)}
     at = [(s["d"], s["budgets"][-1]) for s in studies]
@@ -207,4 +215,5 @@ def scale_claim_rows(payload) -> list[Claim]:
         + "…".join(str(m) for m in (studies[0]['budgets'][0], studies[0]['budgets'][-1]))
         + f", {payload.get('device', '?')}, {payload.get('date', '?')}",
         judgement=_beats(values),
+        cell=GPU_CELL,
     )]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import MIN_SEEDS, Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.lorasuite.scale import missing, seeds_done
 
 LOSS_MARGIN = 0.02  # a gap in loss between two methods must reach this (per seed, or on the mean by more than the spread)
@@ -34,6 +35,9 @@ LR_PARTLY = 0.0  # the higher learning rate ending lower at all (a gap > 0 but s
 LAYER_MISS_MAX = 0.0  # share of the upgrade's layer pairs the CKA + DP map may miss (an exact recovery)
 HEAD_MISS_MAX = 0.25  # share of old heads the Hungarian map may send to a wrong new slot
 TIME_SAVING_MIN = 0.5  # transfer + LFT must save at least this share of the LoRA(full) recipe's time
+# the cells of notebooks/12_lorasuite.ipynb (nbformat ids) that measure the rows: the layer and head maps, the LFT and
+# LoRA runs, and the Scale-up cell that shows the recorded GPU study
+MAP_CELL, EXPERIMENT_CELL, GPU_CELL = "f156e65f", "470d5f0d", "49ece88d"
 
 
 def _final(h) -> float:
@@ -376,5 +380,6 @@ def run_summary(res: dict, checks: dict, rows) -> str:
 
 def claim_rows(res: dict, checks: dict, gpu=None) -> list[Claim]:
     """The Reproduce table's rows."""
-    return [lft_vs_scratch_row(res), full_row(res), no_lft_row(res), lr_row(res), layer_row(checks), head_row(checks),
-            time_row(res), *gpu_rows(gpu)]
+    return [*at_cell(EXPERIMENT_CELL, [lft_vs_scratch_row(res), full_row(res), no_lft_row(res), lr_row(res)]),
+            *at_cell(MAP_CELL, [layer_row(checks), head_row(checks)]),
+            *at_cell(EXPERIMENT_CELL, [time_row(res)]), *at_cell(GPU_CELL, gpu_rows(gpu))]

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.low_rank_clone.experiments import BASELINE, CAUSAL_METHODS, tokens_to_reach
 from companion.low_rank_clone.scale import SEED_STAGES
@@ -33,6 +34,10 @@ ABLATION_MARGIN = 0.02  # per seed: the FFN-clone ablation's Spearman drop must 
 EFFICIENCY_RATIO = 0.5  # this project's bar: LRC reaches the loss in at most half the tokens of random init + KD
 PRUNE_MARGIN = 0.05  # per seed: LRC's final validation loss must be below hard pruning + KD's by this (nats/byte)
 THROUGHPUT_MIN = 0.5  # this project's bar: LRC trains at >= 50 % of plain training's tokens/s
+# the cells of notebooks/11_low_rank_clone.ipynb (nbformat ids) that measure the rows: the clone's checks, the MiniLM
+# study (run here or loaded from its committed run), the causal study, and the Scale-up cell that shows the recorded
+# GPU study
+CHECKS_CELL, ENCODER_CELL, CAUSAL_CELL, GPU_CELL = "7d512f35", "3ce446b0", "145d1d53", "044c7d86"
 
 
 def _signed(x: float) -> str:
@@ -281,8 +286,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
 def claim_rows(*, checks: dict, encoder, encoder_scale: str, causal, causal_scale: str,
                gpu: dict | None = None) -> list[Claim]:
     """All rows of the notebook's Reproduce table."""
-    return [*mechanism_rows(checks), *encoder_rows(encoder, encoder_scale), *causal_rows(causal, causal_scale),
-            headline_row(), *gpu_rows(gpu)]
+    return [*at_cell(CHECKS_CELL, mechanism_rows(checks)), *at_cell(ENCODER_CELL, encoder_rows(encoder, encoder_scale)),
+            *at_cell(CAUSAL_CELL, causal_rows(causal, causal_scale)), headline_row(), *at_cell(GPU_CELL, gpu_rows(gpu))]
 
 
 def outcome_sentences(*, causal, gpu: dict | None, grid: dict | None) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
 DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (the issue's target)
@@ -30,6 +31,11 @@ NEGLIGIBLE_TERM = 1e-6        # a fitted coefficient below this adds < 1e-6 nats
 SEARCH_MIN_GAIN = 0.01        # the search "improves" when the best loss falls by at least 0.01 nats from the initial population
 THROUGHPUT_RATIO_MIN = 5.0    # the issue's GPU target: hybrid throughput >= 5x the transformer's
 LATENCY_RATIO_MAX = 1.0       # ... and hybrid batch-1 latency no worse than the transformer's
+# the cells of notebooks/15_nemotron_flash.ipynb (nbformat ids) that measure the rows: the depth-width timing, the
+# operator sweep, the cached runs with the layer-latency table of the frontier, weight normalisation, the scaling law,
+# the search, the checks (the meta tokens' mechanism), and the Scale-up cell that shows the recorded GPU run
+DEPTH_CELL, OPERATOR_CELL, FRONTIER_CELL, WN_CELL = "4213e271", "e4f8fbc5", "3a010f2e", "f3c7caa2"
+LAW_CELL, SEARCH_CELL, CHECKS_CELL, GPU_CELL = "1333df2e", "b0bf595e", "768657ea", "13988055"
 
 
 def _ratio(x):
@@ -245,5 +251,7 @@ def gpu_rows(gpu) -> list[Claim]:
 
 def claim_rows(*, dw, ops, front, front_device, wn, law, search, gpu=None) -> list[Claim]:
     """The Reproduce table's rows."""
-    return [depth_row(dw), frontier_row(front, front_device),
-            *operator_rows(ops), weight_norm_row(wn), law_row(law), search_row(search), meta_row(), *gpu_rows(gpu)]
+    return [*at_cell(DEPTH_CELL, [depth_row(dw)]), *at_cell(FRONTIER_CELL, [frontier_row(front, front_device)]),
+            *at_cell(OPERATOR_CELL, operator_rows(ops)), *at_cell(WN_CELL, [weight_norm_row(wn)]),
+            *at_cell(LAW_CELL, [law_row(law)]), *at_cell(SEARCH_CELL, [search_row(search)]),
+            *at_cell(CHECKS_CELL, [meta_row()]), *at_cell(GPU_CELL, gpu_rows(gpu))]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.ortho_residual.experiments import stream_summary
 from companion.ortho_residual.scale import BF16_SEEDS, LM_SEEDS, TIMINGS, seed_results, step_times, when
@@ -31,6 +32,9 @@ PARALLEL_MIN = 0.2
 ACC_MARGIN_PP = 6.0  # per-seed accuracy gain (pp) to exceed: ~2.5 binomial standard errors on 449 test digits
 LOSS_MARGIN = 0.05  # per-seed validation-loss gap (nats) an LM comparison must exceed
 OVERHEAD_MAX = 1.10  # step time Orthogonal-F / linear: an O(d) reduction per add against O(d^2) matmuls
+# the cells of notebooks/10_ortho_residual.ipynb (nbformat ids) that measure the rows: the digits ViTs of the three
+# rules, the char-level LMs, and the Scale-up cell that shows the recorded GPU study
+VIT_CELL, LM_CELL, GPU_CELL = "0971c6ee", "590857ea", "fa4cbdb3"
 
 
 def _stat(values, scale=1.0) -> tuple[float, float]:
@@ -220,4 +224,5 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
 
 def claim_rows(*, vit: dict, lm: dict, vit_scale: str, lm_scale: str, gpu: dict | None = None) -> list[Claim]:
     """All rows of the notebook's Reproduce table."""
-    return [*mechanism_rows(vit, vit_scale), accuracy_row(vit, vit_scale), lm_row(lm, lm_scale), *gpu_rows(gpu)]
+    return [*at_cell(VIT_CELL, [*mechanism_rows(vit, vit_scale), accuracy_row(vit, vit_scale)]),
+            *at_cell(LM_CELL, [lm_row(lm, lm_scale)]), *at_cell(GPU_CELL, gpu_rows(gpu))]

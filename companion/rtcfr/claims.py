@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from companion.core import Claim, judge, not_run
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
 __all__ = ["KEEP_CEILING", "KUHN_NASHCONV", "LATE_FRACTION", "MACHINE", "RESET_FLOOR", "SPREAD_MARGIN", "WIN_FACTOR",
@@ -42,6 +43,9 @@ KEEP_CEILING = 1e-2
 SPREAD_MARGIN = 0.5
 
 DETERMINISTIC = "deterministic solvers, one run per game (no seed enters)"
+# the cells of notebooks/18_rtcfr.ipynb (nbformat ids) that measure the rows: the comparison over games, the Leduc
+# keep-vs-reset-θ study, the μ × T_u heat map, and the Scale-up cell that shows the recorded GPU run
+COMPARISON_CELL, LEDUC_CELL, HEATMAP_CELL, GPU_CELL = "f66f769b", "915c5eff", "13c8a843", "b6a297a7"
 
 
 def win_log_ratio(a: float, b: float) -> float:
@@ -112,7 +116,7 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
             paper="Kuhn: tuned RTCFR+ falls to machine precision (Fig. 1)",
             measured=f"Kuhn NashConv {tr.at(early):.1e} at {early}, {final:.1e} at {iterations} iterations",
             scale=f"Kuhn poker, μ = {tr.params.get('mu')}, T_u = {tr.params.get('T_u')}, {iterations} iterations, one run",
-            judgement=judge([final], KUHN_NASHCONV, kind="exact", fmt=lambda x: f"{x:.1e}")))
+            judgement=judge([final], KUHN_NASHCONV, kind="exact", fmt=lambda x: f"{x:.1e}"), cell=COMPARISON_CELL))
 
     avg, last, untuned = [], [], []
     for trs in results.values():
@@ -126,17 +130,17 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
         claim="Tuned RTCFR+'s last iterate beats the average iterate of CFR+, PCFR+ and DCFR",
         paper="on all games but Liar's Dice(6) (8 of 9)",
         **_per_game("the best average iterate", ratio, names, avg),
-        scale=scale, judgement=_win(avg)))
+        scale=scale, judgement=_win(avg), cell=COMPARISON_CELL))
     rows.append(Claim(
         claim="Tuned RTCFR+ beats the other algorithms' last iterates",
         paper="beats every tested algorithm (also R-NaD, Reg-CFR, OMWU, OGDA: not run here)",
         **_per_game("the best CFR+/PCFR+/DCFR last iterate", ratio, names, last),
-        scale=scale, judgement=_win(last)))
+        scale=scale, judgement=_win(last), cell=COMPARISON_CELL))
     rows.append(Claim(
         claim="Untuned RTCFR+ (μ = 1e-3, T_u = 100) beats every algorithm except PCFR+",
         paper="on most games (Fig. 1, untuned panels)",
         **_per_game("the best CFR+/DCFR iterate (average or last)", ratio, names, untuned),
-        scale=scale, judgement=_win(untuned)))
+        scale=scale, judgement=_win(untuned), cell=COMPARISON_CELL))
 
     mu, T_u = keep.params.get("mu"), keep.params.get("T_u")
     lo, hi = late_window(iterations, T_u)
@@ -147,12 +151,13 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
         claim="Keeping θ across reference updates, RTCFR+ converges",
         paper="RTCFR+ as specified keeps θ (Alg. 1; the control of Fig. 3)",
         measured=f"Leduc, θ kept: NashConv {keep_end:.1e} at iteration {hi}",
-        scale=leduc, judgement=judge([keep_end], KEEP_CEILING, kind="exact", fmt=lambda x: f"{x:.1e}")))
+        scale=leduc, judgement=judge([keep_end], KEEP_CEILING, kind="exact", fmt=lambda x: f"{x:.1e}"), cell=LEDUC_CELL))
     rows.append(Claim(
         claim="Resetting θ at reference updates stops convergence",
         paper="RTCFR+ with θ reset never converges (Fig. 3)",
         measured=f"Leduc: reset-θ best NashConv in iterations {lo}-{hi} {reset_best:.3f} (θ kept: {keep_end:.1e} at {hi})",
-        scale=leduc, judgement=judge([reset_best], RESET_FLOOR, direction="higher", fmt=lambda x: f"{x:.3g}")))
+        scale=leduc, judgement=judge([reset_best], RESET_FLOOR, direction="higher", fmt=lambda x: f"{x:.3g}"),
+        cell=LEDUC_CELL))
 
     spread_mu, spread_tu = mu_tu_spread(heatmap_grid)
     rows.append(Claim(
@@ -162,8 +167,9 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
                   f"(judged on the difference)"),
         scale=f"{heatmap_game}, {len(heatmap_mus)}x{len(heatmap_T_us)} grid, {heatmap_iterations} iterations; one game, "
               f"{DETERMINISTIC}",
-        judgement=judge([spread_mu - spread_tu], SPREAD_MARGIN, direction="higher", fmt=lambda x: f"{x:.2f}")))
-    rows.extend(recorded_rows(recorded))
+        judgement=judge([spread_mu - spread_tu], SPREAD_MARGIN, direction="higher", fmt=lambda x: f"{x:.2f}"),
+        cell=HEATMAP_CELL))
+    rows.extend(at_cell(GPU_CELL, recorded_rows(recorded)))
     return rows
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from companion.core import Claim, judge, not_run
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.scalekv.schedule import cumulative_tokens
 
@@ -38,6 +39,10 @@ MEMORY_ROUNDING_TOKENS = 0.5
 #: the paper's end-to-end speed-up (up to 1.25x on one H20); the attention-only speed-up measured here
 #: bounds an end-to-end one from above, so it must reach at least this.
 LATENCY_SPEEDUP = 1.25
+# the cells of notebooks/03_scalekv.ipynb (nbformat ids) that measure the rows: the planted-structure model, the sweep
+# of every method and budget (with the delta grid), the spread over training seeds, and the Scale-up cell that shows
+# the recorded GPU run
+PLANTED_CELL, SWEEP_CELL, SEEDS_CELL, GPU_CELL = "af51feb3", "8a476879", "af3acd44", "19461ab6"
 
 
 def _db(x: float) -> str:
@@ -111,13 +116,13 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         measured=(f"PSNR gain over uniform {seeds}: " + "/".join(f"{g:+.2f}" for g, _ in g10.values())
                   + f" dB{own}"),
         scale=spread_scale,
-        judgement=judge([g for g, _ in g10.values()], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
+        judgement=judge([g for g, _ in g10.values()], PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SEEDS_CELL))
     rows.append(Claim(
         claim=f"ScaleKV beats a uniform SnapKV budget at {_pct(s10)} of the KV memory (teacher-forced hidden error, our measure)",
         paper="Infinity-8B, 10%: closer to the full cache than SnapKV (FID, LPIPS, PSNR)",
         measured=(f"relative change of the final hidden-state error against uniform's {seeds}: " + "/".join(f"{h:+.1%}" for _, h in g10.values())),
         scale=spread_scale,
-        judgement=judge([h for _, h in g10.values()], -HIDDEN_MARGIN, direction="lower", fmt=_rel)))
+        judgement=judge([h for _, h in g10.values()], -HIDDEN_MARGIN, direction="lower", fmt=_rel), cell=SEEDS_CELL))
 
     per_budget = {f: seed_gains(spread, f) for f in seed_fr}
     worst = {sd: min(per_budget[f][sd][0] for f in seed_fr) for sd in g10}
@@ -127,7 +132,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         measured=("PSNR gain over uniform at " + "/".join(_pct(f) for f in seed_fr) + f" {seeds}: " + "; ".join("/".join(f"{per_budget[f][sd][0]:+.2f}" for f in seed_fr) for sd in g10)
                   + " dB (judged: each seed's worst budget)"),
         scale=spread_scale,
-        judgement=judge(list(worst.values()), PSNR_MARGIN_DB, direction="higher", fmt=_db)))
+        judgement=judge(list(worst.values()), PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SEEDS_CELL))
 
     vs_py = {f: _val(table, "scalekv", f, "psnr") - _val(table, "pyramid", f, "psnr") for f in sorted({f4, f20})}
     rows.append(Claim(
@@ -136,7 +141,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         measured="; ".join(f"PSNR at {_pct(f)}: {_val(table, 'scalekv', f, 'psnr'):.2f} vs {_val(table, 'pyramid', f, 'psnr'):.2f}"
                            for f in vs_py) + " (judged: the smaller gain)",
         scale=scale,
-        judgement=judge([min(vs_py.values())], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
+        judgement=judge([min(vs_py.values())], PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SWEEP_CELL))
 
     st10, wi10 = _val(table, "streaming", f10, "psnr"), _val(table, "window", f10, "psnr")
     rows.append(Claim(
@@ -145,7 +150,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         measured=f"PSNR at {_pct(f10)}: StreamingLLM {st10:.2f}, sliding window {wi10:.2f}, ScaleKV {sk10:.2f} dB "
                  "(judged: ScaleKV minus the better of the two)",
         scale=scale,
-        judgement=judge([sk10 - max(st10, wi10)], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
+        judgement=judge([sk10 - max(st10, wi10)], PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SWEEP_CELL))
 
     p_err = planted["errors"]
     pf = sorted(p_err["scalekv"])
@@ -158,7 +163,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
                  + "/".join(f"{p_err['scalekv'][f]:.3f}" for f in pf) + ", uniform " + "/".join(f"{p_err['uniform'][f]:.3f}" for f in pf)
                  + " (judged: scales where the lowest z are not the planted layers)",
         scale=planted_scale,
-        judgement=judge([missed], 0, kind="exact", fmt=lambda x: f"{x:.0f}")))
+        judgement=judge([missed], 0, kind="exact", fmt=lambda x: f"{x:.0f}"), cell=PLANTED_CELL))
 
     deltas = sorted({float(d) for _, d in delta_runs})
     base = deltas[0]
@@ -168,7 +173,8 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
     delta_claim, delta_paper = "refiner budgets decaying with scale help (delta ablation)", "2B at 10%: FID 3.49 (delta 0) -> 2.53 (delta 70/650)"
     if chosen == base:
         why = f"DELTA = {delta:g} is the smallest delta of the grid, nothing to compare it with"
-        rows.append(Claim(claim=delta_claim, paper=delta_paper, measured=f"not measured: {why}", scale=scale, judgement=not_run(why)))
+        rows.append(Claim(claim=delta_claim, paper=delta_paper, measured=f"not measured: {why}", scale=scale, judgement=not_run(why),
+                          cell=SWEEP_CELL))
     else:
         gain = mean[chosen] - mean[base]
         rows.append(Claim(
@@ -177,7 +183,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
                      f"pre-declared delta {chosen:g} ({gain:+.2f} dB); over all {len(deltas)} deltas "
                      f"{min(mean.values()):.2f}..{max(mean.values()):.2f}",
             scale=scale,
-            judgement=judge([gain], DELTA_MARGIN_DB, direction="higher", fmt=_db)))
+            judgement=judge([gain], DELTA_MARGIN_DB, direction="higher", fmt=_db), cell=SWEEP_CELL))
 
     dev = memory_deviation_tokens(table, sides)
     rows.append(Claim(
@@ -188,7 +194,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
                  f"{_val(table, 'scalekv', f10, 'retained_bytes') / 1024:.0f} of {_val(table, 'scalekv', f10, 'full_bytes') / 1024:.0f} KiB, "
                  f"peak {_val(table, 'scalekv', f10, 'peak_fraction'):.0%} of the full peak",
         scale=scale,
-        judgement=judge([dev], MEMORY_ROUNDING_TOKENS, kind="exact")))
+        judgement=judge([dev], MEMORY_ROUNDING_TOKENS, kind="exact"), cell=SWEEP_CELL))
 
     why = "needs Infinity, flan-t5, Inception and VGG weights and MS-COCO"
     rows.append(Claim(
@@ -196,7 +202,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         paper="8B FID 2.12, LPIPS 0.09; GenEval 0.790 vs 0.792",
         measured=f"not measured ({why})",
         scale="MS-COCO 2017 captions, Infinity-2B/8B", judgement=not_run(why)))
-    rows.extend(recorded_rows(recorded))
+    rows.extend(at_cell(GPU_CELL, recorded_rows(recorded)))
     return rows
 
 

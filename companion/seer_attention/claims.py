@@ -11,6 +11,7 @@ stage the recorded run did not finish (``companion.core.stages.not_finished``) l
 from __future__ import annotations
 
 from companion.core import Claim, judge, not_run
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
 __all__ = ["COSINE_LOSSLESS", "COSINE_PARTLY", "KL_REDUCTION", "LONG_RECALL_SHARE", "PAPER_SPEEDUPS", "RECALL_MARGIN",
@@ -32,6 +33,10 @@ LONG_RECALL_SHARE = 0.9
 PAPER_SPEEDUPS = {8192: 4.15, 32768: 7.37, 131072: 7.34}
 #: ... and the share of it the recorded speed-up must reach at each length.
 SPEEDUP_SHARE = 1.0
+
+# the cells of notebooks/01_seer_attention.ipynb (nbformat ids) that measure the rows: the distillation, the
+# evaluation of the masks, and the Scale-up section that shows the recorded GPU run
+TRAIN_CELL, EVAL_CELL, GPU_CELL = "427247c3", "123f14cd", "0eaa0d26"
 
 _BASELINES = ("untrained", "random", "a-shape")
 _SPARSITY = 0.9  # the sparsity of the recorded block-RoPE comparison and of the paper's kernel numbers
@@ -73,6 +78,7 @@ def claim_rows(block_rows, output_rows, *, kl_untrained, kl_trained, train_secon
                   f"gate minus best baseline {_join(gaps, '+.3f')} (judged: the smallest gap)"),
         scale=one_seed + " (held out)",
         judgement=judge([min(gaps)], RECALL_MARGIN, direction="higher", weaker=0.0),
+        cell=EVAL_CELL,
     ))
 
     kl0, kl1 = _mean(kl_untrained), _mean(kl_trained)
@@ -83,6 +89,7 @@ def claim_rows(block_rows, output_rows, *, kl_untrained, kl_trained, train_secon
                   f"judged: that ratio) in {steps} steps, {train_seconds:.0f} s; {gate_params:,} gate parameters, the model frozen"),
         scale=one_seed,
         judgement=judge([kl1 / kl0], KL_REDUCTION, direction="lower", weaker=1.0),
+        cell=TRAIN_CELL,
     ))
 
     c_hi = O["gate", sparsities[-1]]
@@ -95,8 +102,9 @@ def claim_rows(block_rows, output_rows, *, kl_untrained, kl_trained, train_secon
                   f"{sparsities[-1]:.0%}); no task accuracy is measured here"),
         scale=one_seed + f", {output_seqs} held-out window{'s' if output_seqs != 1 else ''}",
         judgement=judge([c_hi], COSINE_LOSSLESS, direction="higher", weaker=COSINE_PARTLY),
+        cell=EVAL_CELL,
     ))
-    rows.extend(recorded_rows(recorded))
+    rows.extend(at_cell(GPU_CELL, recorded_rows(recorded)))
     return rows
 
 

@@ -14,6 +14,8 @@ __all__ = ["SLOPE_TOL", "claim_rows"]
 
 #: the fitted log-log slope must lie within this distance of -1/2.
 SLOPE_TOL = 0.08
+# the cell of notebooks/00_tour.ipynb (nbformat id) that measures the row: the error curve of the Reproduce section
+CURVE_CELL = "0eb43b83"
 
 
 def claim_rows(slope: float, sizes: list[int], repeats: int, profile: str) -> list[Claim]:
@@ -24,4 +26,5 @@ def claim_rows(slope: float, sizes: list[int], repeats: int, profile: str) -> li
         measured=f"fitted slope {slope:.3f}; judged on its distance from −0.5",
         scale=f"n = {sizes[0]}…{sizes[-1]}, {repeats} repeats, {profile.upper()}",
         judgement=judge([abs(slope + 0.5)], SLOPE_TOL, kind="exact", fmt=lambda x: f"{x:.3f}"),
+        cell=CURVE_CELL,
     )]

@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from companion.core import Claim, inconclusive, judge, not_run
+from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.zeros_attention.scale import kernel_table
 
@@ -46,6 +47,10 @@ MQAR_LEARNED_MIN = 0.2
 MQAR_TIE_MARGIN = 0.05
 MQAR_LINEAR_MARGIN = 0.1
 LINEAR_SLOPE_MAX = 1.5
+# the cells of notebooks/04_zeros_attention.ipynb (nbformat ids) that measure the rows: the equivalence of the five
+# computations, the weights and Lemma 3.4's profile, the expressivity toy, the MQAR task, and the Scale-up cell that
+# shows the recorded kernel benchmark
+EQUIV_CELL, WEIGHTS_CELL, TOY_CELL, MQAR_CELL, GPU_CELL = "8baff796", "6ce08f27", "37cdd70f", "739b5847", "967dba7f"
 
 
 def lemma_shares(t_max_r: Sequence[float], l1: Sequence[float]) -> dict[str, float]:
@@ -72,10 +77,10 @@ def claim_rows(*, row_sum_max: float, neg_share: float, weights_scale: str, equi
     rows = [
         Claim(claim="zero-sum weights, signed (Sec. 3)", paper="sum_i r_ti = 0; weights may be negative",
               measured=f"max |row sum| {row_sum_max:.1e}; {100 * neg_share:.0f}% of the non-zero weights negative",
-              scale=weights_scale, judgement=judge([row_sum_max], ROW_SUM_TOL, kind="exact")),
+              scale=weights_scale, judgement=judge([row_sum_max], ROW_SUM_TOL, kind="exact"), cell=WEIGHTS_CELL),
         Claim(claim="exact linear-time computation", paper="prefix scan = explicit weights, O(N d^2)",
               measured=f"scan, chunked (running max), 3d-key linear attention, closed form: max |diff| {max(equiv.values()):.1e}",
-              scale=equiv_scale, judgement=judge(list(equiv.values()), EQUIV_TOL, kind="exact")),
+              scale=equiv_scale, judgement=judge(list(equiv.values()), EQUIV_TOL, kind="exact"), cell=EQUIV_CELL),
     ]
     t_max_r = [t * m for t, m in zip(decay["t"], decay["max_abs"])]
     shares = lemma_shares(t_max_r, decay["l1"])
@@ -84,32 +89,33 @@ def claim_rows(*, row_sum_max: float, neg_share: float, weights_scale: str, equi
                                 f"over the second half (bound x{LEVEL_OFF_RATIO:g}), sum|r| <= {max(decay['l1']):.2f} (bound {L1_BOUND:g}), "
                                 f"max ||o_t|| {max(norms['zeros']):.3f} (judged: each measure over its bound)"),
                       scale=f"t up to {property_t}, logits in [-2, 2]",
-                      judgement=judge(list(shares.values()), 1.0, kind="exact")))
+                      judgement=judge(list(shares.values()), 1.0, kind="exact"), cell=WEIGHTS_CELL))
     zs, sm, zsm = toy["zeros"]["test_nmse"], toy["softmax"]["test_nmse"], toy["zeros_sm"]["test_nmse"]
     rows.append(Claim(claim="one layer computes v_a - v_b; softmax cannot (Prop. 3.1, Cor. 3.2)",
                       paper="zero-sum span strictly contains convex deviations",
                       measured=(f"test NMSE: ZeroS {zs:.3f}, ZeroS-SM {zsm:.3f}, softmax {sm:.3f} (convex floor {CONVEX_FLOOR:g}) "
                                 "(judged: ZeroS's NMSE)"),
                       scale=toy_scale,
-                      judgement=judge([zs], ZEROS_NMSE_MAX, direction="lower", weaker=CONVEX_FLOOR - EXPRESSIVITY_MARGIN)))
+                      judgement=judge([zs], ZEROS_NMSE_MAX, direction="lower", weaker=CONVEX_FLOOR - EXPRESSIVITY_MARGIN),
+                      cell=TOY_CELL))
     za, sa, la = (mqar[k]["test_acc"] for k in ("zeros", "softmax", "linear"))
     acc = f"accuracy: ZeroS {za:.2f}, softmax {sa:.2f}, linear {la:.2f}"
     tie_claim, above_claim = "MQAR: ZeroS competitive with softmax", "MQAR: ZeroS above linear attention"
     if max(za, sa) <= MQAR_LEARNED_MIN:
         why = (f"no mixer learned the task at this scale (best accuracy {max(za, sa):.2f}, needs > {MQAR_LEARNED_MIN:g}), "
                "so no ordering can be read; the GPU profile trains longer")
-        rows += [Claim(claim=c, paper="Zoology MQAR curves (figure only)", measured=acc, scale=mqar_scale, judgement=inconclusive(why))
-                 for c in (tie_claim, above_claim)]
+        rows += [Claim(claim=c, paper="Zoology MQAR curves (figure only)", measured=acc, scale=mqar_scale, judgement=inconclusive(why),
+                       cell=MQAR_CELL) for c in (tie_claim, above_claim)]
     else:
         rows.append(Claim(claim=tie_claim, paper="Zoology MQAR curves (figure only)", measured=acc + " (judged: ZeroS − softmax)",
-                          scale=mqar_scale, judgement=judge([za - sa], -MQAR_TIE_MARGIN, direction="higher")))
+                          scale=mqar_scale, judgement=judge([za - sa], -MQAR_TIE_MARGIN, direction="higher"), cell=MQAR_CELL))
         rows.append(Claim(claim=above_claim, paper="Zoology MQAR curves (figure only)", measured=acc + " (judged: ZeroS − linear)",
-                          scale=mqar_scale, judgement=judge([za - la], MQAR_LINEAR_MARGIN, direction="higher")))
+                          scale=mqar_scale, judgement=judge([za - la], MQAR_LINEAR_MARGIN, direction="higher"), cell=MQAR_CELL))
     rows.append(Claim(claim="MAD average", paper="ZeroS 73.5, ZeroS-SM 75.4 vs Transformer 74.5", measured="not measured",
                       scale="6 MAD tasks, small models", judgement=not_run("needs the MAD tasks and their model sweeps")))
     rows.append(Claim(claim="WikiText-103 perplexity", paper="ZeroS 24.61 vs Transformer 24.78", measured="not measured",
                       scale="<50M-parameter language models", judgement=not_run("needs WikiText-103 and GPU training of language models under 50M parameters")))
-    rows.extend(kernel_claim_rows(kernel))
+    rows.extend(at_cell(GPU_CELL, kernel_claim_rows(kernel)))
     return rows
 
 
