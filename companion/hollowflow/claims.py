@@ -49,7 +49,7 @@ def theorem_row(check: dict, scale: str) -> Claim:
     errors = [p["div_error"], p["diag_block_diff"], p["offblock_detached"], p["self_dependence"], float(p["leaks"])]
     return Claim(
         "Theorem 1: J_b = J_c (block-hollow) + J_τ (block-diagonal); ∇·b from d VJPs",
-        "tr J_b = Σ_{c=1}^{d} v_cᵀ J_τ v_c, v_c = e_c ⊗ 1_n, with h^T detached",
+        "tr J_b = Σ_c v_cᵀ J_τ v_c over c = 1…d, v_c = e_c ⊗ 1_n, with hᵀ detached",
         f"d-VJP divergence {p['hollow']:.6f} vs trace {p['trace']:.6f} (|Δ| = {p['div_error']:.1e})",
         scale, judge(errors, DIV_TOL, kind="exact", fmt=lambda v: f"{v:.1e}"),
         details=(f"n = {check['n']}, {check['k']}-NN, {check['steps']} steps; diagonal blocks of J and J_τ differ by "

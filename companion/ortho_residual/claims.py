@@ -63,7 +63,7 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
               f"max mean |cos(x, update)| over every add and snapshot: {cos_max:.1e} (Orthogonal-F and -G)",
               scale, judge(cos_max, COS_TOL, kind="exact", fmt=lambda x: f"{x:.1e}")),
         Claim("The stream norm never shrinks (inferred from ⟨x, f_⊥⟩ = 0)",
-              "‖x_{n+1}‖² = ‖x_n‖² + ‖f_⊥‖²",
+              "‖xₙ₊₁‖² = ‖xₙ‖² + ‖f_⊥‖²",
               f"smallest relative change of ‖x‖² at an orthogonal add: {growth_min:+.1e}; units shrinking by more than "
               f"{GROWTH_TOL:.0e}: {100 * shrink:.0f}% (linear model: up to {100 * lin_shrink:.0f}% of tokens shrink at some add)",
               scale, judge(max(0.0, -growth_min), GROWTH_TOL, kind="exact", fmt=lambda x: f"{x:.1e}")),

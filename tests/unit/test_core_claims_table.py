@@ -149,3 +149,17 @@ def test_named_cells_exist_in_the_notebook(path):
 def test_the_named_cells_are_found():
     assert set(_named_cells(repo_path("companion", "hollowflow", "claims.py"))) == {
         "19dd220b", "f91b2bf8", "262fd978", "81d11844"}
+
+
+RAW_TEX = re.compile(r"[_^]\{|\\[A-Za-z]+")
+
+
+@pytest.mark.parametrize("path", sorted(repo_path("companion").glob("*/claims.py")), ids=lambda p: p.parent.name)
+def test_claims_text_has_no_raw_tex(path):
+    """The table's text is HTML, not typeset: notation is written in Unicode (Σ_c, xₙ₊₁, hᵀ), never as TeX
+    (``_{``, ``^{``, ``\\frac``), which would show raw. Docstrings are not shown and are not checked."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    raw = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+           and id(n) not in docstrings and RAW_TEX.search(n.value)]
+    assert not raw, f"{path.parent.name}: TeX in claims text {raw[:3]}"
