@@ -31,7 +31,7 @@ def idea_figure(cloud, angle: dict, best: float = 45.0) -> go.Figure:
     fig.update_xaxes(range=[-lim, lim], title_text="channel 1", row=1, col=1)
     fig.update_yaxes(range=[-lim, lim], title_text="channel 2", scaleanchor="x", row=1, col=1)
     fig.update_xaxes(title_text="rotation angle θ (degrees)", row=1, col=2)
-    fig.update_layout(height=420, width=1100, title="Whip sees the outlier direction, the variance does not",
+    fig.update_layout(height=420, title="Whip sees the outlier direction, the variance does not",
                       legend=dict(orientation="h", y=-0.2))
     return fig
 
@@ -68,7 +68,7 @@ def layer_figure(studies: dict) -> go.Figure:
             fig.add_trace(go.Scatter(y=run.losses, mode="lines", name=k, legendgroup=k, showlegend=i == 1,
                                      line=dict(color=_PAL[(j + 1) % len(_PAL)])), row=i, col=2)
         fig.update_xaxes(title_text="step", row=i, col=2)
-    fig.update_layout(height=340 * n, width=1100, title="One layer, every rotation", legend=dict(orientation="h", y=-0.1))
+    fig.update_layout(height=340 * n, title="One layer, every rotation", legend=dict(orientation="h", y=-0.1))
     return fig
 
 
@@ -102,7 +102,7 @@ def gpu_figure(gpu: dict | None) -> go.Figure:
                            xref="paper", yref="paper")
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
-        return fig.update_layout(height=200, width=1100)
+        return fig.update_layout(height=200)
     fig = make_subplots(rows=1, cols=3, column_widths=[0.45, 0.25, 0.3],
                         subplot_titles=("average W4A4KV4 perplexity per seed (log)", "calibration wall time (s, log)",
                                         "end-to-end training loss"))
@@ -124,7 +124,7 @@ def gpu_figure(gpu: dict | None) -> go.Figure:
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_xaxes(title_text="step", row=1, col=3)
-    fig.update_layout(height=460, width=1250, barmode="group", legend=dict(orientation="h", y=-0.35),
+    fig.update_layout(height=460, barmode="group", legend=dict(orientation="h", y=-0.35),
                       title=f"Massive channels put in by hand (norm gains; residual stream), {len(runs)} seed(s), "
                             f"recorded on {gpu.get('device')} ({gpu.get('date')})")
     return fig
