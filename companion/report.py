@@ -384,7 +384,7 @@ def article_header(executed: Path, claims: list[dict], prov: dict, root: str, ne
     previous, following = neighbours
     nav = (f"<nav class='companion-nav'>{link(previous, 'prev', '←')}"
            f"<a class='index' href='{root}index.html'>run index</a>{link(following, 'next', '→')}</nav>")
-    shows = f"<div>{verdict_counts(claims)}</div>{claims_html(headline_rows(claims), executed.stem + '.html')}" if claims else \
+    shows = f"<div class='companion-counts'>{verdict_counts(claims)}</div>{claims_html(headline_rows(claims), executed.stem + '.html')}" if claims else \
         "<p>This run recorded no claims.</p>"
     cell, error = first_error(executed)
     failed = f"<p class='error'>Stopped at code cell {cell}: {html.escape(error)}</p>" if cell else ""

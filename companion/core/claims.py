@@ -132,7 +132,7 @@ def at_cell(cell: str, rows) -> list[Claim]:
 def verdict_badge(verdict: str) -> str:
     """A verdict as a coloured pill (HTML)."""
     fg, bg = VERDICT_COLOURS.get(verdict, ("#57606a", "#ececec"))
-    return f"<span style='{PILL_STYLE};color:{fg};background:{bg}'>{html.escape(verdict)}</span>"
+    return f"<span class='companion-pill' style='{PILL_STYLE};color:{fg};background:{bg}'>{html.escape(verdict)}</span>"
 
 
 def measured_html(row: dict, page: str) -> str:

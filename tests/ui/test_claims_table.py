@@ -34,7 +34,7 @@ def probe_notebook(path) -> None:
                                                            "language": "python"}})
     measuring = nbformat.v4.new_code_cell("x = 1")
     measuring.id = MEASURING
-    filler = [nbformat.v4.new_markdown_cell("\n\n".join(f"filler paragraph {i}" for i in range(40)))]
+    filler = [nbformat.v4.new_markdown_cell("\n\n".join(f"filler paragraph {i}" for i in range(150)))]
     shown = nbformat.v4.new_code_cell("claims.table()", outputs=[nbformat.v4.new_output(
         "display_data", data={"text/html": table._repr_html_() + "<table class='control'><tr><td>plain</td></tr></table>",
                               "text/plain": repr(table)})])

@@ -127,7 +127,7 @@ def test_report_page_shows_figures_explorers_and_equations_offline(name, reports
         assert all(page.evaluate("h => !!document.getElementById(decodeURIComponent(h.slice(1)))", h) for h in toc), toc
         # "What this run shows": the verdict counts add up to this run's claims; at most three headline rows.
         claims = claims_of(html_page)
-        pills = page.locator(".companion-head .companion-pill").all_inner_texts()
+        pills = page.locator(".companion-head .companion-counts .companion-pill").all_inner_texts()
         assert sum(int(t.split()[0]) for t in pills) == len(claims), (pills, len(claims))
         assert page.locator(".companion-head table.companion-claims tbody tr").count() == min(3, len(claims))
         # Previous / index / next follow the run's order and lead to pages of this run.
