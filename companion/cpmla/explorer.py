@@ -21,6 +21,7 @@ from companion.core import check_choice, check_float, check_int
 from companion.cpmla.metrics import energy_distance, sliced_w2
 from companion.cpmla.mirror_map import InverseNotConverged, QuadraticPotential
 from companion.cpmla.samplers import NonFiniteChain, mala, mirror_langevin, ula
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 EXPLORER_SAMPLERS = ("ULA", "MALA", "mirror: quadratic G", "mirror: Newton map", "mirror: learned ICNN")
 TARGET_LABELS = {"gaussian": "Gaussian, κ = 100", "8gaussians": "8 Gaussians"}

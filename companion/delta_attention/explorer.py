@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 
 from companion.delta_attention.attention import Method, compute_fraction
 from companion.delta_attention.minilm import MiniLMRuns, position_error, run_minilm
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 
 

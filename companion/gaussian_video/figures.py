@@ -5,6 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import companion.viz  # noqa: F401  (the theme and the mode bar)
+
 
 def decode_figure(gpu: dict) -> go.Figure:
     """Decode + render per frame against the layers received (zlib chunks, and the H.264 path when the run

@@ -26,6 +26,7 @@ from companion.graph_multiview.data import MOTIFS
 from companion.graph_multiview.sampling import READINGS, ppr_matrix
 from companion.graph_multiview.submix import st_submix
 from companion.graph_multiview.training import LABELS, head_diversity
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 TABS = ("mixing", "heads")
 KEPT, INSERTED = "#9a9a9a", "#E69F00"

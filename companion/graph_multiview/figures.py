@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from companion.graph_multiview.data import MOTIFS
 from companion.graph_multiview.explorer import _layout
 from companion.graph_multiview.training import LABELS
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 
 def st_ppr_figure(graph, sample, seed: int = 0) -> go.Figure:

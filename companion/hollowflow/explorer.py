@@ -23,6 +23,7 @@ from companion.core import check_bool, check_int
 from companion.hollowflow.divergence import divergence_hollow, jacobian
 from companion.hollowflow.experiments import paper_config
 from companion.hollowflow.nobgnn import NoBGNN
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 N_RANGE = (4, 16)
 STEPS_RANGE = (1, 4)

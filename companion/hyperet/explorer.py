@@ -24,6 +24,7 @@ from companion.hyperet.data import LEVELS
 from companion.hyperet.figures import LEVEL_COLOURS, LEVEL_SYMBOLS, _disk_layout
 from companion.hyperet.hra import identity_error_grid
 from companion.hyperet.poincare import _expmap0, _mobius_scalar_mul, _radius, check_curvature
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 __all__ = ["DiskData", "disk_projection", "disk_view", "explorer_controls", "explorer_data", "explorer_view", "identity_controls", "identity_view"]
 

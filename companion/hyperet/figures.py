@@ -18,6 +18,7 @@ import torch
 
 from companion.hyperet.data import LEVELS, SHAPES
 from companion.hyperet.poincare import _expmap0, _mobius_add, _mobius_scalar_mul, _radius, check_curvature
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 LEVEL_COLOURS = {"fine": "#d62728", "mid": "#ff7f0e", "coarse": "#2ca02c"}
 LEVEL_SYMBOLS = {"fine": "diamond", "mid": "square", "coarse": "star"}

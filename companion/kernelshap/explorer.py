@@ -18,6 +18,7 @@ from companion.core.validation import check_bool, check_choice, check_int
 from companion.kernelshap.estimators import estimate, kernel_explainer, normalised_error
 from companion.kernelshap.experiment import DATASETS, SHAP, make_setup
 from companion.kernelshap.sampling import DISTRIBUTIONS
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 __all__ = ["BUDGETS", "EXPLORER_ESTIMATORS", "cached_setup", "explorer_controls", "explorer_view"]
 

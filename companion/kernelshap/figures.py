@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from companion.kernelshap.estimators import ESTIMATORS
 from companion.kernelshap.experiment import SHAP
 from companion.kernelshap.sampling import DISTRIBUTIONS, size_distribution
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 DIST_COLORS = {"kernel": "#0072B2", "modified": "#009E73", "leverage": "#D55E00"}
 METHOD_COLORS = {

@@ -21,6 +21,7 @@ from companion.lorasuite.figures import add_cka, add_curves, add_heads
 from companion.lorasuite.mapping import LAYER_RULES, layer_mapping
 from companion.lorasuite.pipeline import CKA_SOURCES, transferred_loss
 from companion.lorasuite.transfer import transfer_adapter
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from companion.nemotron_flash.frontier import (
     stage_layer_types,
 )
 from companion.nemotron_flash.model import OPERATOR_NAMES
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 DEVICES = ("cpu", "h200")
 METRICS = ("latency", "throughput")

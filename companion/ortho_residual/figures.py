@@ -9,6 +9,7 @@ from plotly.subplots import make_subplots
 from companion.ortho_residual.explorer import _MODEL_COLOR
 from companion.ortho_residual.scale import BF16_SEEDS, LM_SEEDS, seed_results, when
 from companion.ortho_residual.study import COEF_ARMS, RULES
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 
 def _smooth(y, k):

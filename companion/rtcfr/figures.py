@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from companion.rtcfr.games import PAPER_NAMES
 from companion.rtcfr.solvers import LABELS, Trajectory
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 ALGO_COLORS = {"rtcfr+": "#D55E00", "rtpcfr+": "#CC79A7", "cfr+": "#0072B2", "pcfr+": "#009E73", "dcfr": "#E69F00",
                "cfr": "#56B4E9", "reset": "#000000"}

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from companion.core.validation import check_choice, check_float, check_int
 from companion.seer_attention.evaluate import density, head_output_cosine, recall, threshold_select, topk_select
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 RULES = ("top-k", "threshold")
 

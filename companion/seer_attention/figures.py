@@ -7,6 +7,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from companion.seer_attention.explorer import _log_heat
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 def idea_figure(probs: torch.Tensor, gt: torch.Tensor, block_size: int, title: str) -> go.Figure:
     """One head: token-level attention, and the block map the gate learns to predict (its target)."""

@@ -28,6 +28,7 @@ from plotly.subplots import make_subplots
 
 from companion.sudoku_dfs.board import START, decode_move, geometry, token_name
 from companion.sudoku_dfs.replay import EVENT_COLORS, replay, tree_layout
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 __all__ = ["ExplorerData", "describe_step", "explorer_controls", "explorer_view", "hard_transcripts", "trace_figure"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from companion.sudoku_dfs.replay import EVENT_COLORS, replay
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 
 __all__ = ["scale_figure", "scale_table", "transcript_depth_figure"]
 

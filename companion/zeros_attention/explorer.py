@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+import companion.viz  # noqa: F401  (the theme and the mode bar)
 from companion.zeros_attention import functional as Fz
 
 __all__ = [

@@ -76,6 +76,20 @@ def test_explorer_module(paper):
         assert callable(getattr(module, name, None)), f"explorer.py must define {name}()"
 
 
+def test_figure_modules_use_the_project_theme(paper):
+    """A module that builds plotly figures imports ``companion.viz``: its template, and the renderer's mode bar
+    without the Plotly Cloud button, apply from the first figure a notebook shows, not from the first explorer."""
+    folder = repo_path("companion", _slug(paper))
+    for path in (folder / "figures.py", folder / "explorer.py"):
+        if not path.exists():
+            continue
+        imported = {n.name for stmt in ast.parse(path.read_text()).body if isinstance(stmt, ast.Import) for n in stmt.names}
+        imported |= {stmt.module for stmt in ast.parse(path.read_text()).body if isinstance(stmt, ast.ImportFrom)}
+        if any(name and name.startswith("plotly") for name in imported):
+            assert any(name and name.startswith("companion.viz") for name in imported), (
+                f"{path.relative_to(repo_path())} draws with plotly: add `import companion.viz  # noqa: F401` (the theme)")
+
+
 def test_claims_module_and_tested_thresholds(paper):
     slug = _slug(paper)
     module = importlib.import_module(f"companion.{slug}.claims")
