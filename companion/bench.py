@@ -22,12 +22,11 @@ import importlib
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 
-from companion.core.paths import repo_path
+from companion.core.paths import repo_commit
 
 GRACE_S = 90  # a study's wall-clock limit in `make bench-gpu` is its DEADLINE_S plus this (start-up, last stage)
 
@@ -148,18 +147,6 @@ def benchmarks_table() -> str:
     return "\n".join(rows)
 
 
-def _commit() -> str | None:
-    """The checked-out commit, with ``+uncommitted changes`` when the tree differs from it (None outside git)."""
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=repo_path(), capture_output=True, text=True, timeout=10).stdout.strip()
-
-    try:
-        head = git("rev-parse", "HEAD")
-        return (head + (" +uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")) or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m companion.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -219,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--resume {args.resume}: not a readable JSON file ({err})", file=sys.stderr)
             return 2
     out_dir = args.out_dir or (tempfile.mkdtemp(prefix=f"{bench.name}-smoke-") if args.smoke else None)
-    meta = {"smoke": args.smoke, "command": shlex.join(["python", "-m", "companion.bench", *argv]), "commit": _commit()}
+    meta = {"smoke": args.smoke, "command": shlex.join(["python", "-m", "companion.bench", *argv]), "commit": repo_commit()}
 
     def save(payload):
         return save_results(module.RESULTS_NAME, {**payload, **meta}, out_dir)

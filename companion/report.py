@@ -44,7 +44,7 @@ from pathlib import Path
 
 from companion.core.atomic import write_json_atomic, write_text_atomic
 from companion.core.claims import VERDICT_COLOURS, claims_html
-from companion.core.paths import repo_path
+from companion.core.paths import repo_commit, repo_path
 from companion.core.verdicts import VERDICTS
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -405,15 +405,13 @@ KEY_PACKAGES = ("torch", "triton", "numpy", "scipy", "plotly", "transformers", "
 def provenance(profile: str) -> dict:
     """Where and with what a run ran: the commit (``+uncommitted changes`` when the tree differs), the profile,
     the host, the platform, python and the installed versions of :data:`KEY_PACKAGES` (absent ones left out)."""
-    from companion.bench import _commit
-
     packages = {}
     for name in KEY_PACKAGES:
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    return {"commit": _commit(), "profile": profile, "host": platform.node(), "platform": platform.platform(terse=True),
+    return {"commit": repo_commit(), "profile": profile, "host": platform.node(), "platform": platform.platform(terse=True),
             "python": platform.python_version(), "packages": packages}
 
 

@@ -11,8 +11,8 @@ from companion.core.profiles import PROFILES, check_common, device_for, resolve_
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
-from companion.core.verdicts import (MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, not_run, per_seed,
-                                     seeds_text)
+from companion.core.verdicts import (MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, mean_std, not_run,
+                                     per_seed, seeds_text)
 from companion.core.validation import (
     ParameterError,
     check_bool,
@@ -43,6 +43,7 @@ __all__ = [
     "device_for",
     "inconclusive",
     "judge",
+    "mean_std",
     "limit_threads",
     "not_run",
     "per_seed",

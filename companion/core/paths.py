@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -10,6 +12,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def repo_path(*parts: str) -> Path:
     """A path relative to the repository root, e.g. ``repo_path("data", "sudoku", "puzzles.txt")``."""
     return REPO_ROOT.joinpath(*parts)
+
+
+def repo_commit() -> str | None:
+    """The checked-out commit, with ``+uncommitted changes`` when the tracked files differ from it (None outside
+    git). ``git status`` runs without optional locks, so it never holds ``.git/index.lock`` against a commit."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, env=env).stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        return (head + (" +uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def resolve_path_parameter(value, name: str, *, made_by: str | None = None, allow_empty: bool = True) -> Path | None:

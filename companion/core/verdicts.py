@@ -158,6 +158,12 @@ def per_seed(runs) -> list:
     return list(runs) if isinstance(runs, (list, tuple)) else [runs]
 
 
+def mean_std(values, fmt=lambda x: f"{x:.3f}") -> str:
+    """Values over seeds as text: ``"m ± s"`` (sample std), or ``"m"`` for one value."""
+    v = np.asarray(list(values), dtype=float)
+    return fmt(float(v.mean())) + (f" ± {fmt(float(v.std(ddof=1)))}" if v.size > 1 else "")
+
+
 def seeds_text(n: int) -> str:
     """How a scale column says the number of seeds: ``"one seed"``, ``"3 seeds"``."""
     return "one seed" if n == 1 else f"{n} seeds"

@@ -12,7 +12,7 @@ retraction. R is Q exactly as ``torch.linalg.qr`` returns it (no sign normalisat
 the g = H / K query heads of its group; a token's width-(H·b) input of ``o_proj`` is rotated head by head.
 A plain R1 is the case K = H = 1, b = n.
 
-**Peers on the same loss** (the issue's baselines):
+**Peers on the same loss** (the baselines compared here):
 
 * ``"cayley"``: ``torch.nn.utils.parametrizations.orthogonal(..., orthogonal_map="cayley")`` — R = B·Cayley(A)
   with A skew-symmetric and B the initial rotation (torch's trivialisation), the optimiser on A;

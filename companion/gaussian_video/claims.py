@@ -215,7 +215,7 @@ def _unfinished(payload: dict, stage: str) -> str | None:
 
 
 def _zlib_words() -> str:
-    return "zlib level 9 (standing in for the issue's constriction entropy coder, which that study did not use)"
+    return "zlib level 9 (standing in for the constriction entropy coder, which that study did not use)"
 
 
 def decode_rows(gpu: dict) -> list[Claim]:

@@ -222,7 +222,7 @@ def kernel_row(gpu: dict) -> Claim:
     """The Triton segment-sum kernel against ``index_add_`` (the ``segment_sum`` stage), judged on the RK4
     likelihood step (index_add_ time / kernel time per size); "not run here" when the stage did not finish."""
     claim = "Triton segment sum for gather–message–scatter makes the RK4 likelihood step faster than index_add_"
-    paper = "the issue: a fused gather–message–scatter kernel, timed against index_add_ (not a paper claim)"
+    paper = "this project: a fused gather–message–scatter kernel, timed against index_add_ (not a paper claim)"
     why = "; ".join(not_finished(gpu, ("segment_sum",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),

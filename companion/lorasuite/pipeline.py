@@ -34,7 +34,7 @@ from companion.lorasuite.transfer import (
 from companion.lorasuite.transfer_matrix import common_tokens, transfer_matrix
 
 CKA_SOURCES = ("task", "pretraining")
-LRS = (1e-4, 3e-4, 1e-3)  # the LFT learning rates the issue sweeps (paper: 1e-4 … 9e-4)
+LRS = (1e-4, 3e-4, 1e-3)  # the LFT learning rates swept here (paper: 1e-4 … 9e-4)
 CKA_WINDOWS = 8  # windows per CKA minibatch
 
 

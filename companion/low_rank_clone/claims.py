@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from companion.core import Claim, judge, not_run, per_seed, seeds_text
+from companion.core import Claim, judge, mean_std, not_run, per_seed, seeds_text
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.low_rank_clone.experiments import BASELINE, CAUSAL_METHODS, tokens_to_reach
@@ -171,11 +171,6 @@ def headline_row() -> Claim:
                  not_run("needs 3B-7B teachers, 10-20B tokens and lm-eval"))
 
 
-def _mean_std(values, fmt=lambda x: f"{x:.3f}") -> str:
-    v = np.asarray(values, dtype=float)
-    return f"{fmt(v.mean())} ± {fmt(v.std(ddof=1) if v.size > 1 else 0.0)}"
-
-
 def _censor(curve: dict) -> int:
     """The tokens charged to a run that never reached the target: its budget plus one evaluation interval, a lower
     bound on what it needs."""
@@ -227,7 +222,7 @@ def _students_rows(gpu: dict) -> list[Claim]:
     tokens = []
     for m in CAUSAL_METHODS:
         got = [s["tokens_to_target"][m] / 1e6 for s in seeds if s["tokens_to_target"][m] is not None]
-        tokens.append(f"{m} " + (f"{_mean_std(got, lambda x: f'{x:.2f}')}M" if got else "not reached")
+        tokens.append(f"{m} " + (f"{mean_std(got, lambda x: f'{x:.2f}')}M" if got else "not reached")
                       + (f" ({n - len(got)} of {n} not reached)" if got and len(got) < n else ""))
     ratios, charged = [], []
     for s in seeds:
@@ -243,7 +238,7 @@ def _students_rows(gpu: dict) -> list[Claim]:
         f"tokens to validation loss {target:g} nats/byte (mean ± std over the seeds that reached it): {', '.join(tokens)}; "
         "LRC / random init + KD per seed " + ", ".join(f"{r:.2f}" for r in ratios)
         + f" (target ≤ {EFFICIENCY_RATIO}, partly < 1; inf: LRC never reached it){censored}; final validation loss "
-        "(mean ± std): " + ", ".join(f"{m} {_mean_std(v)}" for m, v in finals.items()) + f"; teacher {teacher:.3f}{missing}",
+        "(mean ± std): " + ", ".join(f"{m} {mean_std(v)}" for m, v in finals.items()) + f"; teacher {teacher:.3f}{missing}",
         scale, judge(ratios, EFFICIENCY_RATIO, direction="lower", weaker=1.0, fmt=lambda x: f"{x:.2f}"))
 
     lrc, pruned = finals["LRC"], finals["hard pruning + KD"]

@@ -18,7 +18,7 @@ from companion.core import Claim, inconclusive, judge, not_run, seeds_text
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 
-DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (the target)
+DEPTH_LATENCY_RATIO = 1.5     # deepest grid point at least 1.5x the shallowest's batch-1 latency (this project's target)
 DEPTH_LATENCY_WEAKER = 1.0    # ... partly reproduced when the deepest point is slower at all
 ATTN_GROWTH_MIN = 1.5         # attention's decode step at the longest context >= 1.5x its step at the shortest
 LINEAR_FLAT_MAX = 3.0         # a linear operator's step grows by at most 3x over the same 64x range of contexts (allows CPU timing noise of ~1 ms steps on a shared machine; an O(T) cache grows far more)
@@ -29,7 +29,7 @@ WN_LOSS_MARGIN = 0.02         # weight norm "helps" when its validation loss is 
 LAW_PPL_ERROR = 0.053         # the paper's largest extrapolation error of the fitted law (perplexity, relative)
 NEGLIGIBLE_TERM = 1e-6        # a fitted coefficient below this adds < 1e-6 nats (D, W, N >= 1): the term is absent
 SEARCH_MIN_GAIN = 0.01        # the search "improves" when the best loss falls by at least 0.01 nats from the initial population
-THROUGHPUT_RATIO_MIN = 5.0    # the GPU target: hybrid throughput >= 5x the transformer's
+THROUGHPUT_RATIO_MIN = 5.0    # this project's GPU target: hybrid throughput >= 5x the transformer's
 LATENCY_RATIO_MAX = 1.0       # ... and hybrid batch-1 latency no worse than the transformer's
 # the cells of notebooks/15_nemotron_flash.ipynb (nbformat ids) that measure the rows: the depth-width timing, the
 # operator sweep, the cached runs with the layer-latency table of the frontier, weight normalisation, the scaling law,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.core import Claim, inconclusive, judge, not_run, seeds_text
+from companion.core import Claim, inconclusive, judge, mean_std, not_run, seeds_text
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.ortho_residual.experiments import stream_summary
@@ -35,16 +35,6 @@ OVERHEAD_MAX = 1.10  # step time Orthogonal-F / linear: an O(d) reduction per ad
 # the cells of notebooks/10_ortho_residual.ipynb (nbformat ids) that measure the rows: the digits ViTs of the three
 # rules, the char-level LMs, and the Scale-up cell that shows the recorded GPU study
 VIT_CELL, LM_CELL, GPU_CELL = "0971c6ee", "590857ea", "fa4cbdb3"
-
-
-def _stat(values, scale=1.0) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float) * scale
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
-
-
-def _mean_std(values, digits: int) -> str:
-    m, s = _stat(values)
-    return f"{m:.{digits}f}" + (f" ± {s:.{digits}f}" if len(values) > 1 else "")
 
 
 def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
@@ -69,7 +59,7 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
               scale, judge(max(0.0, -growth_min), GROWTH_TOL, kind="exact", fmt=lambda x: f"{x:.1e}")),
         Claim("Linear updates carry a parallel part",
               "standard updates partly reinforce or modulate the existing stream direction",
-              f"linear model: mean |cos(x, f)| = {_mean_std(lin_cos, 3)} per seed (chance for independent directions "
+              f"linear model: mean |cos(x, f)| = {mean_std(lin_cos, '{:.3f}'.format)} per seed (chance for independent directions "
               f"in d = 64: 0.100; counts beyond {PARALLEL_MIN}); mean ρ_par (final): "
               + ", ".join(f"{m} {v:.3f}" for m, v in rho.items()),
               f"{scale}, {seeds_text(n)}", judge(lin_cos, PARALLEL_MIN, direction="higher")),
@@ -79,7 +69,7 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
 def accuracy_row(vit: dict, scale: str) -> Claim:
     acc = {m: [100 * r["test_acc"] for r in runs] for m, runs in vit.items()}
     gains = [a - b for a, b in zip(acc["feature"], acc["linear"])]  # per seed, same initial weights and batches
-    txt = ", ".join(f"{m} {_mean_std(v, 1)} %" for m, v in acc.items())
+    txt = ", ".join(f"{m} {mean_std(v, '{:.1f}'.format)} %" for m, v in acc.items())
     return Claim("Orthogonal-F generalises better",
                  "ViT-B ImageNet-1k 73.27 → 77.05 % (+3.78 pp); ViT-S CIFAR-100 71.92 → 73.86 (5-run means)",
                  f"digits test accuracy: {txt}; Orthogonal-F − linear per seed: "
@@ -90,7 +80,7 @@ def accuracy_row(vit: dict, scale: str) -> Claim:
 def lm_row(lm: dict, scale: str) -> Claim:
     vl = {m: [r["val_loss"] for r in runs] for m, runs in lm.items()}
     gaps = [a - b for a, b in zip(vl["linear"], vl["feature"])]  # per seed: positive = orthogonal lower
-    txt = ", ".join(f"{m} {_mean_std(v, 3)}" for m, v in vl.items())
+    txt = ", ".join(f"{m} {mean_std(v, '{:.3f}'.format)}" for m, v in vl.items())
     return Claim("Orthogonal updates give a lower validation loss (char-LM)",
                  "better accuracy and training stability (paper: ViTs, ResNetV2; no LM result published)",
                  f"validation loss (nats/byte): {txt}; linear − orthogonal per seed: "
@@ -137,7 +127,7 @@ def _lm_row(gpu: dict) -> Claim:
              f" by step {first['steps']} (less than {100 * p['flat_fraction']:g} % better over {p['flat_window']} steps; "
              f"cap {p['max_steps']} steps, {p['pilot_seconds']} s)")
     measured = (f"{pilot}; validation loss (nats/byte) at {first['steps']} steps: "
-                + ", ".join(f"{m} {_mean_std(v, 3)}" for m, v in vl.items()) + "; linear − orthogonal per seed: "
+                + ", ".join(f"{m} {mean_std(v, '{:.3f}'.format)}" for m, v in vl.items()) + "; linear − orthogonal per seed: "
                 + ", ".join(f"{g:+.3f}" for g in gaps) + f" (counts beyond {LOSS_MARGIN})"
                 + (f"; not recorded: {'; '.join(missing)}" if missing else ""))
     c = first["config"]
@@ -157,7 +147,7 @@ def _vit_row(gpu: dict) -> Claim:
     acc = {m: [100 * r["test_acc"] for r in runs[m]] for m in RULES}
     gains = [b - a for a, b in zip(acc["linear"], acc["feature"])]
     return Claim(*_VIT_CLAIM,
-                 "test accuracy: " + ", ".join(f"{m} {_mean_std(a, 2)} %" for m, a in acc.items())
+                 "test accuracy: " + ", ".join(f"{m} {mean_std(a, '{:.2f}'.format)} %" for m, a in acc.items())
                  + "; Orthogonal-F − linear per seed: " + ", ".join(f"{g:+.2f}" for g in gains)
                  + f" pp (counts beyond {GPU_ACC_MARGIN_PP} pp)",
                  f"{when(gpu, 'vit_digits')}, {seeds_text(len(gains))}, ViT d {v['d']}, depth {v['depth']}, "
@@ -197,7 +187,7 @@ def _bf16_row(gpu: dict) -> Claim:
         return Claim(*_BF16_CLAIM, f"stage {missing[0]}", when(gpu, "bf16_seed0"), not_run(f"stage {missing[0]}"))
     gaps = [r["input"]["val_loss"] - r["float32"]["val_loss"] for r in runs]
     m = gpu["profile"]["lm_model"]
-    per = "; ".join(f"{coef} coefficient: validation loss {_mean_std([r[coef]['val_loss'] for r in runs], 3)}, "
+    per = "; ".join(f"{coef} coefficient: validation loss {mean_std([r[coef]['val_loss'] for r in runs], '{:.3f}'.format)}, "
                     f"{sum(r[coef]['spikes'] for r in runs)} loss spikes, max mean |cos(x, f_⊥)| "
                     f"{max(r[coef]['cos_perp_max'] for r in runs):.1e}" for coef in COEF_ARMS)
     same = max(r["loss_diff_max"] for r in runs) == 0

@@ -117,3 +117,11 @@ def test_per_seed_and_seeds_text():
     run = {"loss": 1.0}
     assert per_seed(run) == [run] and per_seed([run, run]) == [run, run] and per_seed((run,)) == [run]
     assert seeds_text(1) == "one seed" and seeds_text(3) == "3 seeds"
+
+
+def test_mean_std_writes_the_sample_spread_and_no_spread_for_one_value():
+    from companion.core import mean_std
+
+    assert mean_std([1.0, 2.0, 3.0]) == "2.000 ± 1.000"  # sample std (ddof 1)
+    assert mean_std([0.5], "{:.1f}".format) == "0.5"
+    assert mean_std(iter([1, 3]), lambda x: f"{x:g}") == "2 ± 1.41421"

@@ -196,13 +196,13 @@ def test_gpu_decode_rows_timing_thresholds(make):
 
 def test_gpu_decode_rows_say_what_ran():
     """Issue 37 item 17: the decode benchmark codes an untrained synthetic scene, and its entropy coder is zlib,
-    not the issue's constriction; the rows say both."""
+    not constriction; the rows say both."""
     zlib_rows = C.gpu_rows(_gpu(10.0, 4.0))
-    assert zlib_rows[0].measured.startswith("zlib level 9 (standing in for the issue's constriction")
+    assert zlib_rows[0].measured.startswith("zlib level 9 (standing in for the constriction")
     h264 = C.gpu_rows(_h264_gpu(10.0, 4.0))
     assert h264[0].measured.startswith("H.264") and "PSNR against the unquantised render l = 1..2: 21.0/22.0 dB" in h264[0].measured
     assert "qp 0 (lossless): High 55.5 dB" in h264[0].measured
-    assert "zlib level 9 (standing in for the issue's constriction entropy coder" in h264[0].measured
+    assert "zlib level 9 (standing in for the constriction entropy coder" in h264[0].measured
     for row in zlib_rows + h264:
         assert "untrained synthetic scene" in row.scale and "not fitted to any image" in row.scale
     assert "H.264 not timed: stage h264 (failed: H264Unavailable: no libx264)" in zlib_rows[0].measured
