@@ -8,7 +8,7 @@ both evaluate m coalitions in one predict call. Stage by stage (bodies in :mod:`
 ``rows`` measures, at each budget m and seed, shap first, then ours with and without replacement: the normalised
 MSE ‖φ̂ − φ*‖²/‖φ*‖² and the wall time of one whole estimate (sampling, model evaluation, solve; for shap also
 building the explainer), on one BLAS thread as the notebooks run; ``comparison`` gives shap's median time over
-ours and the error ratio. The project's target (issue 7, not a paper claim): ≥ 5× faster at equal m on breast
+ours and the error ratio. The project's target (not a paper claim): ≥ 5× faster at equal m on breast
 cancer and digits with equal or lower median error. Run it with ``python -m companion.bench kernelshap_cpu``
 (``--smoke``: a tiny run). On a GPU, :mod:`companion.kernelshap.scale`.
 """

@@ -6,7 +6,7 @@ Stage by stage (bodies in :mod:`companion.rtcfr.study`): ``games`` times, on Led
 average accumulated, as OpenSpiel does) and RTCFR+ (last iterate; no average needed): ms per iteration as the
 median over blocks of iterations, wall and process CPU time (the latter steadier on a shared machine), and NashConv
 after the same number of iterations, so speed is not bought with accuracy; ``target`` evaluates the project's
-target (issue 6): ours ≥ 20x OpenSpiel's iterations per second on Leduc. Needs open_spiel; about a minute on two
+target: ours ≥ 20x OpenSpiel's iterations per second on Leduc. Needs open_spiel; about a minute on two
 cores. Run it with ``python -m companion.bench rtcfr_cpu`` (``--smoke``: a few iterations). On a GPU,
 :mod:`companion.rtcfr.scale`.
 """

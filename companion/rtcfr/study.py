@@ -25,7 +25,7 @@ from companion.rtcfr.batched import BatchedSolver, sweep
 from companion.rtcfr.games import GAMES, CompiledGame, compile_game, data_path, openspiel_game
 from companion.rtcfr.solvers import TUNED, Solver, as_game
 
-#: the project's CPU target (issue 6): ours at least this many times OpenSpiel's C++ CFR+ iterations per second on Leduc
+#: the project's CPU target: ours at least this many times OpenSpiel's C++ CFR+ iterations per second on Leduc
 CPU_SPEEDUP_TARGET = 20.0
 
 BASELINES = ("cfr+", "pcfr+", "dcfr")

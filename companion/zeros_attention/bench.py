@@ -1,6 +1,6 @@
 """The ZeroS kernel study (paper 04, ZeroS, NeurIPS 2025): the stage bodies of :mod:`companion.zeros_attention.scale`.
 
-At every headline size the peers are measured FIRST, then ours, all in one run (issue 28):
+At every headline size the peers are measured FIRST, then ours, all in one run:
 
 * ``fla_dk192``  -- flash-linear-attention's ``chunk_linear_attn(q, k, v, scale=1.0, normalize=False)``
                     with key width 3d = 192: the same computation as ZeroS's three-part key;
@@ -18,7 +18,7 @@ The stages, in order: :func:`fla_stage` (the peer's version), :func:`rows_stage`
 :func:`checks_stage` (ours against the oracle on this device), :func:`accuracy_stage` (ours and fla dk192 at
 the longest T against a float64 evaluation of the exact ZeroS weights on sampled rows),
 :func:`variants_stage` (other chunk sizes of ours), :func:`pieces_stage` (the per-kernel split of our
-time) and :func:`targets_stage` (issue 28's targets, evaluated on the rows).
+time) and :func:`targets_stage` (the project's kernel targets, evaluated on the rows).
 
 No plotly here: this module must import on the bare GPU machine.
 """
@@ -46,7 +46,7 @@ ANCHOR_FLA = {
 }
 ANCHOR_SDPA = {2048: (0.066, 0.250, 416), 8192: (0.562, 2.059, 514), 32768: (7.253, 27.062, 1286), 65536: (28.218, 105.992, 2316)}
 
-# Issue 28's targets (at the longest T unless stated): ours / fla dk192 in the forward and in
+# The project's kernel targets (at the longest T unless stated): ours / fla dk192 in the forward and in
 # forward+backward, SDPA flash / ours in the forward, and the T from which ours beats SDPA forward.
 TARGET_FWD_VS_FLA = 1.0
 TARGET_FWD_BWD_VS_FLA = 1.5
@@ -441,7 +441,7 @@ def pieces_stage(ctx) -> dict:
 
 
 def targets_stage(ctx) -> dict:
-    """Issue 28's targets on the ``rows`` stage's rows (:func:`summarize_targets`), with the anchors they fall
+    """The project's kernel targets on the ``rows`` stage's rows (:func:`summarize_targets`), with the anchors they fall
     back on where fla was not measured in this run."""
     if ctx.results.get("stages", {}).get("rows", {}).get("state") != "done":
         raise RuntimeError("the targets need the rows stage's results: run it first (--stages rows,targets)")

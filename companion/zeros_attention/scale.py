@@ -6,7 +6,7 @@ bf16, T = 2k, 8k, 32k and 64k: ``fla`` (the flash-linear-attention version; requ
 chunked Triton kernel, forward and forward+backward, time and peak memory), ``checks`` (ours against the
 oracle on this device, output and gradients), ``accuracy`` (at the longest T, ours and fla against a float64
 evaluation of the exact ZeroS weights on sampled rows), ``variants`` (ours at chunk 128), ``pieces_ms``
-(each of our kernels alone at the longest T) and ``targets`` (issue 28's targets on the rows). The paper
+(each of our kernels alone at the longest T) and ``targets`` (the project's kernel targets on the rows). The paper
 ships no kernel: these are our kernel's numbers, and the claims table judges from them only the linear time.
 Run it with ``python -m companion.bench zeros_attention`` (``--smoke``: a tiny CPU run, the kernels in the
 Triton interpreter, fla recorded absent). The notebook's own GPU profile trains its models longer

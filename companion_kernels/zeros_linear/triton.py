@@ -14,7 +14,7 @@ with the per-step scalars (Sec. 3, the prefix scan with alpha, beta, gamma)::
 
 so ``a_t e^{s_i - lam_t} = sigmah_t softmax_t(s)_i``. Every exponent the kernels take is <= 0.
 
-**The scalars never leave the kernels as O(T) scans in PyTorch** (issue 28: ATen runs a scan along a
+**The scalars never leave the kernels as O(T) scans in PyTorch** (ATen runs a scan along a
 non-innermost dimension with one thread per (b, h), 30 of 31 ms at T=64k). They are computed in
 chunks, as a chunk-local scan plus a value carried across chunks, in the manner of
 flash-linear-attention's ``chunk_local_cumsum`` and state passing:

@@ -53,7 +53,7 @@ def _grads(fn, args, go):
 
 @pytest.fixture
 def no_torch_scans(monkeypatch):
-    """The kernel path must not fall back to PyTorch scans over T (issue 28)."""
+    """The kernel path must not fall back to PyTorch scans over T."""
     def forbidden(*a, **k):
         raise AssertionError("a PyTorch scan ran on the kernel path")
 

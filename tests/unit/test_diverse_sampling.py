@@ -275,7 +275,7 @@ def _neutral_prefix_lm(probs):
 
 
 def test_adaptive_lambda_steers_before_the_meaning_word():
-    """Issue 37, item 9: updating λ from the token just drawn left λ = 0 until after the meaning word, so the
+    """Updating λ from the token just drawn left λ = 0 until after the meaning word, so the
     'adaptive' answers were IID draws (ESS/N = 1, q = p). Set before each draw, λ acts on the meaning word."""
     nl, score, eos = _neutral_prefix_lm(np.array([0.85, 0.05, 0.05, 0.05]))
     with np.errstate(divide="ignore"):

@@ -72,7 +72,7 @@ def test_bias_reduction_on_the_magnitude():
 
 
 def test_a_sign_flip_with_rising_rmse_is_not_debiasing():
-    """Issue 37, item 9: bias +0.323 -> -0.284 with RMSE 0.362 -> 0.455 was counted as debiased."""
+    """A recorded run's bias +0.323 -> -0.284 with RMSE 0.362 -> 0.455 was counted as debiased."""
     flip = _seeds(bias={"steered": 0.323, "steered_is": -0.284}, rmse={"steered": 0.362, "steered_is": 0.455})
     bias, rmse = C.bias_row(flip, "s"), C.rmse_row(flip, "s")
     assert bias.verdict == "not reproduced" and "0.88" in bias.evidence  # |−0.284| / 0.323 of the bias is left
@@ -171,7 +171,7 @@ def test_gpu_rows_one_seed_and_the_oracle_in_the_scale():
 
 
 def test_gpu_adaptive_rows_recorded_with_the_old_schedule_are_unsteered_and_inconclusive():
-    """Issue 37, item 9: the recorded 'adaptive' rows were IID draws (ESS/N 1.00)."""
+    """The recorded 'adaptive' rows were IID draws (ESS/N 1.00)."""
     sweep = [_point(16, "fixed λ=3"), _point(16, "adaptive η=3", ess=1.0, covered_steered=1.9)]
     rows = C.gpu_rows(_gpu(sweep, schedule=None))
     cover_fixed, cover_adaptive, auroc_fixed, auroc_adaptive = rows

@@ -138,7 +138,7 @@ def _kde_bits_exact(v, data, q):
 
 
 def test_kde_bits_per_value_symmetric_data():
-    """Issue 37 item 22: per value, not only the mean. On data symmetric about 0, bits(v) = bits(−v)."""
+    """Per value, not only the mean. On data symmetric about 0, bits(v) = bits(−v)."""
     xs, v = _symmetric_sample(), torch.linspace(-3, 3, 121, dtype=torch.float64)
     # q small enough that the grid is coarsened to MAX_BINS bins over [lo, hi] = [−hi, hi]: a symmetric grid,
     # so the binned histogram, the FFT smoothing and the interpolated CDF are exactly symmetric
@@ -337,7 +337,7 @@ def test_bd_metrics():
 
 
 def test_bd_on_non_monotone_curves_uses_the_monotone_envelope():
-    """Issue 37 item 6: a top layer that adds bytes and lowers PSNR must not turn into a large BD-rate.
+    """A top layer that adds bytes and lowers PSNR must not turn into a large BD-rate.
     The recorded keyframe curves (full vs no rate term): bytes within 0.5 %, the last point of each lowers
     PSNR. Sorting by PSNR and fitting the zig-zag gave +49.75 %; on the monotone part it is about −0.5 %."""
     full = ([618, 821, 1014, 1205], [22.8353, 26.5221, 26.6761, 26.5521])

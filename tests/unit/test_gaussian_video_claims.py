@@ -109,7 +109,7 @@ def test_group_thresholds_sizes_1_and_5():
 
 
 def test_grouping_is_judged_against_size_5_too():
-    """Issue 37 item 6: the recorded run's fixed groups of 5 give fewer bytes and higher PSNR at 3 of 4 layers.
+    """The recorded run's fixed groups of 5 give fewer bytes and higher PSNR at 3 of 4 layers.
     The size-5 row must say so (negative BD-rate, not the "+22.8 %" of a PSNR-sorted zig-zag), whatever size 1
     shows."""
     ma = Seq([314.67, 417.67, 512.67, 609.33], [24.7682, 27.7456, 28.1329, 28.0923])
@@ -124,7 +124,7 @@ def test_grouping_is_judged_against_size_5_too():
 
 
 def test_rate_row_on_a_top_layer_that_lowers_psnr():
-    """Issue 37 item 6: the recorded keyframe curves; the PSNR-sorted fit printed +49.75 % BD-rate."""
+    """The recorded keyframe curves; the PSNR-sorted fit printed +49.75 % BD-rate."""
     k = key_study()
     k.curves["full"] = {"bytes": [618, 821, 1014, 1205], "psnr": [22.8353, 26.5221, 26.6761, 26.5521]}
     k.curves["no rate term"] = {"bytes": [617, 822, 1015, 1211], "psnr": [22.8862, 26.5506, 26.6779, 26.5390]}
@@ -195,7 +195,7 @@ def test_gpu_decode_rows_timing_thresholds(make):
 
 
 def test_gpu_decode_rows_say_what_ran():
-    """Issue 37 item 17: the decode benchmark codes an untrained synthetic scene, and its entropy coder is zlib,
+    """The decode benchmark codes an untrained synthetic scene, and its entropy coder is zlib,
     not constriction; the rows say both."""
     zlib_rows = C.gpu_rows(_gpu(10.0, 4.0))
     assert zlib_rows[0].measured.startswith("zlib level 9 (standing in for the constriction")

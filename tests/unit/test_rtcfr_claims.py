@@ -179,7 +179,7 @@ def test_recorded_rows_judged_by_the_rule():
     assert beat.verdict == "reproduced" and "3 of 3" in beat.measured and "H200" in beat.scale
     assert "best of the 6 grid points" in beat.measured
     assert spread.verdict == "reproduced" and "a 2.0 − 0.0" in spread.details
-    # issue 36's GPU case: wins on 2 of 5, the mean at the target with a wide spread
+    # the recorded GPU case: wins on 2 of 5, the mean at the target with a wide spread
     rec = _grid_payload({"ld5": (1e-3 * 10 ** -1.69, 1e-3, 1.0), "g5": (1e-3 * 10 ** -0.71, 1e-3, 1.0),
                          "ld6": (1e-3 * 10 ** 0.14, 1e-3, 1.0), "g6": (1e-3 * 10 ** 0.19, 1e-3, 1.0),
                          "b3": (1e-3 * 10 ** 0.63, 1e-3, 1.0)})
