@@ -59,19 +59,34 @@ def accuracy_figure(runs: dict) -> go.Figure:
     return fig
 
 
-def scale_up_figure(gpu: dict) -> go.Figure:
-    """The recorded GPU study: accuracy per method and encoder (mean ± std over folds), the sub-network
-    sweep, and vanilla against GMV under label noise and with fewer labels."""
+def scale_up_figure(gpu: dict | None) -> go.Figure:
+    """The recorded GPU study: accuracy per method and encoder (mean ± std over folds, one dot per fold), the
+    sub-network sweep, and vanilla against GMV under label noise and with fewer labels. Without a recorded
+    study (None) the figure says so."""
     from plotly.subplots import make_subplots
 
-    from companion.graph_multiview.scale import heads_stale
+    from companion.graph_multiview.scale import heads_stale, recipe_stale
+
+    if not gpu:
+        fig = go.Figure()
+        fig.add_annotation(text="GPU study not recorded (python -m companion.bench graph_multiview)", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig.update_layout(title="GPU study: not recorded", height=200)
 
     sweep_title = "sub-networks M (GMV, GCN)" + ("<br>stale: recorded before the fix" if heads_stale(gpu) else "")
     fig = make_subplots(rows=1, cols=4, column_widths=[0.43, 0.19, 0.19, 0.19], horizontal_spacing=0.06,
                         subplot_titles=("methods × encoder", sweep_title, "label noise (GCN)", "labelled share (GCN)"))
     for conv, table in gpu.get("main", {}).items():
         fig.add_bar(x=[LABELS.get(m, m) for m in table], y=[v["acc_mean"] for v in table.values()],
-                    error_y=dict(array=[v["acc_std"] for v in table.values()]), name=conv.upper(), row=1, col=1)
+                    error_y=dict(array=[v["acc_std"] for v in table.values()]), name=conv.upper(), offsetgroup=conv,
+                    row=1, col=1)
+        dots = [(LABELS.get(m, m), a, f) for m, v in table.items() for a, f in zip(v.get("acc", []), v.get("fold", []))]
+        if dots:
+            fig.add_box(x=[d[0] for d in dots], y=[d[1] for d in dots], hovertext=[f"fold {d[2]}" for d in dots],
+                        boxpoints="all", fillcolor="rgba(0,0,0,0)", line=dict(width=0), marker=dict(size=4, color="black"),
+                        offsetgroup=conv, name=f"{conv.upper()} folds", showlegend=False, row=1, col=1)
     sweep = gpu.get("heads_sweep") or {}
     if sweep:
         fig.add_scatter(x=[int(m) for m in sweep], y=[v["acc_mean"] for v in sweep.values()], mode="lines+markers",
@@ -90,6 +105,8 @@ def scale_up_figure(gpu: dict) -> go.Figure:
     fig.update_xaxes(title_text="M", row=1, col=2)
     fig.update_xaxes(title_text="training labels flipped", row=1, col=3)
     fig.update_xaxes(title_text="training labels kept", row=1, col=4)
-    fig.update_layout(title=f"GPU study ({gpu.get('device', '?')}, {gpu.get('date', '?')})", barmode="group",
+    stale = "<br>trained with an older recipe: rerun the study" if recipe_stale(gpu) else ""
+    fig.update_layout(title=f"GPU study ({gpu.get('device', '?')}, {gpu.get('date', '?')}){stale}", barmode="group",
+                      boxmode="group",
                       height=440, margin=dict(t=90))
     return fig

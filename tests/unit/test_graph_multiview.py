@@ -27,6 +27,7 @@ from companion.graph_multiview import (
     train_method,
 )
 from companion.graph_multiview.data import undirected
+from companion.graph_multiview.training import split_validation
 from companion.graph_multiview.explorer import ExplorerData, explorer_controls, explorer_view
 from companion.graph_multiview.models import GraphBatch
 from companion.graph_multiview.submix import WEIGHT_RULE, mixing_invariants
@@ -458,20 +459,41 @@ def test_heads_sweep_stage_keeps_per_fold_accuracies_and_checks_the_profile():
     out = E.heads_sweep(_ctx({**SMOKE_PROFILE, "sweep_folds": 2}))
     assert set(out) == {"2", "3"} and all(len(v["acc"]) == v["folds"] == 2 for v in out.values())
     assert all(0 <= a <= 100 for v in out.values() for a in v["acc"])
-    for bad, name in (({"weight_rule": WEIGHT_RULE - 1}, "weight_rule"), ({"sweep_folds": 3}, "sweep_folds"),
+    for bad, name in (({"weight_rule": WEIGHT_RULE - 1}, "weight_rule"), ({"sweep_folds": 4}, "sweep_folds"),
                       ({"train": {**SMOKE_PROFILE["train"], "width": 3}}, "train"), ({"heads_sweep": [1]}, "heads_sweep")):
         with pytest.raises(ParameterError, match=name):
             E.heads_sweep(_ctx({**SMOKE_PROFILE, **bad}))
 
 
-def test_main_stage_stops_between_encoders_at_the_deadline():
+def test_main_stage_at_the_deadline_terminates_the_pool_and_keeps_nothing_unfinished():
     from companion.graph_multiview import experiments as E
     from companion.graph_multiview.scale import SMOKE_PROFILE
 
     ctx = _ctx(SMOKE_PROFILE)
-    ctx.until = 0.0  # no time left: only the first encoder's first fold runs
-    out = E.main(ctx)
-    assert list(out) == ["gcn"] and all(v["folds"] == 1 for v in out["gcn"].values())
+    ctx.until = 0.0  # no time left: the pool is terminated before any run finishes
+    assert E.main(ctx) == {}
+
+
+def test_pool_runs_match_the_serial_trainer():
+    """A pool worker's run of one (method, fold) gives the accuracy the in-process trainer gives (same seed)."""
+    from companion.graph_multiview import experiments as E
+    from companion.graph_multiview.scale import SMOKE_PROFILE
+
+    ctx = _ctx(SMOKE_PROFILE)
+    graphs, cfg = E.study_data(ctx)
+    out = E.run_jobs(ctx, [("v", "vanilla", cfg, {})], 2)["v"]
+    from companion.graph_multiview.training import compare
+
+    serial = compare(graphs, ["vanilla"], cfg, folds=SMOKE_PROFILE["folds"], seed=ctx.seed, max_folds=2)["vanilla"]
+    assert sorted(r["fold"] for r in out) == [0, 1]
+    assert [r["acc"] for r in sorted(out, key=lambda r: r["fold"])] == [r.acc for r in serial]
+
+
+def test_split_validation_is_stratified_and_disjoint():
+    labels = [0] * 10 + [1] * 20 + [2] * 2
+    fit, val = split_validation(labels, 0.1, seed=3)
+    assert sorted([*fit, *val]) == list(range(32)) and not set(fit) & set(val)
+    assert [int(np.sum(np.asarray(labels)[val] == c)) for c in range(3)] == [1, 2, 1]
 
 
 def test_recorded_json_resumes_under_the_gpu_profile():
@@ -480,7 +502,13 @@ def test_recorded_json_resumes_under_the_gpu_profile():
     from companion.core.stages import run_stages
     from companion.graph_multiview.scale import GPU_PROFILE, STAGES, recorded
 
+    from companion.graph_multiview.scale import recipe_stale
+
     gpu = recorded()
+    if recipe_stale(gpu):  # trained with the older recipe: a resume must refuse it, not mix two recipes
+        with pytest.raises(ParameterError, match="recipe"):
+            run_stages(STAGES, GPU_PROFILE, deadline_s=0, log=lambda *_: None, only=["heads_sweep"], previous=gpu)
+        return
     out = run_stages(STAGES, GPU_PROFILE, deadline_s=0, log=lambda *_: None, only=["heads_sweep"], previous=gpu)
     assert "heads_sweep" not in out and out["stages"]["heads_sweep"]["state"] == "skipped" and not out["complete"]
     assert all(out[k] == gpu[k] and out["stages"][k] == gpu["stages"][k]

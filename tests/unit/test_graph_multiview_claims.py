@@ -6,11 +6,11 @@ import pytest
 from companion.core import VERDICTS
 from companion.graph_multiview import claims as C
 from companion.graph_multiview.submix import WEIGHT_RULE
-from companion.graph_multiview.training import RunResult
+from companion.graph_multiview.training import RECIPE, RunResult
 
 
 def run(method, acc, kl=0.1, dis=5.0, train=1.0, cache=0.0):
-    return RunResult(method, acc, dis, kl, train, cache, np.zeros((1, 2, 3)), np.zeros(1), [1.0], {})
+    return RunResult(method, acc, dis, kl, train, cache, 10, 12, np.zeros((1, 2, 3)), np.zeros(1), [1.0], {})
 
 
 def runs(gmv_accs, van_accs, *, kl_gmv=0.1, kl_ref=0.1, t_gmv=2.0, t_van=1.0, abl=(50.0, 50.0)):
@@ -111,7 +111,7 @@ def stat(accs):
             "folds": len(a)}
 
 
-def gpu_payload(gmv, van, *, sweep=None, per_fold=True, rule=WEIGHT_RULE, lat=(1.0, 1.1)):
+def gpu_payload(gmv, van, *, sweep=None, per_fold=True, rule=WEIGHT_RULE, lat=(1.0, 1.1), recipe=RECIPE):
     def s(accs):
         out = stat(accs)
         return out if per_fold else {k: v for k, v in out.items() if k != "acc"}
@@ -119,7 +119,8 @@ def gpu_payload(gmv, van, *, sweep=None, per_fold=True, rule=WEIGHT_RULE, lat=(1
     sweep = sweep or {"2": van, "4": gmv, "10": gmv}
     stages = ("main", "heads_sweep", "label_noise", "label_ratio", "latency_ms")
     table = {"vanilla": s(van), "ensemble": s(van), "gmv": s(gmv)}
-    payload = {"device": "NVIDIA H200", "date": "2026-12-02", "profile": {"graphs": 720, "train": {"epochs": 30}},
+    payload = {"device": "NVIDIA H200", "date": "2026-12-02",
+               "profile": {"graphs": 720, "train": {"epochs": 30}, "recipe": recipe},
                "stages": {k: {"state": "done"} for k in stages}, "main": {"gcn": table, "gin": table, "gps": table},
                "heads_sweep": {k: s(v) for k, v in sweep.items()},
                "label_noise": {"20%": {"vanilla": s(van), "gmv": s(gmv)}, "40%": {"vanilla": s(van), "gmv": s(gmv)}},
@@ -194,14 +195,50 @@ def test_gpu_stale_heads_sweep_is_inconclusive():
     assert not C.heads_stale(gpu_payload([90] * 3, [70] * 3))
 
 
-def test_the_recorded_heads_sweep_ran_with_the_fixed_weight_rule():
+def test_the_recorded_study_is_judged_only_under_this_recipe():
+    """The committed JSON: its sweep ran under this weight rule; a JSON trained with an older recipe gives
+    not-run accuracy rows that say why (never a crash), one of this recipe gives judged rows."""
     from companion.graph_multiview.scale import recorded
 
     gpu = recorded()
     assert gpu["profile"]["weight_rule"] == WEIGHT_RULE and not C.heads_stale(gpu)
-    row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("More sub-networks"))
-    assert "stale" not in row.claim and row.evidence.startswith("n=")
-    assert gpu["complete"] and all(r.verdict != "not run here" for r in C.gpu_rows(gpu))
+    rows = C.gpu_rows(gpu)
+    accuracy = [r for r in rows if not r.claim.startswith("Inference")]
+    if C.recipe_stale(gpu):
+        assert len(accuracy) == 4 and all(r.verdict == "not run here" and "older training recipe" in r.evidence
+                                          for r in accuracy)
+    else:
+        assert gpu["complete"] and all(r.verdict != "not run here" for r in rows)
+
+
+def test_older_recipe_payload_is_not_run():
+    for recipe in (None, RECIPE - 1):
+        gpu = gpu_payload([90] * 3, [70] * 3)
+        gpu["profile"].pop("recipe") if recipe is None else gpu["profile"].update(recipe=recipe)
+        rows = C.gpu_rows(gpu)
+        assert C.recipe_stale(gpu) and [r.verdict for r in rows] == ["not run here"] * 4 + ["reproduced"]
+        assert all(C.COMMAND in r.evidence for r in rows[:4])
+
+
+def test_folds_are_paired_by_index():
+    """A stage cut by the deadline: GMV holds folds 0–3, vanilla 0–2; only the common folds are compared."""
+    gpu = gpu_payload([90] * 3, [70] * 3)
+    gpu["main"]["gcn"]["gmv"] = {**stat([80, 80, 80, 0]), "fold": [0, 1, 2, 3]}
+    gpu["main"]["gcn"]["vanilla"] = gpu["main"]["gcn"]["ensemble"] = {**stat([70, 70, 70]), "fold": [0, 1, 2]}
+    row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("GCN"))
+    assert row.verdict == "reproduced" and row.evidence.startswith("n=3")
+    gpu["main"]["gcn"]["gmv"] = {**stat([80, 80, 80]), "fold": [1, 2, 3]}  # one common fold left
+    row = next(r for r in C.gpu_rows(gpu) if r.claim.startswith("GCN"))
+    assert row.verdict == "inconclusive" and row.evidence.startswith("n=2")
+
+
+def test_gpu_sign_flip_is_not_a_gain():
+    """GMV below vanilla by the margin on every fold: the gain's sign flipped, so not reproduced (never a pass
+    on |gain|)."""
+    m = C.ACC_MARGIN_PP
+    v = verdicts(gpu_payload([70 - 2 * m] * 3, [70] * 3))
+    assert v["GMV is more robust to label noise"] == v["GMV is better with fewer labels"] == "not reproduced"
+    assert v["GCN"] == "not reproduced"
 
 
 def test_stages_that_did_not_finish_are_not_run():
