@@ -8,8 +8,9 @@ The rule: Theorem 1, the agreement of the two divergence paths and the agreement
 exact (one run, an error within a tolerance); the pruning ablation and EffSU are effects (one value per seed; fewer
 than three: inconclusive); the cost and the GPU per-step times are timings (ratios from the same run, one per size).
 A model whose ESS is below ``ESS_FLOOR`` effective samples gives no EffSU: such seeds are left out, and a row with
-none left says it was not measured. Every threshold is a named constant below, tested just inside and just outside
-in ``tests/unit/test_hollowflow_claims.py``.
+none left says it was not measured. The GPU toy's ESS rows judge each model's 68 % bootstrap interval (its two
+ends, in effective samples) against ``ESS_FLOOR``. Every threshold is a named constant below, tested just inside and
+just outside in ``tests/unit/test_hollowflow_claims.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ EFFSU_TARGET_LJ13 = 31.9  # the paper's EffSU on LJ13 (k = 6): reproduced at or 
 EFFSU_TARGET_LJ55 = 82.3  # the paper's EffSU on LJ55 (k = 7)
 EFFSU_MARGIN = 2.0  # an EffSU of at least this factor is a speed-up, short of the paper's: partly reproduced
 GPU_SPEEDUP_TARGET = 20.0  # the issue's target for the likelihood step at n = 55 on the H200
+SPEEDUP64_TARGET = 10.0  # ≥ 10× faster likelihood step at n = 64 (fully connected n·d VJPs vs hollow d VJPs)
 KERNEL_SPEEDUP_MIN = 1.0  # index_add_ time / kernel time in the RK4 likelihood step: the kernel must not be slower
 
 EFFSU_TARGET = {"LJ13": EFFSU_TARGET_LJ13, "LJ55": EFFSU_TARGET_LJ55}
@@ -133,8 +135,8 @@ def _effsu(h: dict, b: dict) -> float:
 def effsu_judgement(seeds, target: float):
     """The EffSU of each seed whose two models both reach ``ESS_FLOOR`` effective samples, judged against
     ``target`` (partly from ``EFFSU_MARGIN``). ``seeds``: (hollow, baseline, hollow samples, baseline samples) per
-    seed. Returns (judgement, note): a seed at the floor is left out and named in the note; with none left the
-    EffSU was not measured."""
+    seed. Returns (judgement, note, kept EffSU values): a seed at the floor is left out and named in the note; with
+    none left the EffSU was not measured."""
     kept, floored = [], []
     for h, b, nh, nb in seeds:
         low = [f"{name} {r['ess'] * n:.2f} of {n}" for name, r, n in (("hollow", h, nh), ("baseline", b, nb))
@@ -149,8 +151,8 @@ def effsu_judgement(seeds, target: float):
                 + " | ".join(floored))
     if not kept:
         return inconclusive(f"no EffSU measured: every seed's ESS is below the floor of {ESS_FLOOR:g} effective samples "
-                       f"({' | '.join(floored)}); it needs longer training"), note
-    return judge(kept, target, direction="higher", weaker=EFFSU_MARGIN, fmt=_x), note
+                       f"({' | '.join(floored)}); it needs longer training"), note, kept
+    return judge(kept, target, direction="higher", weaker=EFFSU_MARGIN, fmt=_x), note, kept
 
 
 def ess_row(toy: dict, scale: str) -> Claim:
@@ -165,7 +167,7 @@ def ess_row(toy: dict, scale: str) -> Claim:
                      details=_ess_text(h, N), cell=TOY_CELL)
     b = toy["baseline"]
     eff_rem = (h["ess_rem"] / h["seconds_per_sample"]) / (b["ess_rem"] / b["seconds_per_sample"])
-    judgement, note = effsu_judgement([(h, b, N, N)], EFFSU_TARGET.get(toy["system"], EFFSU_TARGET_LJ13))
+    judgement, note, _ = effsu_judgement([(h, b, N, N)], EFFSU_TARGET.get(toy["system"], EFFSU_TARGET_LJ13))
     return Claim(claim, paper, f"EffSU {_effsu(h, b):.1f} (ESS_rem: {eff_rem:.1f}){note}", scale, judgement,
                  details=f"hollow k = {toy['k']}: {_ess_text(h, N)}; baseline: {_ess_text(b, N)}", cell=TOY_CELL)
 
@@ -255,22 +257,70 @@ def kernel_row(gpu: dict) -> Claim:
                  details=details, cell=GPU_CELL)
 
 
-def toy_rows(gpu: dict) -> list[Claim]:
-    """One EffSU row per system of the GPU toy (stages ``toy_LJ13``, ``toy_LJ55``), judged like the CPU row (a seed
-    whose ESS is below ``ESS_FLOOR`` effective samples gives no EffSU); a stage that did not finish says so."""
+GPU_ESS_PAPER = {
+    ("LJ13", "hollow"): "LJ13 HollowFlow k = 6: ESS 3.30% (ESS_rem 20.2%) after 5.8–7.9 h of training",
+    ("LJ13", "baseline"): "LJ13 fully connected: ESS 2.13% (ESS_rem 40.7%) after hours of training",
+    ("LJ55", "hollow"): "LJ55 HollowFlow k = 7: ESS 0.006% (ESS_rem 0.53%)",
+    ("LJ55", "baseline"): "LJ55 fully connected: ESS 0.048% (ESS_rem 2.96%)",
+}
+
+
+def toy_missing(gpu: dict, system: str) -> str:
+    """Why the recorded toy of ``system`` gives no row ("" when it does): the stage did not finish, or it was
+    recorded with the earlier recipe (no ``recipe`` in the payload: a few seconds of training on unequilibrated data)."""
+    why = "; ".join(not_finished(gpu, (f"toy_{system}",)))
+    if why:
+        return f"the {system} stage did not finish: {why}"
+    if "recipe" not in gpu[f"toy_{system}"]:
+        return (f"the recorded {system} toy predates the current recipe (≈ 10 s of training, 500 MALA burn-in "
+                "steps): rerun python -m companion.bench hollowflow on one H200")
+    return ""
+
+
+def ess_rows(gpu: dict) -> list[Claim]:
+    """One row per system and model of the GPU toy: the ESS in effective samples (ESS·N) with its 68 % bootstrap
+    interval (1,000 resamples), judged by the one rule on the interval's two ends (one run; the spread is the
+    bootstrap's) against ``ESS_FLOOR``: an ESS clearly above the floor means the EffSU rows compare trained models."""
     out = []
-    for system, paper in GPU_TOY_PAPER.items():
-        claim = f"{system} EffSU of briefly trained models on one H200"
-        why = "; ".join(not_finished(gpu, (f"toy_{system}",)))
+    for (system, name), paper in GPU_ESS_PAPER.items():
+        claim = f"{system} {'hollow NoBGNN' if name == 'hollow' else 'fully connected baseline'}: ESS above the floor"
+        why = toy_missing(gpu, system)
         if why:
-            out.append(Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
-                             not_run(f"the {system} stage did not finish: {why}"), cell=GPU_CELL))
+            out.append(Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL))
             continue
         t = gpu[f"toy_{system}"]
-        seeds = t.get("seeds") or [t]  # the recorded JSON holds one seed per system
+        r = t[name]
+        N = r["samples"]
+        lo, hi = (v * N for v in r["ess_ci"])
+        measured = (f"{r['ess'] * N:.2f} effective of {N} (68% bootstrap interval {lo:.2f}–{hi:.2f}) after "
+                    f"{r['train_seconds']:.0f} s ({r['iterations']} iterations) of training")
+        details = (f"{_ess_text(r, N)}; loss {r['first_loss']:.3f} → {r['final_loss']:.3f}; recipe {t['recipe']}; "
+                   f"mean data energy {t['data_energy']:.2f}"
+                   + (" (first / second half of the MALA samples: {:.2f} / {:.2f})".format(*t["data_energy_halves"])
+                      if "data_energy_halves" in t else "")
+                   + (f"; {r['diverged']} of {N} trajectories blew up (zero weight)" if r.get("diverged") else ""))
+        out.append(Claim(claim, paper, measured, _gpu_where(gpu) + f", one run, {N} samples",
+                         judge([lo, hi], ESS_FLOOR, kind="timing", direction="higher", fmt=lambda v: f"{v:.2f}"),
+                         details=details, cell=GPU_CELL))
+    return out
+
+
+def toy_rows(gpu: dict) -> list[Claim]:
+    """One EffSU row per system of the GPU toy (stages ``toy_LJ13``, ``toy_LJ55``), judged like the CPU row (a seed
+    whose ESS is below ``ESS_FLOOR`` effective samples gives no EffSU); a stage that did not finish, or one
+    recorded with the earlier recipe, says so."""
+    out = []
+    for system, paper in GPU_TOY_PAPER.items():
+        claim = f"{system} EffSU of trained models on one H200"
+        why = toy_missing(gpu, system)
+        if why:
+            out.append(Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL))
+            continue
+        t = gpu[f"toy_{system}"]
+        seeds = t.get("seeds") or [t]
         h, b = t["hollow"], t["baseline"]
-        judgement, note = effsu_judgement([(s["hollow"], s["baseline"], s["hollow"]["samples"], s["baseline"]["samples"])
-                                           for s in seeds], EFFSU_TARGET[system])
+        judgement, note, kept = effsu_judgement([(s["hollow"], s["baseline"], s["hollow"]["samples"],
+                                                  s["baseline"]["samples"]) for s in seeds], EFFSU_TARGET[system])
         details = (f"hollow k = {t['k']} ({h['samples']} samples): {_ess_text(h, h['samples'])}; baseline "
                    f"({b['samples']} samples): {_ess_text(b, b['samples'])}; {h['iterations']} vs {b['iterations']} "
                    "training iterations")
@@ -278,20 +328,40 @@ def toy_rows(gpu: dict) -> list[Claim]:
             details += (f"; the baseline's ESS from {b['samples']} samples is at least 1/{b['samples']} by construction, "
                         "which favours the baseline")
         n = len(seeds)
-        out.append(Claim(claim, paper, f"EffSU {t['effsu']:.1f} (ESS_rem: {t['effsu_rem']:.1f}){note}",
+        measured = (f"EffSU {', '.join(f'{v:.1f}' for v in kept)}" if kept else "no EffSU compared") + note
+        out.append(Claim(claim, paper, measured,
                          _gpu_where(gpu) + (", one seed" if n == 1 else f", {n} seeds"), judgement,
                          details=details, cell=GPU_CELL))
     return out
 
 
+def speedup64_row(gpu: dict) -> Claim:
+    """The ≥ 10× check at n = 64: the RK4 likelihood step of the fully connected baseline (n·d VJPs) over the
+    hollow one's (d VJPs), per hollow k of the ``likelihood_step`` stage, timed side by side (Theorem 2)."""
+    claim = "Likelihood step ≥ 10× faster than the fully connected baseline at n = 64"
+    paper = "fully connected O(T n³ d) vs HollowFlow O(n(T k² + d k)) per step (Theorem 2); exact divergence both"
+    why = "; ".join(not_finished(gpu, ("likelihood_step",)))
+    if not why and not any(r["n"] == 64 for r in gpu["likelihood_step"]["rows"]):
+        why = "n = 64 was not timed in the recorded run"
+    if why:
+        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL)
+    rows = [r for r in gpu["likelihood_step"]["rows"] if r["n"] == 64]
+    measured = "; ".join(f"k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs {r['hollow_ms']:.1f} ms per "
+                         f"{gpu['likelihood_step']['batch']} samples)" for r in rows)
+    return Claim(claim, paper, measured, _gpu_where(gpu) + ", one run, n = 64",
+                 judge([r["speedup"] for r in rows], SPEEDUP64_TARGET, kind="timing", direction="higher", fmt=_x),
+                 cell=GPU_CELL)
+
+
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    """Rows from the recorded H200 run: per-step likelihood time, the segment-sum kernel and the LJ13 / LJ55 toy
-    rows; a row whose stage did not finish says so and is not judged."""
+    """Rows from the recorded H200 run: the LJ13 / LJ55 toy rows (ESS per model, EffSU per system), the per-step
+    likelihood time, the ≥ 10× check at n = 64 and the segment-sum kernel; a row whose stage did not finish (or
+    was recorded with the earlier toy recipe) says so and is not judged."""
     paper = "LJ55: 1,370 s vs 529,793 s for 4e4 samples (≈10²× effective); speed-up grows with n"
     if not gpu:
         return [Claim("Per-step likelihood time on one H200", paper, "no GPU run recorded yet", "H200",
                       not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one H200"), cell=GPU_CELL)]
-    return [_timing_row(gpu, paper), kernel_row(gpu), *toy_rows(gpu)]
+    return [*ess_rows(gpu), *toy_rows(gpu), _timing_row(gpu, paper), speedup64_row(gpu), kernel_row(gpu)]
 
 
 def run_summary(check: dict, cost: dict, toy: dict, rows) -> str:
@@ -325,3 +395,14 @@ def claim_rows(*, check: dict, cost: dict, toy: dict, peer: dict | None, gpu: di
     """All rows of the Reproduce table."""
     return [theorem_row(check, check_scale), pruning_row(check, check_scale), peer_row(peer, check_scale),
             cost_row(cost, cost_scale), paths_row(toy, toy_scale), ess_row(toy, toy_scale), *gpu_rows(gpu)]
+
+
+def scale_summary(gpu: dict | None) -> str:
+    """The Scale-up section's outcome paragraph, built from the GPU rows (:func:`gpu_rows`): each toy model's
+    effective samples and verdict against the floor, each system's EffSU row, and the ≥ 10× check at n = 64."""
+    rows = gpu_rows(gpu)
+    if not gpu:
+        return f"**Recorded GPU run.** {rows[0].measured}."
+    parts = [f"{r.claim} — {r.measured} ({r.verdict}{'' if r.evidence in r.measured else ': ' + r.evidence})" for r in rows
+             if "ESS above the floor" in r.claim or "EffSU" in r.claim or r.claim.startswith("Likelihood step ≥ 10×")]
+    return (f"**Recorded GPU run ({_gpu_where(gpu)}), as the table judges it.** " + "; ".join(parts) + ".")

@@ -127,6 +127,10 @@ def rk4_likelihood(model, x, *, direction: str = "sample", steps: int = 20, meth
 
     ``direction="sample"``: ``x`` are prior draws x₀; integrates t: 0 → 1 and returns (x₁, log q(x₁)).
     ``direction="density"``: ``x`` are points x₁; integrates t: 1 → 0 and returns (x₀, log q(x₁)).
+
+    A trajectory whose state, velocity or divergence turns non-finite (a poorly trained flow can blow up) is
+    stopped at its last finite state and gets log q = +inf: as an importance sample its weight p/q is zero, so it
+    stays in the sample count N and the ESS counts it as a miss; the other rows go on unchanged.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ParameterError("steps", steps, "an integer >= 1 (ODE steps)")
@@ -139,9 +143,15 @@ def rk4_likelihood(model, x, *, direction: str = "sample", steps: int = 20, meth
     y = check_coordinates(x, model.d).detach()
     div = _div_fn(model, method, probes, generator, vectorize)
 
-    def f(t, y):
-        b, dv = div(y, t)
+    dead = torch.zeros(y.shape[0], dtype=torch.bool, device=y.device)
+
+    def f(t, z):
+        b, dv = div(torch.where(dead[:, None, None], y, z), t)
         return b, -dv
+
+    def finite(z, lz):
+        """Marks the rows of a stage (z, its log-density term lz) that are no longer finite."""
+        dead.logical_or_(~(torch.isfinite(z).flatten(1).all(1) & torch.isfinite(lz)))
 
     h = (1.0 if direction == "sample" else -1.0) / steps
     t = 0.0 if direction == "sample" else 1.0
@@ -149,19 +159,28 @@ def rk4_likelihood(model, x, *, direction: str = "sample", steps: int = 20, meth
     log0 = gaussian_log_prob(y, sigma) if direction == "sample" else None
     for _ in range(steps):
         k1, l1 = f(t, y)
+        finite(k1, l1)
         if scheme == "classic":
             k2, l2 = f(t + h / 2, y + h / 2 * k1)
+            finite(k2, l2)
             k3, l3 = f(t + h / 2, y + h / 2 * k2)
+            finite(k3, l3)
             k4, l4 = f(t + h, y + h * k3)
-            y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-            logp = logp + h / 6 * (l1 + 2 * l2 + 2 * l3 + l4)
+            y_new = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            logp_new = logp + h / 6 * (l1 + 2 * l2 + 2 * l3 + l4)
         else:  # Kutta's 3/8 rule (torchdiffeq's rk4_alt_step_func)
             k2, l2 = f(t + h / 3, y + h * k1 / 3)
+            finite(k2, l2)
             k3, l3 = f(t + 2 * h / 3, y + h * (k2 - k1 / 3))
+            finite(k3, l3)
             k4, l4 = f(t + h, y + h * (k1 - k2 + k3))
-            y = y + h / 8 * (k1 + 3 * (k2 + k3) + k4)
-            logp = logp + h / 8 * (l1 + 3 * (l2 + l3) + l4)
+            y_new = y + h / 8 * (k1 + 3 * (k2 + k3) + k4)
+            logp_new = logp + h / 8 * (l1 + 3 * (l2 + l3) + l4)
+        finite(y_new, logp_new)
+        y = torch.where(dead[:, None, None], y, y_new)
+        logp = torch.where(dead, logp, logp_new)
         t = t + h
+    inf = torch.full_like(logp, math.inf)
     if direction == "sample":
-        return y, log0 + logp  # ℓ(1) = −∫₀¹ ∇·b
-    return y, gaussian_log_prob(y, sigma) - logp  # ℓ(0) − ℓ(1) = +∫₀¹ ∇·b
+        return y, torch.where(dead, inf, log0 + logp)  # ℓ(1) = −∫₀¹ ∇·b
+    return y, torch.where(dead, inf, gaussian_log_prob(y, sigma) - logp)  # ℓ(0) − ℓ(1) = +∫₀¹ ∇·b

@@ -108,3 +108,39 @@ def gpu_figure(gpu: dict) -> go.Figure:
                             f"({gpu.get('device')}, {gpu.get('date')})",
                       xaxis_title="particles n", yaxis_title="ms", xaxis_type="log", yaxis_type="log", height=380)
     return fig
+
+
+def gpu_toy_figure(gpu: dict | None) -> go.Figure:
+    """Effective samples (ESS·N) of the recorded toy flows with their 68 % bootstrap intervals, per system and model,
+    against the floor of ``claims.ESS_FLOOR`` below which no EffSU is compared; a system not recorded with the
+    current recipe is named in the title as not recorded."""
+    from companion.hollowflow.claims import ESS_FLOOR, toy_missing
+
+    fig = go.Figure()
+    missing = []
+    for name, label in (("hollow", "hollow NoBGNN"), ("baseline", "fully connected")):
+        xs, ys, lo, hi, text = [], [], [], [], []
+        for system in ("LJ13", "LJ55"):
+            why = "no GPU run recorded" if not gpu else toy_missing(gpu, system)
+            if why:
+                if name == "hollow":
+                    missing.append(f"{system}: {why}")
+                continue
+            t = gpu[f"toy_{system}"]
+            r = t[name]
+            N = r["samples"]
+            xs.append(system)
+            ys.append(r["ess"] * N)
+            lo.append(r["ess"] * N - r["ess_ci"][0] * N)
+            hi.append(r["ess_ci"][1] * N - r["ess"] * N)
+            text.append(f"{r['ess'] * N:.1f} of {N}, {r['train_seconds']:.0f} s training")
+        fig.add_bar(x=xs, y=ys, name=label, text=text, textposition="outside",
+                    error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo))
+    fig.add_hline(y=ESS_FLOOR, line_dash="dot", line_color="#999999",
+                  annotation_text=f"floor: {ESS_FLOOR:g} effective samples (no EffSU below it)")
+    title = "Trained toy flows: effective samples with 68% bootstrap intervals"
+    if missing:
+        title += "<br><sup>not recorded: " + "; ".join(missing) + "</sup>"
+    fig.update_layout(title=title, barmode="group", yaxis_title="effective samples (ESS·N)", yaxis_type="log",
+                      height=400)
+    return fig

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -92,29 +93,31 @@ def mala(system: str, *, chains: int = 64, steps: int = 1000, burn_in: int = 500
         return u.detach(), g
 
     u, g = u_grad(x)
+    # the proposals' noise is drawn where the chains live (a CPU generator would cost a host-to-device copy per step)
+    noise_gen = gen if torch.device(device).type == "cpu" else torch.Generator(device=device).manual_seed(seed)
     eta = torch.full((chains, 1, 1), step_size, dtype=dtype, device=device)
     kept, acc_total, n_total = [], 0.0, 0
     for it in range(burn_in + steps):
-        noise = torch.randn(x.shape, generator=gen, dtype=dtype).to(device)
+        noise = torch.randn(x.shape, generator=noise_gen, dtype=dtype, device=device)
         y = x - eta * g + torch.sqrt(2 * eta) * noise
         uy, gy = u_grad(y)
         fwd = ((y - x + eta * g) ** 2).sum((-1, -2)) / (4 * eta[:, 0, 0])
         bwd = ((x - y + eta * gy) ** 2).sum((-1, -2)) / (4 * eta[:, 0, 0])
         log_a = -uy + u - bwd + fwd
-        accept = torch.log(torch.rand(chains, generator=gen, dtype=dtype).to(device)) < log_a
+        accept = torch.log(torch.rand(chains, generator=noise_gen, dtype=dtype, device=device)) < log_a
         x = torch.where(accept[:, None, None], y, x)
         u = torch.where(accept, uy, u)
         g = torch.where(accept[:, None, None], gy, g)
         if it < burn_in:  # per-chain Robbins-Monro step-size adaptation toward 0.6 acceptance
             eta = eta * torch.exp(0.05 * (accept.to(dtype) - 0.6))[:, None, None]
         else:
-            acc_total += float(accept.to(dtype).mean())
+            acc_total = acc_total + accept.to(dtype).mean()  # a tensor: no device sync per step
             n_total += 1
             if (it - burn_in) % thin == thin - 1:
                 kept.append(x.clone())
     s = torch.cat(kept) if kept else x.clone()
     s = s - s.mean(1, keepdim=True)
-    return {"samples": s, "acceptance": acc_total / max(1, n_total), "step_size": float(eta.mean())}
+    return {"samples": s, "acceptance": float(acc_total) / max(1, n_total), "step_size": float(eta.mean())}
 
 
 def lj_samples(system: str, count: int, *, seed: int = 0, sigma0: float = 1.0, **mala_kw) -> torch.Tensor:
@@ -152,33 +155,50 @@ def ot_pairs(x0: torch.Tensor, x1: torch.Tensor) -> np.ndarray:
 
 
 def align(x0: torch.Tensor, x1: torch.Tensor) -> torch.Tensor:
-    """Equivariant alignment of each x₀ to its x₁: particle permutation (Hungarian), then Kabsch rotation."""
-    out = x0.clone()
-    for b in range(x0.shape[0]):
-        C = torch.cdist(x1[b], x0[b]).detach().cpu().numpy() ** 2
-        _, perm = linear_sum_assignment(C)
-        y = x0[b][torch.as_tensor(perm, device=x0.device)]
-        mu = y.mean(0)
-        H = (y - mu).T @ (x1[b] - x1[b].mean(0))
-        U, _, Vt = torch.linalg.svd(H)
-        D = torch.eye(H.shape[0], dtype=H.dtype, device=H.device)
-        D[-1, -1] = torch.sign(torch.det(Vt.T @ U.T))
-        R = Vt.T @ D @ U.T
-        out[b] = (y - mu) @ R.T + mu
-    return out
+    """Equivariant alignment of each x₀ to its x₁: particle permutation (Hungarian), then Kabsch rotation.
+
+    Batched: one (B, n, n) cost tensor is moved to the CPU for the B assignments, and the Kabsch rotations
+    R = V D Uᵀ (H = (y − ȳ)ᵀ(x₁ − x̄₁) = U Σ Vᵀ, D = diag(1, …, sign det(V Uᵀ))) are one batched SVD, so a
+    training step on a GPU costs a handful of launches rather than a few per pair."""
+    C = (torch.cdist(x1, x0) ** 2).detach().cpu().numpy()
+    perm = torch.as_tensor(np.stack([linear_sum_assignment(c)[1] for c in C]), device=x0.device)
+    y = torch.gather(x0, 1, perm[..., None].expand_as(x0))
+    mu = y.mean(1, keepdim=True)
+    H = (y - mu).transpose(1, 2) @ (x1 - x1.mean(1, keepdim=True))
+    U, _, Vt = torch.linalg.svd(H)
+    V, Ut = Vt.transpose(1, 2), U.transpose(1, 2)
+    D = torch.ones(H.shape[:2], dtype=H.dtype, device=H.device)
+    D[:, -1] = torch.sign(torch.det(V @ Ut))
+    R = V @ (D[..., None] * Ut)
+    return (y - mu) @ R.transpose(1, 2) + mu
 
 
 def train_cfm(model, data: torch.Tensor, *, iterations: int = 200, batch: int = 64, lr: float = 5e-4, seed: int = 0,
-              sigma0: float = 1.0, equivariant_ot: bool = True, log_every: int = 0, log=print) -> list[float]:
-    """Conditional flow matching with minibatch OT (and equivariant alignment); Adam; returns the losses."""
+              sigma0: float = 1.0, equivariant_ot: bool = True, seconds: float | None = None, lr_final: float | None = None,
+              log_every: int = 0, log=print) -> list[float]:
+    """Conditional flow matching with minibatch OT (and equivariant alignment); Adam; returns the losses.
+
+    Runs ``iterations`` steps, or fewer (at least one) when ``seconds`` (a wall-clock budget) runs out first; one Adam state
+    throughout. With ``lr_final`` the learning rate decays from ``lr`` to ``lr_final`` on a cosine of the progress
+    max(step / iterations, elapsed / seconds), so a time-limited run still ends at ``lr_final``."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ParameterError("iterations", iterations, "an integer >= 1")
+    if seconds is not None and not seconds > 0:
+        raise ParameterError("seconds", seconds, "None or a positive training budget in seconds")
     gen = torch.Generator().manual_seed(seed)
     params = [q for q in model.parameters() if q.requires_grad]
     state = [(torch.zeros_like(q), torch.zeros_like(q)) for q in params]
     losses = []
     dtype = next(model.parameters()).dtype
+    t0 = time.perf_counter()
     for it in range(iterations):
+        progress = it / iterations
+        if seconds is not None:
+            elapsed = time.perf_counter() - t0
+            if it and elapsed >= seconds:  # at least one step
+                break
+            progress = max(progress, elapsed / seconds)
+        step_lr = lr if lr_final is None else lr_final + 0.5 * (lr - lr_final) * (1 + math.cos(math.pi * progress))
         idx = torch.randint(0, data.shape[0], (batch,), generator=gen)
         x1 = data[idx].to(dtype)
         x0 = torch.randn(x1.shape, generator=gen, dtype=dtype).to(x1.device) * sigma0
@@ -189,11 +209,11 @@ def train_cfm(model, data: torch.Tensor, *, iterations: int = 200, batch: int = 
         xt = (1 - t[:, None, None]) * x0 + t[:, None, None] * x1
         loss = ((model(xt, t) - (x1 - x0)) ** 2).mean()
         grads = torch.autograd.grad(loss, params)
-        _adam_step(params, grads, state, it + 1, lr)
-        losses.append(float(loss.detach()))
+        _adam_step(params, grads, state, it + 1, step_lr)
+        losses.append(loss.detach())
         if log_every and (it + 1) % log_every == 0:
-            log(f"iteration {it + 1}: loss {np.mean(losses[-log_every:]):.4f}")
-    return losses
+            log(f"iteration {it + 1}: loss {float(torch.stack(losses[-log_every:]).mean()):.4f}")
+    return torch.stack(losses).tolist()
 
 
 @torch.no_grad()

@@ -22,8 +22,8 @@ import torch
 from companion.core import time_ms
 from companion.hollowflow.divergence import divergence_bruteforce, divergence_hollow, rk4_likelihood
 from companion.hollowflow.experiments import fitted_slope
-from companion.hollowflow.lj import (SYSTEMS, bootstrap_interval, effsu, ess_rem, kish_ess, lj_samples, log_weights,
-                                    train_cfm)
+from companion.hollowflow.lj import (SYSTEMS, bootstrap_interval, effsu, energy, ess_rem, kish_ess, lj_samples,
+                                    log_weights, train_cfm)
 from companion.hollowflow.nobgnn import EGNN, NoBGNN
 from companion_kernels.dispatch import interpreting
 from companion_kernels.segment_sum import plan, segment_sum
@@ -384,7 +384,7 @@ def _segment_sum_size(n, k, *, batch, hidden, steps, impl, device, seed, budget,
     return row
 
 
-# ------------------------------------------------------------------ stages 3-4: briefly trained LJ models
+# ------------------------------------------------------------------ stages 1-2: trained LJ toy flows
 
 def _sample_chunked(model, x0, method, device, log, steps):
     """RK4 (``steps`` steps) likelihood sampling of ``x0`` in chunks; a chunk that runs out of memory is halved."""
@@ -407,46 +407,50 @@ def _sample_chunked(model, x0, method, device, log, steps):
     return torch.cat(xs), torch.cat(lqs), chunk
 
 
-def _train_timed(model, data, seconds, batch, chunk=10):
-    """Flow matching in chunks of ``chunk`` iterations until ``seconds`` have passed."""
-    t0, its, losses = time.perf_counter(), 0, []
-    while time.perf_counter() - t0 < seconds:
-        losses += train_cfm(model, data, iterations=chunk, batch=batch, lr=5e-4, seed=its)
-        its += chunk
-    return its, losses, time.perf_counter() - t0
-
-
 def toy_study(system: str, ctx) -> dict:
     """One system of the profile's ``toy`` (LJ13 or LJ55): the hollow NoBGNN (k = ``k``) and the fully connected
-    EGNN baseline, each trained by flow matching with OT pairing for ``train_seconds`` on ``data`` MALA samples,
-    then sampled with RK4 (``ode_steps``, 20 as the paper) likelihoods (hollow: d VJPs; baseline: n·d VJPs) on
-    ``samples`` / ``baseline_samples`` prior draws; ESS, ESS_rem, 68 % bootstrap intervals, seconds per sample and
-    EffSU (ESS per second relative to the baseline). The LJ55 baseline samples few draws (n·d = 165 VJPs per
-    evaluation): its ESS fraction is then at least 1/N by construction, which favours it in EffSU."""
+    EGNN baseline, each trained by flow matching with OT pairing for ``train_seconds`` (Adam, cosine decay of the
+    learning rate from ``lr`` to ``lr_final`` over the budget) on ``data`` MALA samples (``chains`` chains,
+    ``burn_in`` steps, every ``thin``-th step kept), then sampled with RK4 (``ode_steps``, 20 as the paper)
+    likelihoods (hollow: d VJPs; baseline: n·d VJPs) on ``samples`` / ``baseline_samples`` prior draws; ESS (Kish),
+    ESS_rem, their 68 % bootstrap intervals (1,000 resamples), seconds per sample and EffSU (ESS per second relative
+    to the baseline). The hollow model runs first: a deadline cut keeps it. The LJ55 baseline samples few draws
+    (n·d = 165 VJPs per evaluation): its ESS fraction is then at least 1/N by construction."""
     P, log = ctx.profile, ctx.log
     cfg = P["toy"][system]
     device = torch.device(ctx.device)
     n = SYSTEMS[system][0]
+    t0 = time.perf_counter()
     data = lj_samples(system, cfg["data"], seed=ctx.seed, chains=cfg["chains"], burn_in=cfg["burn_in"],
-                      device=device).float()
+                      thin=cfg["thin"], device=device).float()
+    _sync(device)
     gen = torch.Generator(device=device).manual_seed(ctx.seed + 11)
     x0 = torch.randn(max(cfg["samples"], cfg["baseline_samples"]), n, 3, device=device, generator=gen)
-    out = {"system": system, "n": n, "k": cfg["k"]}
+    recipe = {key: cfg[key] for key in ("lr", "lr_final", "batch", "burn_in", "thin", "data", "ode_steps")}
+    u = energy(system, data.double())
+    half = u.shape[0] // 2  # the samples come in order of the MALA step: a drift between halves means no equilibrium
+    out = {"system": system, "n": n, "k": cfg["k"], "recipe": recipe, "data_seconds": round(time.perf_counter() - t0, 1),
+           "data_energy": float(u.mean()), "data_energy_halves": [float(u[:half].mean()), float(u[half:].mean())]}
     torch.manual_seed(ctx.seed)
     models = (("hollow", NoBGNN(hidden=P["hidden"], steps=P["line_graph_steps"], k=cfg["k"]), cfg["samples"], "hollow"),
               ("baseline", EGNN(hidden=P["hidden"], steps=P["baseline_steps"]), cfg["baseline_samples"], "bruteforce"))
     for name, model, count, method in models:
         model.to(device)
-        its, losses, train_s = _train_timed(model, data, cfg["train_seconds"], cfg["batch"])
+        t0 = time.perf_counter()
+        losses = train_cfm(model, data, iterations=cfg["max_iterations"], seconds=cfg["train_seconds"],
+                           batch=cfg["batch"], lr=cfg["lr"], lr_final=cfg["lr_final"], seed=ctx.seed)
         _sync(device)
+        train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         x1, lq, chunk = _sample_chunked(model, x0[:count], method, device, log, cfg["ode_steps"])
         _sync(device)
         secs = time.perf_counter() - t0
         lw = log_weights(system, x1.double().cpu(), lq.double().cpu())
-        out[name] = {"iterations": its, "train_seconds": round(train_s, 1),
+        out[name] = {"iterations": len(losses), "train_seconds": round(train_s, 1),
+                     "first_loss": round(float(np.mean(losses[:20])), 4),
                      "final_loss": round(float(np.mean(losses[-50:])), 4), "samples": count,
                      "sample_seconds": round(secs, 3), "sample_chunk": chunk, "seconds_per_sample": secs / count,
+                     "diverged": int(torch.isinf(lq).sum()),  # trajectories that blew up: zero weight, kept in N
                      "ess": kish_ess(lw), "ess_rem": ess_rem(lw), "ess_ci": bootstrap_interval(lw, kish_ess),
                      "ess_rem_ci": bootstrap_interval(lw, ess_rem)}
         log(f"[toy] {system} {name}: {out[name]}")

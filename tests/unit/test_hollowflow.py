@@ -30,6 +30,7 @@ from companion.hollowflow.experiments import (
     self_dependence,
     toy_flow,
 )
+from companion.hollowflow.divergence import gaussian_log_prob
 from companion.hollowflow.explorer import ExplorerData, clamped_view, explorer_controls, explorer_view
 from companion.hollowflow.hollownet import HollowMLP
 from companion.hollowflow.lj import (
@@ -39,6 +40,7 @@ from companion.hollowflow.lj import (
     ess_rem,
     kish_ess,
     load_samples,
+    log_weights,
     mala,
     ot_pairs,
     train_cfm,
@@ -327,6 +329,60 @@ def test_align_undoes_permutation_and_small_rotation():
     y0 = torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
     y1 = torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
     assert float(((align(y0, y1) - y1) ** 2).sum()) <= float(((y0 - y1) ** 2).sum()) + 1e-12
+
+
+def test_rk4_stops_a_diverging_trajectory_and_gives_it_zero_weight():
+    """ẋ = c·x² blows up in finite time for c = 50 (sample 0) and is still for c = 0 (sample 1): the first row is
+    stopped at a finite state with log q = +inf (zero importance weight), the second is untouched (x₁ = x₀,
+    log q = the prior's log density, exactly)."""
+    class Blow(torch.nn.Module):
+        d = 3
+
+        def forward(self, x, t, graph=None, types=None, detach_h=False):
+            return torch.tensor([50.0, 0.0], dtype=x.dtype)[:, None, None] * x**2
+
+    x0 = torch.full((2, 4, 3), 1.0, dtype=torch.float64)
+    for method in ("bruteforce", "hutchinson"):
+        x1, lq = rk4_likelihood(Blow(), x0, steps=10, method=method)
+        assert torch.isfinite(x1).all() and lq[0] == math.inf
+        assert torch.equal(x1[1], x0[1]) and float(lq[1]) == pytest.approx(float(gaussian_log_prob(x0[1:])[0]))
+        lw = log_weights("LJ13", torch.randn(2, 13, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)), lq)
+        assert lw[0] == -math.inf and kish_ess(lw) == 0.5  # the blown-up sample: a zero weight, still in N
+
+
+def test_batched_align_is_per_pair_and_a_proper_rotation():
+    """The batched alignment gives each pair what aligning it alone gives, keeps every pairwise distance (a
+    permutation and a rotation) and never reflects: a mirror image is not mapped onto the original."""
+    g = torch.Generator().manual_seed(1)
+    x0 = torch.randn(6, 7, 3, generator=g, dtype=torch.float64)
+    x1 = torch.randn(6, 7, 3, generator=g, dtype=torch.float64)
+    out = align(x0, x1)
+    for b in range(6):
+        assert torch.allclose(out[b], align(x0[b:b + 1], x1[b:b + 1])[0], atol=1e-12)
+    assert torch.allclose(torch.cdist(out, out).flatten(1).sort(1).values,
+                          torch.cdist(x0, x0).flatten(1).sort(1).values, atol=1e-10)
+    mirror = x1 * torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)  # a reflection is not a rotation
+    assert float((align(mirror, x1) - x1).abs().max()) > 1e-3
+
+
+def test_train_cfm_budget_and_schedule():
+    """A time budget stops training early but never before one step; the cosine schedule with lr_final = lr is the
+    constant rate exactly, and decaying it changes the run; one Adam state throughout."""
+    data = torch.randn(32, 5, 3, generator=torch.Generator().manual_seed(0))
+
+    def run(**kw):
+        torch.manual_seed(0)
+        m = _model(5, 2, 2)
+        losses = train_cfm(m, data, batch=8, seed=0, **kw)
+        return losses, torch.cat([q.detach().flatten() for q in m.parameters()])
+
+    assert len(run(iterations=50, seconds=1e-9)[0]) == 1
+    assert len(run(iterations=3, seconds=60.0)[0]) == 3
+    const, same = run(iterations=4, lr=1e-2), run(iterations=4, lr=1e-2, lr_final=1e-2)
+    assert const[0] == same[0] and torch.equal(const[1], same[1])
+    assert not torch.equal(const[1], run(iterations=4, lr=1e-2, lr_final=1e-4)[1])
+    with pytest.raises(ParameterError):
+        train_cfm(_model(5, 2, 2), data, iterations=2, seconds=0)
 
 
 # --- data and metrics ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from companion.hollowflow.claims import (
     EFFSU_TARGET_LJ55,
     ESS_FLOOR,
     GPU_SPEEDUP_TARGET,
+    SPEEDUP64_TARGET,
     GPU_TOY_PAPER,
     KERNEL_SPEEDUP_MIN,
     LEAK_MIN,
@@ -156,18 +157,29 @@ def test_ess_floor_leaves_a_seed_out():
     # three seeds, all past the paper, one of them at the floor: judged on the other two -> inconclusive
     seeds = _effsu_seeds([1000.0] * 3)
     seeds[2] = (_res(0.99 * ESS_FLOOR / n, 0.001), _res(0.5, 1.0), n, n)
-    judgement, note = C.effsu_judgement(seeds, EFFSU_TARGET_LJ13)
+    judgement, note, kept = C.effsu_judgement(seeds, EFFSU_TARGET_LJ13)
+    assert len(kept) == 2
     assert judgement.verdict == "inconclusive" and "n=2" in judgement.evidence and "hollow 1.98 of 100" in note
     seeds[1] = (_res(0.5, 0.001), _res(0.99 * ESS_FLOOR / n, 1.0), n, n)  # the baseline at the floor counts too
     assert C.effsu_judgement(seeds, EFFSU_TARGET_LJ13)[0].verdict == "inconclusive"
     assert C.effsu_judgement(seeds[1:], EFFSU_TARGET_LJ13)[0].verdict == "inconclusive"
 
 
-def _gpu_toy(system, k, h_samples=1000, b_samples=1000, h_ess=0.1, b_ess=0.1):
-    h = dict(_res(h_ess), iterations=100, samples=h_samples)
-    b = dict(_res(b_ess, 0.05), iterations=100, samples=b_samples)
-    return {"system": system, "k": k, "hollow": h, "baseline": b, "effsu": (h_ess / 0.01) / (b_ess / 0.05),
-            "effsu_rem": 2.0}
+def _gpu_toy(system, k, h_samples=1000, b_samples=1000, h_ess=0.1, b_ess=0.1, recipe=True):
+    """A toy result as :func:`companion.hollowflow.study.toy_study` records it (``recipe=False``: the earlier layout)."""
+    run = dict(iterations=100, train_seconds=40.0, first_loss=0.9, final_loss=0.4)
+    h = dict(_res(h_ess), samples=h_samples, **run)
+    b = dict(_res(b_ess, 0.05), samples=b_samples, **run)
+    t = {"system": system, "k": k, "hollow": h, "baseline": b, "effsu": (h_ess / 0.01) / (b_ess / 0.05),
+         "effsu_rem": 2.0, "data_energy": 5.0}
+    if recipe:
+        t["recipe"] = {"lr": 2e-3, "lr_final": 5e-5, "burn_in": 4000}
+    return t
+
+
+def _row(rows, start):
+    (row,) = [r for r in rows if r.claim.startswith(start)]
+    return row
 
 
 def _kernel_entry(n, speed):
@@ -199,42 +211,86 @@ def _gpu(steps, *, segment_sum=None, toys=None, states=None):
     return gpu
 
 
+TIMING, SPEED64, KERNEL = "Per-step likelihood", "Likelihood step ≥ 10×", "Triton segment sum"
+
+
 def test_gpu_rows_from_a_constructed_json():
     assert C.gpu_rows(None)[0].verdict == "not run here"
     s = GPU_SPEEDUP_TARGET
     steps = [_step(13, 7, 5.0), _step(55, 7, 1.1 * s), _step(55, 8, 1.2 * s)]
-    # a run of the timing stage alone: the kernel and both toy rows say their stage was not run
+    # a run of the timing stage alone: the kernel and the toy rows say their stage was not run
     rows = C.gpu_rows(_gpu(steps))
-    assert rows[0].verdict == "reproduced" and "n = 55" in rows[0].measured and len(rows) == 4
-    assert "n=2" in rows[0].evidence and "one run" in rows[0].scale  # a timing: both k at n = 55 show the spread
-    assert "n = 13, k = 7: 5×" in rows[0].details and "{" not in rows[0].details  # every size, no raw dict
+    timing = _row(rows, TIMING)
+    assert timing.verdict == "reproduced" and "n = 55" in timing.measured and len(rows) == 9
+    assert "n=2" in timing.evidence and "one run" in timing.scale  # a timing: both k at n = 55 show the spread
+    assert "n = 13, k = 7: 5×" in timing.details and "{" not in timing.details  # every size, no raw dict
     assert {r.cell for r in rows} == {C.GPU_CELL}  # each row links to the Scale-up cell that shows the record
-    assert [r.verdict for r in rows[1:]] == ["not run here"] * 3
-    assert "segment_sum (not run)" in rows[1].measured and "toy_LJ13 (not run)" in rows[2].measured
-    assert "LJ55" in rows[3].claim
+    assert [r.verdict for r in rows if r is not timing] == ["not run here"] * 8
+    assert "segment_sum (not run)" in _row(rows, KERNEL).measured
+    assert "toy_LJ13 (not run)" in _row(rows, "LJ13 EffSU").measured
+    assert "toy_LJ55 (not run)" in _row(rows, "LJ55 hollow NoBGNN: ESS").measured
+    assert "n = 64 was not timed" in _row(rows, SPEED64).measured
     slow = _gpu([_step(13, 7, 5.0), _step(55, 7, 0.9 * s), _step(55, 8, 0.95 * s)])
-    assert C.gpu_rows(slow)[0].verdict == "not reproduced"
-    assert C.gpu_rows(_gpu([_step(13, 7, 5.0)]))[0].verdict == "not run here"  # n = 55 not timed
+    assert _row(C.gpu_rows(slow), TIMING).verdict == "not reproduced"
+    assert _row(C.gpu_rows(_gpu([_step(13, 7, 5.0)])), TIMING).verdict == "not run here"  # n = 55 not timed
     # the kernel judged on the RK4 step, size by size
     toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
     rows = C.gpu_rows(_gpu(steps, segment_sum=[_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)], toys=toys))
-    assert len(rows) == 4 and all(r.verdict in ("not reproduced", "inconclusive") for r in rows[1:])
-    assert rows[1].verdict == "not reproduced" and "kernel slower" in rows[1].details and "n=2" in rows[1].evidence
-    assert "n = 13" in rows[1].measured and "n = 200" in rows[1].measured and "impl triton" in rows[1].scale
+    kernel = _row(rows, KERNEL)
+    assert kernel.verdict == "not reproduced" and "kernel slower" in kernel.details and "n=2" in kernel.evidence
+    assert "n = 13" in kernel.measured and "n = 200" in kernel.measured and "impl triton" in kernel.scale
     fast = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
-    assert C.gpu_rows(_gpu(steps, segment_sum=fast))[1].verdict == "reproduced"
+    assert _row(C.gpu_rows(_gpu(steps, segment_sum=fast)), KERNEL).verdict == "reproduced"
     slower = [_kernel_entry(13, 0.99 * KERNEL_SPEEDUP_MIN)]
-    assert C.gpu_rows(_gpu(steps, segment_sum=slower))[1].verdict == "not reproduced"
+    assert _row(C.gpu_rows(_gpu(steps, segment_sum=slower)), KERNEL).verdict == "not reproduced"
     # the toy rows: one seed -> inconclusive, with the EffSU in the evidence
-    assert "EffSU 5.0" in rows[2].measured and "LJ13" in rows[2].claim and GPU_TOY_PAPER["LJ13"] == rows[2].paper
-    assert rows[2].verdict == rows[3].verdict == "inconclusive" and "one seed" in rows[2].scale
-    assert "at least 1/8" in rows[3].details and "at least" not in rows[2].details
+    lj13, lj55 = _row(rows, "LJ13 EffSU"), _row(rows, "LJ55 EffSU")
+    assert "EffSU 5.0" in lj13.measured and GPU_TOY_PAPER["LJ13"] == lj13.paper
+    assert lj13.verdict == lj55.verdict == "inconclusive" and "one seed" in lj13.scale
+    assert "at least 1/8" in lj55.details and "at least" not in lj13.details
     # a kernel stage that timed no size, a toy stage skipped for the deadline
     none = _gpu(steps, segment_sum=[], toys=toys, states={"toy_LJ55": {"state": "skipped", "reason": "deadline: 9 s left"}})
     none["segment_sum"]["skipped"] = [{"n": 13, "reason": "time budget"}]
     rows = C.gpu_rows(none)
-    assert rows[3].verdict == "not run here" and "toy_LJ55 (skipped: deadline: 9 s left)" in rows[3].measured
-    assert rows[1].verdict == "not run here" and "n = 13: time budget" in rows[1].measured
+    assert _row(rows, "LJ55 EffSU").verdict == "not run here"
+    assert "toy_LJ55 (skipped: deadline: 9 s left)" in _row(rows, "LJ55 EffSU").measured
+    assert _row(rows, KERNEL).verdict == "not run here" and "n = 13: time budget" in _row(rows, KERNEL).measured
+
+
+def test_speedup_at_64_judged_there_only():
+    """The ≥ 10× row reads the n = 64 rows alone (both k, timed side by side): just inside and just outside the
+    target, a spread across it, and other sizes far past it do not count."""
+    t = SPEEDUP64_TARGET
+    judged = lambda *sp: _row(C.gpu_rows(_gpu([_step(55, 7, 1e3), *(_step(64, 7 + i, x) for i, x in enumerate(sp)),  # noqa: E731
+                                               _step(100, 7, 1e3)])), SPEED64)
+    row = judged(1.01 * t, 1.5 * t)
+    assert row.verdict == "reproduced" and "n=2" in row.evidence and "k = 7" in row.measured and "n = 64" in row.scale
+    assert judged(1.01 * t).verdict == "reproduced" and "n=1" in judged(1.01 * t).evidence
+    assert judged(0.99 * t).verdict == "not reproduced"
+    assert judged(0.98 * t, 1.1 * t).verdict == "partly reproduced"  # mean past, one k short
+    assert judged(0.5 * t, 1.2 * t).verdict == "inconclusive"  # the spread straddles the target
+
+
+def test_gpu_ess_rows_use_the_bootstrap_interval():
+    """An ESS row judges the 68 % bootstrap interval's ends (in effective samples) against ESS_FLOOR: the whole
+    interval past it, one end past it, none; one sample (N = 1) can never pass; the earlier layout is not run."""
+    def ess_row(lo, hi, ess=None, samples=1000):
+        toy = _gpu_toy("LJ13", 6, h_samples=samples, h_ess=(ess or hi) / samples)
+        toy["hollow"]["ess_ci"] = (lo / samples, hi / samples)
+        toy["hollow"]["diverged"], toy["data_energy_halves"] = 3, [4.5, 5.5]
+        return _row(C.gpu_rows(_gpu([_step(55, 7, 1e3)], toys={"LJ13": toy})), "LJ13 hollow NoBGNN: ESS")
+
+    row = ess_row(1.01 * ESS_FLOOR, 3 * ESS_FLOOR)
+    assert row.verdict == "reproduced" and "68% bootstrap interval 2.02–6.00" in row.measured and "n=2" in row.evidence
+    assert "40 s (100 iterations)" in row.measured and "loss 0.900 → 0.400" in row.details
+    assert "4.50 / 5.50" in row.details and "3 of 1000 trajectories blew up" in row.details
+    assert ess_row(0.5 * ESS_FLOOR, 1.6 * ESS_FLOOR).verdict == "partly reproduced"  # mean past, low end short
+    assert ess_row(0.2 * ESS_FLOOR, 1.2 * ESS_FLOOR).verdict == "inconclusive"  # straddles
+    assert ess_row(0.5, 0.8).verdict == "not reproduced"  # the whole interval well below the floor
+    assert ess_row(1.0, 1.0, samples=1).verdict == "not reproduced"
+    old = _gpu([_step(55, 7, 1e3)], toys={"LJ13": _gpu_toy("LJ13", 6, recipe=False)})
+    rows = [r for r in C.gpu_rows(old) if r.claim.startswith("LJ13")]
+    assert len(rows) == 3 and all(r.verdict == "not run here" and "predates" in r.measured for r in rows)
 
 
 def test_gpu_rows_of_stages_that_did_not_finish():
@@ -245,26 +301,47 @@ def test_gpu_rows_of_stages_that_did_not_finish():
                states={"likelihood_step": {"state": "unfinished", "started": "t"},
                        "toy_LJ13": {"state": "failed", "error": "OutOfMemoryError: CUDA out of memory"}})
     rows = C.gpu_rows(gpu)
-    assert rows[0].verdict == rows[2].verdict == "not run here"
-    assert "did not finish: likelihood_step (unfinished)" in rows[0].measured and "unfinished" in rows[0].evidence
-    assert "toy_LJ13 (failed: OutOfMemoryError" in rows[2].measured
-    assert rows[1].verdict == "reproduced" and rows[3].verdict == "inconclusive"
+    timing, lj13 = _row(rows, TIMING), _row(rows, "LJ13 EffSU")
+    assert timing.verdict == lj13.verdict == _row(rows, SPEED64).verdict == "not run here"
+    assert "did not finish: likelihood_step (unfinished)" in timing.measured and "unfinished" in timing.evidence
+    assert "toy_LJ13 (failed: OutOfMemoryError" in lj13.measured
+    assert "toy_LJ13 (failed" in _row(rows, "LJ13 fully connected baseline: ESS").measured
+    assert _row(rows, KERNEL).verdict == "reproduced" and _row(rows, "LJ55 EffSU").verdict == "inconclusive"
 
 
 def test_gpu_toy_rows_at_the_floor_say_so():
-    """The recorded run: LJ13's hollow ESS is 1.76 effective samples of 1,000, LJ55's exactly 1 (and its baseline 1
-    of 8): below ESS_FLOOR, so the rows say so and give no verdict on the paper, however large the EffSU."""
+    """LJ13's hollow ESS at 1.76 effective samples of 1,000, LJ55's exactly 1 (and its baseline 1 of 8): below
+    ESS_FLOOR, so the EffSU rows compare nothing and say so, however large the EffSU."""
     toys = {"LJ13": _gpu_toy("LJ13", 6, h_ess=0.00176, b_ess=0.012),
             "LJ55": _gpu_toy("LJ55", 7, b_samples=8, h_ess=0.001, b_ess=0.125)}
     toys["LJ13"]["effsu"] = toys["LJ55"]["effsu"] = 500.0
     gpu = _gpu([_step(55, 7, 100.0)], toys=toys)
-    lj13, lj55 = C.gpu_rows(gpu)[2:]
+    lj13, lj55 = _row(C.gpu_rows(gpu), "LJ13 EffSU"), _row(C.gpu_rows(gpu), "LJ55 EffSU")
     assert lj13.verdict == lj55.verdict == "inconclusive"
+    assert lj13.measured.startswith("no EffSU compared") and "500" not in lj13.measured
     assert "hollow 1.76 of 1000" in lj13.measured and "hollow 1.76 of 1000" in lj13.evidence
     assert "hollow 1.00 of 1000, baseline 1.00 of 8" in lj55.measured and "floor of 2" in lj55.evidence
     three = copy.deepcopy(gpu)
     three["toy_LJ13"]["seeds"] = [copy.deepcopy(gpu["toy_LJ13"])] * 3
-    assert C.gpu_rows(three)[2].verdict == "inconclusive" and "3 seeds" in C.gpu_rows(three)[2].scale
+    assert _row(C.gpu_rows(three), "LJ13 EffSU").verdict == "inconclusive"
+    assert "3 seeds" in _row(C.gpu_rows(three), "LJ13 EffSU").scale
+
+
+def test_scale_summary_and_figure_follow_the_rows():
+    """The Scale-up paragraph is built from the GPU rows (each toy row's verdict and evidence, the n = 64 row); the
+    figure plots the recorded effective samples and names what was not recorded."""
+    from companion.hollowflow.figures import gpu_toy_figure
+
+    assert "no GPU run recorded" in C.scale_summary(None) and "not recorded" in gpu_toy_figure(None).layout.title.text
+    toys = {"LJ13": _gpu_toy("LJ13", 6, h_ess=0.004, b_ess=0.01)}
+    gpu = _gpu([_step(64, 7, 50.0)], toys=toys)
+    text = C.scale_summary(gpu)
+    for r in C.gpu_rows(gpu):
+        if "ESS" in r.claim or "EffSU" in r.claim or "≥ 10×" in r.claim:
+            assert f"{r.claim}" in text and r.verdict in text
+    assert "4.00 effective of 1000" in text and "50×" in text
+    fig = gpu_toy_figure(gpu)
+    assert [list(t.y) for t in fig.data] == [[4.0], [10.0]] and "LJ55" in fig.layout.title.text
 
 
 def test_recorded_json_rows():
@@ -274,11 +351,7 @@ def test_recorded_json_rows():
     if gpu is None:
         pytest.skip("no recorded GPU run")
     rows = C.gpu_rows(gpu)
-    assert all(r.evidence for r in rows)
-    if "toy_LJ55" in gpu:
-        h = gpu["toy_LJ55"]["hollow"]
-        if h["ess"] * h["samples"] < ESS_FLOOR:
-            assert rows[3].verdict == "inconclusive" and "floor" in rows[3].measured
+    assert all(r.evidence for r in rows) and len(rows) == 9
 
 
 def test_scale_recorded_absent_or_present():

@@ -106,7 +106,7 @@ def test_claim_row_names_the_batches_and_the_skipped_sizes():
            "likelihood_step": {"batch": 1000, "exponents": {}, "skipped": [{"n": 200, "reason": "out of memory at batch 1"}],
                                "rows": [{"n": 55, "k": 7, "k_label": "k = 7", "speedup": 30.0, "baseline_ms": 100.0,
                                          "hollow_ms": 3.0, "hollow_batch": 1000, "baseline_batch": 12}]}}
-    row = gpu_rows(gpu)[0]
+    (row,) = [r for r in gpu_rows(gpu) if r.claim.startswith("Per-step likelihood")]
     assert "ms per 1000 samples" in row.scale and "n = 200 (out of memory at batch 1)" in row.scale
 
 
@@ -131,11 +131,28 @@ def test_segment_sum_stage_rows_agree_and_say_which_is_faster():
 
 
 def test_profiles_and_stages():
-    """LJ13 and LJ55 as the paper; the smoke profile has every key of the GPU one; the stages' needs fit the
-    deadline, so a full run reaches the last toy."""
+    """LJ13 and LJ55 as the paper; the smoke profile has every key of the GPU one; the toys first; the stages'
+    needs fit the deadline; n = 64 (the ≥ 10× check) is timed."""
     toy = scale.GPU_PROFILE["toy"]
     assert toy["LJ13"]["k"] == 6 and toy["LJ55"]["k"] == 7
     assert set(scale.SMOKE_PROFILE) == set(scale.GPU_PROFILE)
     assert all(set(scale.SMOKE_PROFILE["toy"][s]) == set(toy[s]) for s in toy)
-    assert [s.name for s in scale.STAGES] == ["likelihood_step", "segment_sum", "toy_LJ13", "toy_LJ55"]
-    assert sum(s.needs_s for s in scale.STAGES) < scale.DEADLINE_S
+    assert [s.name for s in scale.STAGES] == ["toy_LJ13", "toy_LJ55", "likelihood_step", "segment_sum"]
+    assert sum(s.needs_s for s in scale.STAGES) <= scale.DEADLINE_S
+    assert 64 in scale.GPU_PROFILE["sizes"]
+    assert all(t["train_seconds"] < s.needs_s / 2 for t, s in zip(toy.values(), scale.STAGES))
+
+
+def test_toy_stage_records_the_recipe_and_both_models():
+    """The smoke toy on the CPU: the recipe the claims rows need, both models trained and sampled, ESS inside its
+    bootstrap interval's range, the EffSU from the two models' ESS per second."""
+    from companion.hollowflow.lj import effsu
+
+    out = E.toy_study("LJ13", _ctx())
+    assert out["recipe"]["burn_in"] == scale.SMOKE_PROFILE["toy"]["LJ13"]["burn_in"] and "data_energy" in out
+    for name in ("hollow", "baseline"):
+        r = out[name]
+        assert 1 <= r["iterations"] <= scale.SMOKE_PROFILE["toy"]["LJ13"]["max_iterations"]
+        assert 0 < r["ess"] <= 1 and r["ess_ci"][0] <= r["ess_ci"][1]
+    h, b = out["hollow"], out["baseline"]
+    assert out["effsu"] == pytest.approx(effsu(h["ess"], h["seconds_per_sample"], b["ess"], b["seconds_per_sample"]))
