@@ -73,7 +73,9 @@ class CoopConfig:
 
 @dataclass
 class CoopResult:
-    """The trained models, per-iteration losses and {epoch: samples} at ``eval_epochs``."""
+    """The trained models, per-iteration losses and {epoch: samples} at ``eval_epochs``. With an EBM,
+    ``history["f_data"]`` and ``history["f_samples"]`` hold, per epoch, the mean of f_θ (the negative energy) over
+    that epoch's data batches and over its mirror samples: a diverging EBM shows as a gap that keeps growing."""
 
     flow: ConvexPotential
     ebm: EBM | None
@@ -105,7 +107,7 @@ def cooperative_train(data: torch.Tensor, cfg: CoopConfig, method: str = "cpmla"
         fit_flow(flow, data, steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr_flow, logdet=cfg.logdet, seed=cfg.seed + 1)
     opt_flow = torch.optim.Adam(flow.parameters(), lr=cfg.lr_flow)
     opt_ebm = torch.optim.Adam(ebm.parameters(), lr=cfg.lr_ebm) if ebm is not None else None
-    history = {"flow_loss": [], "cd_loss": [], "max_residual": []}
+    history = {"flow_loss": [], "cd_loss": [], "max_residual": [], "f_data": [], "f_samples": []}
     samples = {}
 
     def draw(n):
@@ -123,6 +125,7 @@ def cooperative_train(data: torch.Tensor, cfg: CoopConfig, method: str = "cpmla"
     for epoch in range(1, cfg.epochs + 1):
         batches = _batches(len(data), cfg.batch, gen)
         n_per_epoch = len(batches)
+        f_sums = torch.zeros(2, dtype=data.dtype, device=dev)
         for idx in batches:
             x = data[idx]
             if ebm is not None:
@@ -144,6 +147,11 @@ def cooperative_train(data: torch.Tensor, cfg: CoopConfig, method: str = "cpmla"
                 loss_e.backward()
                 opt_ebm.step()
                 history["cd_loss"].append(float(loss_e.detach()))
+                with torch.no_grad():
+                    f_sums += torch.stack([ebm(x).mean(), ebm(x_hat).mean()])
+        if ebm is not None:
+            history["f_data"].append(float(f_sums[0]) / n_per_epoch)
+            history["f_samples"].append(float(f_sums[1]) / n_per_epoch)
         if epoch in cfg.eval_epochs:
             samples[epoch] = draw(cfg.n_eval)[0]
     return CoopResult(flow, ebm, history, samples, n_per_epoch)

@@ -77,12 +77,14 @@ class Derivatives:
 
 @dataclass
 class InverseResult:
-    """x = ∇G*(y), the residual max_b ‖∇G(x_b) − y_b‖, the iterations and (Newton) the derivatives at x."""
+    """x = ∇G*(y), the residual max_b ‖∇G(x_b) − y_b‖, the iterations, (Newton) the derivatives at x and the
+    per-sample residuals ‖∇G(x_b) − y_b‖ [B]."""
 
     x: torch.Tensor
     residual: float
     iterations: int
     derivs: Derivatives | None = None
+    residuals: torch.Tensor | None = None
 
 
 class MirrorMap(nn.Module):
@@ -170,10 +172,11 @@ class MirrorMap(nn.Module):
             else:
                 (x, iters), derivs = self._lbfgs(x, y, tol, max_iter), None
             grad = derivs.grad if derivs is not None else self.grad(x)
-            residual = float((grad - y).norm(dim=1).max()) if len(y) else 0.0
+            residuals = (grad - y).norm(dim=1)
+            residual = float(residuals.max()) if len(y) else 0.0
         if raise_on_fail and not residual <= tol:
             raise InverseNotConverged(method, residual, tol, max_iter)
-        return InverseResult(x, residual, iters, derivs)
+        return InverseResult(x, residual, iters, derivs, residuals)
 
     def _newton(self, x, y, tol, max_iter):
         """Damped Newton on φ(x) = G(x) − ⟨x, y⟩; one full-derivative pass per iteration (the pass at the

@@ -38,7 +38,8 @@ class NonFiniteChain(FloatingPointError):
 @dataclass
 class ChainResult:
     """Final samples ``x`` [n, d]; ``xs`` / ``ys``: the recorded primal / dual states [T+1, n, d] (when asked);
-    ``snapshots``: {step: x} at the requested steps; ``acceptance`` (MALA) and ``max_residual`` (mirror)."""
+    ``snapshots``: {step: x} at the requested steps; ``acceptance`` (MALA); ``max_residual`` (mirror: the largest
+    inverse residual over the chain) and ``residuals`` (mirror: the final x̂ = ∇G*(y_T)'s per-sample residuals)."""
 
     x: torch.Tensor
     xs: torch.Tensor | None = None
@@ -46,6 +47,7 @@ class ChainResult:
     snapshots: dict = field(default_factory=dict)
     acceptance: float | None = None
     max_residual: float = 0.0
+    residuals: torch.Tensor | None = None
 
 
 def _check_common(target, x0, T, step, name):
@@ -144,4 +146,4 @@ def mirror_langevin(target, potential: MirrorMap, y0, T, eta, hessian="full", in
         if k + 1 in snapshots:
             snaps[k + 1] = x.clone()
     return ChainResult(x, torch.stack(xs) if record else None, torch.stack(ys) if record else None, snaps,
-                       max_residual=max_res)
+                       max_residual=max_res, residuals=inv.residuals)

@@ -253,9 +253,9 @@ def test_every_sampler_starts_from_the_same_primal_points(G):
         compare_fixed_target(target, G, Ts=(1,), n_chains=20, seeds=(0,), start="flow")
 
 
-def test_gpu_study_stages_refuse_a_bad_profile_and_a_missing_train():
+def test_gpu_study_stages_refuse_a_bad_profile_and_a_missing_seed_stage():
     """The GPU study's stage bodies: a wrong profile value fails early with a ParameterError naming its key, and a
-    sampling stage run without ``train`` in the same call says what to run."""
+    sampling stage run without a seed stage in the same call says what to run."""
     from companion.core.stages import StageContext
     from companion.cpmla import study
     from companion.cpmla.scale import SMOKE_PROFILE
@@ -264,7 +264,41 @@ def test_gpu_study_stages_refuse_a_bad_profile_and_a_missing_train():
         return StageContext(profile={**SMOKE_PROFILE, **profile}, device="cpu", log=lambda *a: None, results={})
 
     with pytest.raises(ParameterError, match="hessian"):
-        study.train(ctx(hessian="exact"))
-    for stage in (study.quality, study.sampling_time, study.hessian_ablation, study.lbfgs_ablation):
-        with pytest.raises(RuntimeError, match="--stages train"):
+        study.seed_run(ctx(hessian="exact"), 0)
+    with pytest.raises(ParameterError, match="dtype"):
+        study.seed_run(ctx(dtype="bfloat16"), 0)
+    for stage in (study.sampling_time, study.hessian_ablation, study.lbfgs_ablation):
+        with pytest.raises(RuntimeError, match="--stages seed_0"):
             stage(ctx())
+
+
+def test_residual_stats_known_values():
+    from companion.cpmla.study import residual_stats
+
+    got = residual_stats(torch.tensor([1e-4, 2e-4, 5e-4, 2e-3]), 1e-3)
+    assert got == pytest.approx({"median": 2e-4, "max": 2e-3, "share_converged": 0.75})
+
+
+def test_samplers_share_their_start_and_noise():
+    """With the mirror map G = ½‖x‖² the CPMLA chain is ULA with δ = 2η (same start, same Gaussian draws), so
+    compare_samplers must give the two identical samples; CP-Flow alone is its own flow's map of the same y₀."""
+    from companion.cpmla.ebm import EBM
+    from companion.cpmla.study import compare_samplers
+
+    ebm = EBM(3, hidden=8, seed=0)
+    identity, doubled = QuadraticPotential.identity(3), QuadraticPotential.identity(3, scale=2.0)
+    y0 = torch.randn(16, 3, generator=torch.Generator().manual_seed(0), dtype=D64)
+    P = {"inverse": "lbfgs", "inverse_tol": 1e-6, "inverse_max_iter": 5, "T": 4, "eta": 0.05, "hessian": "diagonal"}
+    out = compare_samplers(ebm, identity, doubled, y0, P, seed=3)
+    assert torch.allclose(out["samples"]["cpmla"], out["samples"]["langevin"], atol=1e-12)
+    assert torch.allclose(out["start"], y0) and torch.allclose(out["samples"]["cpflow"], y0 / 2)
+
+
+def test_cooperative_training_records_the_energy_per_epoch():
+    from companion.cpmla.cooperative import CoopConfig, cooperative_train
+
+    data = torch.from_numpy(upsampled_digits(8, n=64)).double()
+    res = cooperative_train(data, CoopConfig(epochs=2, batch=32, T=1, flow_hidden=4, ebm_hidden=8, hessian="diagonal",
+                                             inverse="lbfgs", inverse_tol=1e-3, eval_epochs=(), energy_reg=1e-2))
+    assert len(res.history["f_data"]) == len(res.history["f_samples"]) == 2
+    assert all(math.isfinite(v) for v in res.history["f_data"] + res.history["f_samples"])
