@@ -17,6 +17,10 @@ How each row is judged:
 * "GAIN-RL trains faster" is an effect: one ratio per seed, uniform's epochs to the target over GAIN's (the
   same seed for both), against the paper's ``SPEEDUP_PAPER``, with ``SPEEDUP_MARGIN`` as the weaker bar;
   a run that never reaches the target counts ``epochs + 1`` epochs (a bound: GAIN's ratio is then at most 1);
+* "GAIN at least matches filtering" is an effect: filtering's epochs to the target over GAIN's per seed, against
+  ``FILTER_RATIO_MIN``; "μ stays inside the pool" is an effect on μ's furthest point as a share of the last rank
+  (μ ≥ 0 always), against ``MU_REACH_MAX`` (lower is better); both need a run that records them (the
+  ``grpo`` stage's ``schedule``), older recordings give not run;
 * the GPU timing of the angle metric is a timing claim: the ratio measured side by side, against
   ``SEGMENT_SPEEDUP_MIN``.
 
@@ -41,6 +45,8 @@ RHO_MIN = 0.3  # Spearman(C, ‖∇_W L‖) counted as a clear positive associat
 SPEEDUP_PAPER = 2.5  # the paper's headline: >2.5x fewer epochs to the vanilla-GRPO accuracy
 SPEEDUP_MARGIN = 1.25  # the weaker bar: a speed-up of at least this counts as "partly"
 SEGMENT_SPEEDUP_MIN = 1.0  # the segment sums must be at least as fast as the explicit T×T matrix
+FILTER_RATIO_MIN = 1.0  # GAIN needs at most as many epochs to the target as DAPO-style filtering (filter / GAIN)
+MU_REACH_MAX = 0.9  # μ's furthest point, as a share of the last rank, for "μ stays inside the pool"
 
 COMMAND = "python -m companion.bench gain_rl"  # the study that records the GPU rows
 # the cells of notebooks/17_gain_rl.ipynb (nbformat ids) that measure the rows: the gradient identity, the pool's
@@ -178,12 +184,55 @@ def _layers(gpu: dict, where: str) -> tuple:
             judge([rho[-1]], RHO_MIN, direction="higher", fmt=lambda x: f"{x:.2f}"))
 
 
+def _layout(gpu: dict) -> str | None:
+    """Why the recorded ``grpo`` stage cannot judge the rows added with the paper-scaled schedule (None when it can)."""
+    if "schedule" not in gpu["grpo"] or "mu_reach" not in gpu["grpo"]["summary"].get("GAIN", {}):
+        return f"the recorded grpo stage predates the per-subset schedule and μ trace: run {COMMAND} again"
+    return None
+
+
+def _per_seed(values, fmt) -> str:
+    return ", ".join(fmt(v) for v in values)
+
+
+def _vs_filter(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement): filtering's epochs to the target over GAIN's, per seed."""
+    s = gpu["grpo"]["summary"]
+    ratios = speedup_ratios(s["GAIN"]["epochs_to_target"], s["filter"]["epochs_to_target"],
+                            _run_epochs(gpu, "GAIN"), _run_epochs(gpu, "filter"))
+    text = (f"filter/GAIN epochs to target {np.mean(ratios):.2f}x (mean); per seed "
+            + _per_seed(ratios, lambda r: f"{r:.2f}x") + f"; GAIN epochs {_steps(s['GAIN']['epochs_to_target'])}, "
+            f"filter epochs {_steps(s['filter']['epochs_to_target'])} (— = not reached)")
+    return (text, f"{where}; {seeds_text(len(ratios))}",
+            judge(ratios, FILTER_RATIO_MIN, direction="higher", fmt=lambda x: f"{x:.2f}x"))
+
+
+def _mu_in_pool(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement): μ's furthest point as a share of the last rank, per GAIN seed."""
+    g = gpu["grpo"]
+    reach = np.asarray(g["summary"]["GAIN"]["mu_reach"], dtype=float)
+    sch = g["schedule"]
+    ends = g["summary"]["GAIN"].get("mu_end_epoch", [None] * len(reach))
+    text = (f"μ's furthest point {np.mean(reach):.2f} of the last rank (mean); per seed "
+            + _per_seed(reach, lambda r: f"{r:.2f}") + "; reached the last rank at epoch " + _steps(ends)
+            + f" (— = never), over {', '.join(str(e) for e in _run_epochs(gpu, 'GAIN'))} epochs; "
+            f"σ = {sch['sigma']:g}, n = {sch['n']:g}, pool {gpu['profile']['pool']}")
+    return (text, f"{where}; {seeds_text(len(reach))}",
+            judge(reach, MU_REACH_MAX, direction="lower", fmt=lambda x: f"{x:.2f}"))
+
+
 GPU_ROWS = (  # stage, claim, what the paper says, the row's builder
     ("grpo", "GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy", _speed),
     ("angle_timing", "Angle metric without the T×T matrix (this project's segment sums)",
      "the released code builds the masked T×T cosine matrix per prompt", _timing),
     ("layer_correlation", "Layer-wise angle-gradient correlation", "the last layer is the most concentrated/informative",
      _layers),
+)
+LAYOUT_ROWS = (  # rows that need the grpo stage's schedule and μ trace
+    ("grpo", "GAIN vs DAPO-style filtering, epochs to the same target",
+     "[inferred] angle-guided order needs no extra rollouts to reach what filtering reaches", _vs_filter),
+    ("grpo", "μ stays inside the pool through the run",
+     "[inferred] the accuracy brake paces μ through the ranking over the run (200 epochs in the paper)", _mu_in_pool),
 )
 
 
@@ -195,8 +244,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         return [Claim(GPU_ROWS[0][1], GPU_ROWS[0][2], why, "one H200", not_run(why))]
     where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
     rows = []
-    for stage, claim, paper, build in GPU_ROWS:
-        why = _missing(gpu, stage)
+    for stage, claim, paper, build in GPU_ROWS + LAYOUT_ROWS:
+        why = _missing(gpu, stage) or (_layout(gpu) if (stage, claim, paper, build) in LAYOUT_ROWS else None)
         rows.append(Claim(claim, paper, f"not recorded: {why}", where, not_run(why)) if why else
                     Claim(claim, paper, *build(gpu, where)))
     return rows

@@ -11,7 +11,7 @@ from companion.gain_rl.grpo import answer_nll
 from companion.gain_rl.policy import Problems, decode
 from companion.viz import COLORS
 
-__all__ = ["comparison_figure", "identity_check", "identity_figure", "metric_figure"]
+__all__ = ["comparison_figure", "identity_check", "identity_figure", "metric_figure", "schedule_figure"]
 
 SAMPLER_COLORS = {"uniform": COLORS[0], "GAIN": COLORS[3], "filter": COLORS[2]}
 
@@ -98,4 +98,46 @@ def comparison_figure(summary: dict, target: float, title: str) -> go.Figure:
     fig.add_hline(y=target, line_dash="dot", annotation_text=f"target {target:.2f}")
     fig.update_layout(title=title, xaxis_title="epoch (GRPO update round)", yaxis_title="held-out greedy accuracy",
                       height=400)
+    return fig
+
+
+def schedule_figure(gpu: dict | None) -> go.Figure:
+    """The recorded GPU study's schedule, per seed. Left: GAIN's μ after each update and every run's trained
+    prompts' mean angle rank, both as a share of the last rank (0 = most concentrated). Right: epochs to the
+    target per seed and sampler (open marker: not reached, drawn at the run's epochs + 1). Without a recorded
+    ``grpo`` stage holding them, a figure that says so."""
+    g = (gpu or {}).get("grpo") or {}
+    runs = g.get("runs", {})
+    if not runs or not all("mean_rank" in r for rs in runs.values() for r in rs):
+        fig = go.Figure()
+        fig.add_annotation(text="μ per epoch and the trained prompts' angle rank are not recorded: run "
+                                "python -m companion.bench gain_rl on one GPU", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+        fig.update_layout(height=200, xaxis_visible=False, yaxis_visible=False)
+        return fig
+    last = gpu["profile"]["pool"] - 1
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1, subplot_titles=(
+        "μ (GAIN) and the trained prompts' mean angle rank, share of the last rank",
+        f"epochs to held-out accuracy {g['target']:.3f}, per seed"))
+    for kind, rs in runs.items():
+        color = SAMPLER_COLORS.get(kind, COLORS[4])
+        for k, r in enumerate(rs):
+            x = np.arange(1, len(r["mean_rank"]) + 1)
+            fig.add_scatter(x=x, y=np.asarray(r["mean_rank"]) / last, mode="lines", opacity=0.5,
+                            line=dict(color=color, width=1), name=f"{kind} mean rank", legendgroup=kind,
+                            showlegend=k == 0, row=1, col=1)
+            if kind == "GAIN":
+                fig.add_scatter(x=x, y=np.asarray(r["mu_after"]) / last, mode="lines", line=dict(color=color, width=3),
+                                name="GAIN μ", legendgroup="mu", showlegend=k == 0, row=1, col=1)
+        steps = g["summary"][kind]["epochs_to_target"]
+        bound = [len(r["eval_acc"]) for r in rs]  # epochs + 1
+        y = [b if s is None else s for s, b in zip(steps, bound)]
+        fig.add_scatter(x=[kind] * len(y), y=y, mode="markers", showlegend=False, row=1, col=2,
+                        marker=dict(color=color, size=11, symbol=["circle-open" if s is None else "circle" for s in steps]),
+                        text=[f"seed {k}" for k in range(len(y))])
+    fig.add_hline(y=1.0, line_dash="dot", row=1, col=1)
+    fig.update_xaxes(title_text="epoch", row=1, col=1)
+    fig.update_yaxes(title_text="share of the last rank", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="epochs", rangemode="tozero", row=1, col=2)
+    fig.update_layout(height=420, legend=dict(orientation="h", y=-0.18))
     return fig

@@ -133,7 +133,7 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
     gen = torch.Generator(device=dev).manual_seed(seed)
     hook = hook_name(model)
     out = {"sampler": sampler.name, "eval_acc": [greedy_accuracy(model, eval_set)], "mean_reward": [], "ang": [],
-           "mu_used": [], "mu_after": [], "prompts_trained": [], "rollouts": 0, "snapshot": None, "epoch_seconds": []}
+           "mu_used": [], "mu_after": [], "prompts_trained": [], "trained": [], "rollouts": 0, "snapshot": None, "epoch_seconds": []}
     t0 = time.perf_counter()
     for epoch in range(epochs):
         if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
@@ -154,6 +154,7 @@ def run_curriculum(policy, ref, pool: Problems, eval_set: Problems, sampler, *, 
             mixed = (rewards.view(-1, group).std(1) > 0).cpu().numpy()
             keep = np.flatnonzero(mixed)[:sampler.subset]
         out["prompts_trained"].append(len(keep))
+        out["trained"].append(np.asarray(items)[keep].tolist())
         signal_reward = float(rewards.mean())
         angs = []
         if len(keep):

@@ -19,16 +19,30 @@ from companion.gain_rl.grpo import run_curriculum, steps_to_target
 from companion.gain_rl.policy import SFTRecipe, make_problems, sft
 from companion.gain_rl.sampler import end_of_pool_epoch, gaussian_probs
 
-__all__ = ["angle_timing", "gpu_schedule", "grpo", "layer_correlation", "mu_drift", "time_angle_metric", "warm_start"]
+__all__ = ["angle_timing", "gpu_schedule", "grpo", "layer_correlation", "mean_ranks", "mu_drift", "time_angle_metric",
+           "warm_start"]
 
-SFT_TARGET_ACC = 0.30  # the warm start stops at this held-out greedy accuracy (or at sft_seconds)
+# the warm start stops at this held-out greedy accuracy (or at sft_seconds): the paper's regime, an instruct model
+# that solves 30-60 % of its RL prompts (Qwen2.5-0.5B-Instruct on GSM8K), so the accuracy term of the μ update
+# sits near β = 0.5 and brakes μ when the epoch's accuracy drops
+SFT_TARGET_ACC = 0.45
+PAPER_SUBSET = 256  # the released script's subset_size, with σ = 1000, n = 500, adj ∈ [0, 1000]
 
 
-def gpu_schedule(n_pool: int) -> dict:
-    """The GAIN schedule of the study for a pool of ``n_pool`` prompts (the code's σ = 1000, n = 500,
-    adj ∈ [0, 1000] of ~7,500 prompts, scaled to the pool; α = γ = 2, β = 0.5)."""
-    N = float(n_pool)
-    return dict(sigma=N / 8, n=N / 16, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=N / 8)
+def gpu_schedule(subset: int) -> dict:
+    """The GAIN schedule for ``subset`` prompts per epoch: the code's σ = 1000, n = 500, adj ∈ [0, 1000] per 256
+    prompts scaled by ``subset / 256`` (α = γ = 2, β = 0.5 unchanged), so μ moves by the same number of subsets
+    per epoch as in the paper; the pool must hold many such steps for μ to stay inside it (``scale.py``)."""
+    k = subset / PAPER_SUBSET
+    return dict(sigma=1000.0 * k, n=500.0 * k, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=1000.0 * k)
+
+
+def mean_ranks(order: np.ndarray, trained) -> list[float]:
+    """Per epoch, the mean angle rank (0 = most concentrated) of the prompts trained on; ``trained``: the pool
+    indices of each epoch."""
+    rank = np.empty(len(order), dtype=float)
+    rank[np.asarray(order)] = np.arange(len(order))
+    return [float(rank[np.asarray(t, dtype=int)].mean()) if len(t) else float("nan") for t in trained]
 
 
 def time_angle_metric(batch: int, T: int, d: int, device) -> dict:
@@ -67,7 +81,7 @@ def warm_start(ctx) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = True
     recipe = SFTRecipe(d=p["d"], layers=p["layers"], heads=p["heads"], mlp_ratio=p["mlp_ratio"], terms=p["terms"],
                        seed=ctx.seed, batch=p["sft_batch"], lr=p["sft_lr"], target_acc=SFT_TARGET_ACC,
-                       max_steps=100_000, check_every=25, eval_n=512)
+                       max_steps=100_000, check_every=10, eval_n=512)
     policy, info = sft(recipe, device=device, max_seconds=p["sft_seconds"])
     ctx.shared["policy"] = policy
     ctx.log(f"SFT: {info}")
@@ -96,13 +110,15 @@ def grpo(ctx) -> dict:
     """``n_seeds`` seeds × {uniform, GAIN, filter} GRPO runs from the warm start (``subset`` prompts per epoch, group
     ``group``, β = 0.005), each for ``epochs`` epochs or ``run_seconds``: held-out accuracy per epoch, wall-clock
     seconds, and epochs / seconds to the target (the mean start + ``target_gain``). Every GAIN run keeps μ after
-    each update (``mu_after``) and the epoch whose update brought μ to the last rank (``mu_end_epoch``). A seed
-    starts only while its three runs fit in ``ctx.left()``, so the samplers stay paired by seed."""
+    each update (``mu_after``), the epoch whose update brought μ to the last rank (``mu_end_epoch``) and the
+    furthest μ as a share of the last rank (``mu_reach``); every run keeps the trained prompts' mean angle rank per
+    epoch (``mean_rank``). A seed starts only while its three runs fit in ``ctx.left()``, so the samplers stay
+    paired by seed; the schedule is :func:`gpu_schedule` of ``subset``."""
     p = ctx.profile
     policy, order = _needs(ctx, "policy", "sft"), _needs(ctx, "order", "layer_correlation")
     pool = make_problems(p["pool"], ctx.seed, terms=p["terms"])
     ev = make_problems(p["eval"], ctx.seed + 1, terms=p["terms"])
-    schedule = gpu_schedule(p["pool"])
+    schedule = gpu_schedule(p["subset"])
     runs = {k: [] for k in SAMPLERS}
     for s in range(p["n_seeds"]):
         if ctx.left() < len(SAMPLERS) * p["run_seconds"]:
@@ -114,6 +130,7 @@ def grpo(ctx) -> dict:
                                  minibatches=p["minibatches"], seed=ctx.seed + s, max_seconds=p["run_seconds"])
             run = {k: res[k] for k in ("eval_acc", "mean_reward", "ang", "mu_used", "mu_after", "prompts_trained",
                                        "rollouts", "seconds", "epoch_seconds")}
+            run["mean_rank"] = mean_ranks(order, res["trained"])
             if kind == "GAIN":
                 run["mu_end_epoch"] = end_of_pool_epoch(res["mu_after"], p["pool"])
             runs[kind].append(run)
@@ -130,7 +147,8 @@ def grpo(ctx) -> dict:
                          "final": [r["eval_acc"][-1] for r in rs], "epochs": [len(r["eval_acc"]) - 1 for r in rs]}
         if kind == "GAIN":
             summary[kind]["mu_end_epoch"] = [r["mu_end_epoch"] for r in rs]
-    return {"runs": runs, "summary": summary, "target": target}
+            summary[kind]["mu_reach"] = [max(r["mu_after"], default=0.0) / (p["pool"] - 1) for r in rs]
+    return {"runs": runs, "summary": summary, "target": target, "schedule": schedule}
 
 
 def mu_drift(gpu: dict | None) -> dict | None:
@@ -141,12 +159,13 @@ def mu_drift(gpu: dict | None) -> dict | None:
     epoch t + 1), ``epochs`` run, the epoch's mean reward and online angle signal over the ``window`` epochs
     before arrival. Then ``break_even``: the training accuracy below which the update would stop μ at that
     angle signal, ``β − (γ/α)·ang`` (γ = α in the code); ``pool``, ``sigma``, and ``tail_share``: the share
-    of a draw centred on the last rank that falls in the pool's least concentrated quarter."""
+    of a draw centred on the last rank that falls in the pool's least concentrated quarter (σ as recorded; N/8 in
+    runs that predate the recorded schedule)."""
     runs = ((gpu or {}).get("grpo") or {}).get("runs", {}).get("GAIN")
     if not runs or not all(r.get("mu_after") or r.get("mu_used") for r in runs):
         return None
     N = int(gpu["profile"]["pool"])
-    sch = gpu_schedule(N)
+    sch = gpu["grpo"].get("schedule") or dict(sigma=N / 8, alpha=2.0, beta=0.5)  # runs before it was recorded
     window = 5
     seeds = []
     for r in runs:

@@ -464,9 +464,9 @@ def test_grpo_stage_records_mu_arrival(monkeypatch):
 
     def fake_run(policy, ref, pool, ev, smp, *, epochs, **kw):
         out = {"eval_acc": [0.1], "mean_reward": [], "ang": [], "mu_used": [], "mu_after": [], "prompts_trained": [],
-               "rollouts": 0, "seconds": 0.0, "epoch_seconds": []}
+               "trained": [], "rollouts": 0, "seconds": 0.0, "epoch_seconds": []}
         for _ in range(epochs):
-            smp.draw()
+            out["trained"].append(smp.draw().tolist())
             smp.update(0.9, 0.9)
             out["eval_acc"].append(0.1)
             out["mean_reward"].append(0.9)
@@ -488,5 +488,33 @@ def test_grpo_stage_records_mu_arrival(monkeypatch):
     assert all(r["mu_after"][ends[0] - 1] == N - 1 for r in out["runs"]["GAIN"])
     assert out["summary"]["uniform"]["epochs"] == [12, 12]
     assert ST.mu_drift({"profile": cfg, "grpo": out})["seeds"][0]["end_epoch"] == ends[0]
+    assert out["summary"]["GAIN"]["mu_reach"] == [1.0, 1.0] and out["schedule"] == ST.gpu_schedule(cfg["subset"])
+    assert all(len(r["mean_rank"]) == 12 for rs in out["runs"].values() for r in rs)
     with pytest.raises(ParameterError, match="layer_correlation"):
         ST.grpo(StageContext(profile=cfg, device="cpu", log=print, results={}, shared={"policy": None}))
+
+
+def test_gpu_schedule_is_the_papers_per_subset():
+    from companion.gain_rl.study import gpu_schedule
+
+    assert gpu_schedule(256) == dict(sigma=1000.0, n=500.0, alpha=2.0, beta=0.5, adj_min=0.0, adj_max=1000.0)
+    half = gpu_schedule(128)
+    assert half["sigma"] == 500.0 and half["n"] == 250.0 and half["adj_max"] == 500.0
+
+
+def test_mean_ranks_of_trained_prompts():
+    from companion.gain_rl.study import mean_ranks
+
+    order = np.array([3, 0, 2, 1])  # item 3 has rank 0, item 1 rank 3
+    assert mean_ranks(order, [[3], [1, 3], [0, 2, 1]]) == [0.0, 1.5, 2.0]
+    assert np.isnan(mean_ranks(order, [[]])[0])  # an epoch that filtering left empty
+
+
+def test_brake_holds_mu_at_the_papers_accuracy():
+    """At the paper's scale (acc near β, ang ~0.2 as the CPU pilot measures) the brake engages: an epoch at 20 %
+    moves μ by nothing, one at 50 % by n·tanh(0.4)."""
+    sch = S.GainSampler(np.arange(1000), 8, sigma=31.25, n=15.625, adj_min=0.0, adj_max=31.25)
+    sch.draw()
+    assert sch.update(0.2, 0.2) == 0.0  # 15.6·(tanh(−0.6) + tanh(0.4)) < 0, clipped at adj_min
+    sch.draw()
+    assert sch.update(0.5, 0.2) == pytest.approx(15.625 * np.tanh(0.4))

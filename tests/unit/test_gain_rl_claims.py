@@ -154,7 +154,7 @@ def test_gpu_rows_censor_with_each_runs_epochs():
 def test_gpu_timing_and_layer_rows():
     t = {"batch": 16, "T": 1024, "d": 896, "explicit_ms": 2.0, "segment_ms": 0.5, "speedup": 4.0}
     rows = C.gpu_rows(_gpu([2, 2, 2], [6, 6, 6], angle_timing=t))
-    assert len(rows) == 3 and "4.0x" in rows[1].measured and rows[1].verdict == "reproduced"
+    assert len(rows) == 5 and "4.0x" in rows[1].measured and rows[1].verdict == "reproduced"
     slow = {**t, "speedup": C.SEGMENT_SPEEDUP_MIN * 0.99}
     assert C.gpu_rows(_gpu([2], [6], angle_timing=slow))[1].verdict == "not reproduced"
     fast = {**t, "speedup": C.SEGMENT_SPEEDUP_MIN * 1.01}
@@ -178,7 +178,7 @@ def test_gpu_rows_of_stages_that_did_not_finish_are_not_run():
     gpu["stages"]["angle_timing"] = {"state": "failed", "error": "RuntimeError: out of memory"}
     del gpu["layer_correlation"], gpu["stages"]["layer_correlation"]
     rows = C.gpu_rows(gpu)
-    assert [r.verdict for r in rows] == ["not run here"] * 3
+    assert [r.verdict for r in rows] == ["not run here"] * 5
     assert "stage grpo (unfinished)" in rows[0].measured and "out of memory" in rows[1].evidence
     assert "layer_correlation not in the recorded run" in rows[2].measured
 
@@ -190,5 +190,48 @@ def test_gpu_rows_of_the_recorded_study():
     gpu = recorded()
     assert gpu["complete"] and set(gpu["stages"]) == {"angle_timing", "sft", "layer_correlation", "grpo"}
     rows = C.gpu_rows(gpu)
-    assert len(rows) == 3 and all(r.verdict != "not run here" for r in rows)
-    assert "reached the last of 4096 ranks" in rows[0].measured
+    assert len(rows) == 5 and all(r.verdict != "not run here" for r in rows[:3])
+    assert "reached the last of" in rows[0].measured
+
+
+def _scheduled(gain, filt, reach, epochs=150):
+    """A recorded study of the per-subset schedule: filter and GAIN epochs to the target, μ's furthest share."""
+    gpu = _gpu(gain, [6] * len(gain))
+    gpu["grpo"]["summary"]["filter"] = {"epochs_to_target": filt, "seconds_to_target": [None] * len(filt),
+                                        "final": [0.5] * len(filt), "epochs": [epochs] * len(filt)}
+    gpu["grpo"]["summary"]["GAIN"].update(mu_reach=list(reach), mu_end_epoch=[None] * len(reach),
+                                          epochs=[epochs] * len(gain))
+    gpu["grpo"]["summary"]["uniform"]["epochs"] = [epochs] * len(gain)
+    gpu["grpo"]["schedule"] = {"sigma": 125.0, "n": 62.5, "alpha": 2.0, "beta": 0.5, "adj_min": 0.0, "adj_max": 125.0}
+    return gpu
+
+
+def _rows(gpu):
+    return {r.claim.split(",")[0].split(" through")[0]: r for r in C.gpu_rows(gpu)}
+
+
+def test_new_rows_not_run_on_the_old_layout():
+    rows = _rows(_gpu([2, 2, 2], [6, 6, 6]))
+    for key in ("GAIN vs DAPO-style filtering", "μ stays inside the pool"):
+        assert rows[key].verdict == "not run here" and "predates" in rows[key].measured
+
+
+def test_filter_ratio_threshold():
+    inside = [20 * C.FILTER_RATIO_MIN] * 3  # filter 20 epochs, GAIN 20: ratio exactly at the bar
+    assert _rows(_scheduled([20, 20, 20], inside, [0.5] * 3))["GAIN vs DAPO-style filtering"].verdict == "reproduced"
+    row = _rows(_scheduled([21, 21, 21], [20, 20, 20], [0.5] * 3))["GAIN vs DAPO-style filtering"]
+    assert row.verdict == "not reproduced" and "0.95x, 0.95x, 0.95x" in row.measured and "3 seeds" in row.scale
+    one = _rows(_scheduled([10], [20], [0.5]))["GAIN vs DAPO-style filtering"]
+    assert one.verdict == "inconclusive" and "one seed" in one.scale
+    straddle = _rows(_scheduled([10, 40, 50], [20, 20, 20], [0.5] * 3))["GAIN vs DAPO-style filtering"]
+    assert straddle.verdict == "inconclusive"  # ratios 2, 0.5, 0.4: mean 0.97 ± 0.9 straddles 1
+
+
+def test_mu_reach_threshold():
+    row = _rows(_scheduled([2] * 3, [2] * 3, [C.MU_REACH_MAX * 0.99] * 3))["μ stays inside the pool"]
+    assert row.verdict == "reproduced" and "σ = 125, n = 62.5" in row.measured
+    out = _rows(_scheduled([2] * 3, [2] * 3, [C.MU_REACH_MAX * 1.01] * 3))["μ stays inside the pool"]
+    assert out.verdict == "not reproduced"
+    assert _rows(_scheduled([2], [2], [0.1]))["μ stays inside the pool"].verdict == "inconclusive"  # one seed
+    straddle = _rows(_scheduled([2] * 3, [2] * 3, [0.8, 1.0, 1.0]))["μ stays inside the pool"]
+    assert straddle.verdict == "inconclusive" and "0.80, 1.00, 1.00" in straddle.measured  # 0.93 ± 0.12 vs ≤ 0.9
