@@ -101,8 +101,11 @@ def run_jobs(ctx, jobs: list[tuple[tuple, str, TrainConfig, dict]], n_folds: int
     queue = [(group, {"method": method, "cfg": asdict(cfg), "folds": p["folds"], "fold": f, "seed": ctx.seed,
                       "device": p["worker_device"], "label_noise": 0.0, "label_ratio": 1.0, **settings})
              for f in range(n_folds) for group, method, cfg, settings in jobs]
-    start = "fork" if p["worker_device"] == "cpu" else "spawn"  # CUDA needs fresh processes
-    pool = mp.get_context(start).Pool(min(p["workers"], len(queue)), _init_worker, (_data_args(p), ctx.seed))
+    # workers forked from a fresh server process: a child forked from a process that has initialised CUDA fails in
+    # torch's optimisers (they query the CUDA stream even for CPU tensors); the server imports torch once
+    start = mp.get_context("forkserver")
+    start.set_forkserver_preload(["torch", "companion.graph_multiview.training"])
+    pool = start.Pool(min(p["workers"], len(queue)), _init_worker, (_data_args(p), ctx.seed))
     out = {group: [] for group, *_ in jobs}
     try:
         pending = [(group, pool.apply_async(_job, (job,))) for group, job in queue]
