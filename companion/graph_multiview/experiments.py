@@ -13,6 +13,7 @@ then terminated) keeps whole folds. A method's summary (:func:`summarise`) holds
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from dataclasses import asdict
 
@@ -93,6 +94,27 @@ def _job(job: dict) -> dict:
             "epochs_run": r.epochs_run}
 
 
+def _pool(ctx):
+    """The run's pool of ``workers`` processes, started at its first stage and kept for the others (multiprocessing
+    terminates it at exit). The workers are spawned, fresh interpreters: a child forked from a process that has
+    initialised CUDA fails in torch's optimisers, which query the CUDA stream even for CPU tensors. Workers on
+    ``"cpu"`` see no GPU at all (``CUDA_VISIBLE_DEVICES`` empty in their environment)."""
+    if "pool" not in ctx.shared:
+        p = ctx.profile
+        hide = p["worker_device"] == "cpu"
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if hide:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            ctx.shared["pool"] = mp.get_context("spawn").Pool(p["workers"], _init_worker, (_data_args(p), ctx.seed))
+        finally:
+            if hide and saved is None:
+                del os.environ["CUDA_VISIBLE_DEVICES"]
+            elif hide:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+    return ctx.shared["pool"]
+
+
 def run_jobs(ctx, jobs: list[tuple[tuple, str, TrainConfig, dict]], n_folds: int) -> dict[tuple, list[dict]]:
     """``{group: [job result per fold]}`` of every ``(group, method, cfg, settings)`` × fold ``0..n_folds-1``,
     run by a pool of ``workers`` processes and queued fold by fold (``settings``: ``label_noise``,
@@ -101,11 +123,7 @@ def run_jobs(ctx, jobs: list[tuple[tuple, str, TrainConfig, dict]], n_folds: int
     queue = [(group, {"method": method, "cfg": asdict(cfg), "folds": p["folds"], "fold": f, "seed": ctx.seed,
                       "device": p["worker_device"], "label_noise": 0.0, "label_ratio": 1.0, **settings})
              for f in range(n_folds) for group, method, cfg, settings in jobs]
-    # workers forked from a fresh server process: a child forked from a process that has initialised CUDA fails in
-    # torch's optimisers (they query the CUDA stream even for CPU tensors); the server imports torch once
-    start = mp.get_context("forkserver")
-    start.set_forkserver_preload(["torch", "companion.graph_multiview.training"])
-    pool = start.Pool(min(p["workers"], len(queue)), _init_worker, (_data_args(p), ctx.seed))
+    pool = _pool(ctx)
     out = {group: [] for group, *_ in jobs}
     try:
         pending = [(group, pool.apply_async(_job, (job,))) for group, job in queue]
@@ -120,9 +138,12 @@ def run_jobs(ctx, jobs: list[tuple[tuple, str, TrainConfig, dict]], n_folds: int
             time.sleep(0.02)
         if pending:
             ctx.log(f"  deadline: {len(pending)} of {len(queue)} runs not finished")
-    finally:
-        pool.terminate()
-        pool.join()
+            pool.terminate()  # the unfinished runs stop here; a later stage starts a new pool
+            pool.join()
+            del ctx.shared["pool"]
+    except BaseException:
+        ctx.shared.pop("pool").terminate()
+        raise
     return out
 
 
