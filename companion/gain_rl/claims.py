@@ -21,6 +21,10 @@ How each row is judged:
   ``FILTER_RATIO_MIN``; "μ stays inside the pool" is an effect on μ's furthest point as a share of the last rank
   (μ ≥ 0 always), against ``MU_REACH_MAX`` (lower is better); both need a run that records them (the
   ``grpo`` stage's ``schedule``), older recordings give not run;
+* "GRPO improves held-out accuracy from the warm start" (the premise of every comparison) is an effect: uniform's
+  last-epoch minus epoch-0 held-out accuracy per seed, against ``GRPO_GAIN_MIN`` (the run's target gain);
+* every ``grpo`` row of a recording whose profile names an older GRPO ``recipe`` (or none) is not run: it trained
+  with another learning rate than this code (``scale.py`` says why it changed);
 * the GPU timing of the angle metric is a timing claim: the ratio measured side by side, against
   ``SEGMENT_SPEEDUP_MIN``.
 
@@ -38,7 +42,7 @@ import numpy as np
 from companion.core import Claim, judge, not_run, seeds_text
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
-from companion.gain_rl.study import mu_drift
+from companion.gain_rl.study import GRPO_RECIPE, TARGET_GAIN, mu_drift
 
 IDENTITY_TOL = 1e-5  # max relative error of Σ(δ_i·δ_j)(x_i·x_j) against autograd's ‖∇_W L‖²
 RHO_MIN = 0.3  # Spearman(C, ‖∇_W L‖) counted as a clear positive association
@@ -47,6 +51,7 @@ SPEEDUP_MARGIN = 1.25  # the weaker bar: a speed-up of at least this counts as "
 SEGMENT_SPEEDUP_MIN = 1.0  # the segment sums must be at least as fast as the explicit T×T matrix
 FILTER_RATIO_MIN = 1.0  # GAIN needs at most as many epochs to the target as DAPO-style filtering (filter / GAIN)
 MU_REACH_MAX = 0.9  # μ's furthest point, as a share of the last rank, for "μ stays inside the pool"
+GRPO_GAIN_MIN = TARGET_GAIN  # uniform GRPO's held-out accuracy gain over the warm start, per seed (the run's target)
 
 COMMAND = "python -m companion.bench gain_rl"  # the study that records the GPU rows
 # the cells of notebooks/17_gain_rl.ipynb (nbformat ids) that measure the rows: the gradient identity, the pool's
@@ -184,10 +189,23 @@ def _layers(gpu: dict, where: str) -> tuple:
             judge([rho[-1]], RHO_MIN, direction="higher", fmt=lambda x: f"{x:.2f}"))
 
 
+def _stale(gpu: dict) -> str | None:
+    """Why the recorded ``grpo`` stage does not measure this code's GRPO recipe (None when it does): a payload
+    whose profile names an older ``recipe`` (or none: recipe 1) trained with another learning rate."""
+    recipe = gpu.get("profile", {}).get("recipe", 1)
+    if recipe < GRPO_RECIPE:
+        return (f"the recorded grpo stage ran GRPO recipe {recipe} (lr {gpu.get('profile', {}).get('lr', '?')}, under "
+                f"which uniform GRPO lost the warm start), this code runs recipe {GRPO_RECIPE}: run {COMMAND} again")
+    return None
+
+
 def _layout(gpu: dict) -> str | None:
-    """Why the recorded ``grpo`` stage cannot judge the rows added with the paper-scaled schedule (None when it can)."""
+    """Why the recorded ``grpo`` stage cannot judge the rows added with the paper-scaled schedule and the premise
+    row (None when it can)."""
     if "schedule" not in gpu["grpo"] or "mu_reach" not in gpu["grpo"]["summary"].get("GAIN", {}):
         return f"the recorded grpo stage predates the per-subset schedule and μ trace: run {COMMAND} again"
+    if "uniform" not in gpu["grpo"].get("runs", {}):
+        return f"the recorded grpo stage holds no per-epoch uniform runs: run {COMMAND} again"
     return None
 
 
@@ -221,6 +239,20 @@ def _mu_in_pool(gpu: dict, where: str) -> tuple:
             judge(reach, MU_REACH_MAX, direction="lower", fmt=lambda x: f"{x:.2f}"))
 
 
+def _premise(gpu: dict, where: str) -> tuple:
+    """(measured, scale, judgement): uniform GRPO's held-out accuracy gain over the warm start (last epoch minus
+    epoch 0), per seed, against :data:`GRPO_GAIN_MIN`."""
+    runs = gpu["grpo"]["runs"]["uniform"]
+    gains = [r["eval_acc"][-1] - r["eval_acc"][0] for r in runs]
+    best = [max(r["eval_acc"]) - r["eval_acc"][0] for r in runs]
+    text = (f"uniform GRPO, held-out greedy accuracy {runs[0]['eval_acc'][0]:.3f} at the warm start; gain at the last "
+            "epoch per seed " + _per_seed(gains, lambda g: f"{g:+.3f}") + "; best epoch's gain "
+            + _per_seed(best, lambda g: f"{g:+.3f}")
+            + f" (over {', '.join(str(len(r['eval_acc']) - 1) for r in runs)} epochs)")
+    return (text, f"{where}; {seeds_text(len(gains))}, lr {gpu['profile'].get('lr', '?')}",
+            judge(gains, GRPO_GAIN_MIN, direction="higher", fmt=lambda x: f"{x:+.3f}"))
+
+
 GPU_ROWS = (  # stage, claim, what the paper says, the row's builder
     ("grpo", "GAIN vs uniform vs filtering at one GPU's scale", "> 2.5x fewer epochs to the vanilla accuracy", _speed),
     ("angle_timing", "Angle metric without the T×T matrix (this project's segment sums)",
@@ -228,7 +260,9 @@ GPU_ROWS = (  # stage, claim, what the paper says, the row's builder
     ("layer_correlation", "Layer-wise angle-gradient correlation", "the last layer is the most concentrated/informative",
      _layers),
 )
-LAYOUT_ROWS = (  # rows that need the grpo stage's schedule and μ trace
+LAYOUT_ROWS = (  # rows that need the grpo stage's schedule, μ trace and per-epoch runs
+    ("grpo", "GRPO improves held-out accuracy from the warm start",
+     "[premise] RL fine-tuning raises the instruct model's accuracy (every GRPO curve of the paper rises)", _premise),
     ("grpo", "GAIN vs DAPO-style filtering, epochs to the same target",
      "[inferred] angle-guided order needs no extra rollouts to reach what filtering reaches", _vs_filter),
     ("grpo", "μ stays inside the pool through the run",
@@ -245,7 +279,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     where = f"{gpu.get('device', 'GPU')}, {gpu.get('date', '?')}"
     rows = []
     for stage, claim, paper, build in GPU_ROWS + LAYOUT_ROWS:
-        why = _missing(gpu, stage) or (_layout(gpu) if (stage, claim, paper, build) in LAYOUT_ROWS else None)
+        why = (_missing(gpu, stage) or (_stale(gpu) if stage == "grpo" else None)
+               or (_layout(gpu) if (stage, claim, paper, build) in LAYOUT_ROWS else None))
         rows.append(Claim(claim, paper, f"not recorded: {why}", where, not_run(why)) if why else
                     Claim(claim, paper, *build(gpu, where)))
     return rows

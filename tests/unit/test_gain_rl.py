@@ -502,6 +502,18 @@ def test_gpu_schedule_is_the_papers_per_subset():
     assert half["sigma"] == 500.0 and half["n"] == 250.0 and half["adj_max"] == 500.0
 
 
+def test_gpu_profile_recipe_and_mu_room():
+    """The GPU profile runs the current GRPO recipe (lr 1e-4 · 64 / d, the rate the d-64 pilot learns at) and leaves
+    μ inside the pool for the whole run even at a high training reward (0.8) and the recorded angle signal (0.38)."""
+    from companion.gain_rl.scale import GPU_PROFILE as gp
+    from companion.gain_rl.study import GRPO_RECIPE, gpu_schedule
+
+    assert gp["recipe"] == GRPO_RECIPE and gp["lr"] == pytest.approx(1e-4 * 64 / gp["d"])
+    schedule = {k: v for k, v in gpu_schedule(gp["subset"]).items() if k != "sigma"}
+    step = S.mu_step(0.8, 0.38, **schedule)
+    assert 70 < step < 80 and step * gp["epochs"] < 0.95 * (gp["pool"] - 1)
+
+
 def test_mean_ranks_of_trained_prompts():
     from companion.gain_rl.study import mean_ranks
 
