@@ -135,6 +135,10 @@ def _mu_text(gpu: dict) -> str:
     if drift is None:
         return ""
     ends = [s["end_epoch"] for s in drift["seeds"]]
+    if all(e is None for e in ends):
+        reach = gpu["grpo"]["summary"]["GAIN"].get("mu_reach", [])
+        return (f"; GAIN's μ never reached the last of {drift['pool']} ranks"
+                + (" (furthest point " + ", ".join(f"{x:.2f}" for x in reach) + " of it, per seed)" if reach else ""))
     return (f"; GAIN's μ reached the last of {drift['pool']} ranks after epoch " + _steps(ends)
             + " (of " + ", ".join(str(s["epochs"]) for s in drift["seeds"]) + "); from then on it draws only around "
             f"the least concentrated prompts ({100 * drift['tail_share']:.0f} % of a draw in the last quarter)")

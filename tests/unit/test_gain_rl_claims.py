@@ -198,6 +198,8 @@ def test_gpu_rows_of_the_recorded_study():
         assert all(r.verdict == "not run here" and "GRPO recipe" in r.measured for r in grpo)
     else:
         assert all(r.verdict != "not run here" for r in grpo) and "reached the last of" in rows[0].measured
+        if all(e is None for e in gpu["grpo"]["summary"]["GAIN"]["mu_end_epoch"]):  # μ stayed inside the ranking
+            assert "never reached" in rows[0].measured and "from then on" not in rows[0].measured
 
 
 def test_older_recipe_is_not_run():
