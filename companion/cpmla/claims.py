@@ -6,7 +6,8 @@ sampler of a seed started from the same x_0 ~ N(0, I); ``stationary`` - the same
 started at exact target samples: the full and the diagonal Hessian); ``coop`` - the cooperative comparison,
 ``{"seeds": [{"seed", "cpmla": {epoch: ED}, "cpflow": {epoch: ED}, "floor"}], "early", "late", "n_data",
 "iterations_per_epoch", "T", "eta"}`` (CP-Flow alone evaluated at every epoch up to ``late``); ``gpu`` - the
-recorded GPU results (:func:`companion.cpmla.scale.recorded`) or None.
+recorded GPU results (:func:`companion.cpmla.scale.recorded`) or None; its sample-quality rows are not run when it
+was sampled with an older recipe (:func:`~companion.cpmla.scale.recipe_stale`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from companion.core import Claim, judge, not_run, seeds_text
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
+from companion.cpmla.scale import recipe_stale
 
 SPEEDUP_RATIO = 2.0  # learned-mirror vs ULA from the same start: ED_ULA / ED_mirror at the largest T, per seed
 SPEEDUP_WEAKER = 1.0  # ... partly reproduced when the mean ratio is past 1 (the mirror chain is closer at all)
@@ -170,20 +172,25 @@ def _quality_row(gpu, seeds, other, scale) -> Claim:
     reg_txt = (f": the loss E f(x̂) − E f(x) + λ(E f(x)² + E f(x̂)²) is least at f = ±1/(2λ), so a gap near 1/λ = "
                f"{1 / reg:g} is an EBM that tells data and samples fully apart, bounded by the regulariser") if reg else ""
     fmax = max(max(abs(v) for v in s["f_data"] + s["f_samples"]) for s in seeds)
+    tau = gpu["profile"].get("temperature", 1.0)
+    verdict = (not_run(f"sampled with an older recipe (recipe {gpu['profile'].get('recipe', 1)}, temperature {tau:g}), "
+                       "in which every chain ended farther from the data than its start: rerun the study")
+               if recipe_stale(gpu) else
+               judge(margin, QUALITY_MARGIN, direction="higher", weaker=QUALITY_WEAKER, fmt=lambda x: f"{x:.2f}"))
     return Claim(
         claim=claim, paper=QUALITY_PAPER,
         measured=(f"energy distance CPMLA {_ms(ed['cpmla'])} vs {PEERS[other]} {_ms(ed[other])} (noise floor "
                   f"{_ms(ed['floor'])}); CPMLA closer by {margin.mean():.2f} floors on average"),
         details=(f"per seed, (ED {PEERS[other]} − ED CPMLA) / floor: {', '.join(f'{m:.2f}' for m in margin)} (needs ≥ "
-                 f"{QUALITY_MARGIN:g}); energy distance of the common start x₀ = ∇G*(y₀) {_ms(ed['start'])}; KID on fixed "
+                 f"{QUALITY_MARGIN:g}); energy distance of the common start x₀ = ∇G*(y₀) {_ms(ed['start'])} (chains at "
+                 f"temperature {tau:g}); KID on fixed "
                  f"random features: CPMLA {_ms(kd['cpmla'])}, {PEERS[other]} {_ms(kd[other])}, two halves of the data "
                  f"{_ms(kd['floor'])}; the EBM at the last epoch: f(data) − f(samples) "
                  f"{', '.join(f'{v:.3g}' for v in drift)}, largest |f| over training {fmax:.3g} (energy regulariser "
                  f"λ = {reg:g}{reg_txt})"
                  + (f"; the {' and '.join(left)} samples left the data range (mean pixel error above {PIXEL_RANGE:g} on "
                     "the [-1, 1] scale)" if left else "")),
-        scale=scale,
-        judgement=judge(margin, QUALITY_MARGIN, direction="higher", weaker=QUALITY_WEAKER, fmt=lambda x: f"{x:.2f}"))
+        scale=scale, judgement=verdict)
 
 
 def _inverse_row(gpu, seeds, scale) -> Claim:

@@ -36,6 +36,7 @@ class CoopConfig:
     batch: int = 256
     T: int = 10
     eta: float = 1e-2
+    temperature: float = 1.0
     hessian: str = "full"
     flow_fit: str = "both"
     logdet: str = "hutchinson"
@@ -60,6 +61,7 @@ class CoopConfig:
         check_int("batch", self.batch, lo=2)
         check_int("T", self.T, lo=1)
         check_float("eta", self.eta, lo=0, lo_open=True)
+        check_float("temperature", self.temperature, lo=0)
         check_choice("hessian", self.hessian, HESSIANS)
         check_choice("flow_fit", self.flow_fit, FLOW_FITS)
         check_choice("logdet", self.logdet, LOGDETS)
@@ -118,7 +120,7 @@ def cooperative_train(data: torch.Tensor, cfg: CoopConfig, method: str = "cpmla"
             return inv.x, inv.residual
         chain = mirror_langevin(ebm, flow, y0, cfg.T, cfg.eta, hessian=cfg.hessian, inverse=cfg.inverse, generator=gen,
                                 inverse_tol=cfg.inverse_tol, inverse_max_iter=cfg.inverse_max_iter,
-                                inverse_raise=cfg.inverse_raise)
+                                inverse_raise=cfg.inverse_raise, temperature=cfg.temperature)
         return chain.x, chain.max_residual
 
     n_per_epoch = 0

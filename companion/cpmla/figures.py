@@ -8,16 +8,17 @@ from plotly.subplots import make_subplots
 
 import companion.viz  # noqa: F401  (the theme and the mode bar)
 from companion.cpmla.claims import PEERS, finished_seeds
+from companion.cpmla.scale import recipe_stale
 from companion.viz import COLORS
 
-SAMPLER_NAMES = {"cpmla": "CPMLA", **PEERS}
+SAMPLER_NAMES = {"cpmla": "CPMLA", **PEERS, "start": "common start x₀"}
 
 
 def seed_quality_figure(gpu: dict | None) -> go.Figure:
-    """Left: per seed, the energy distance to the data of CPMLA, Langevin and CP-Flow alone (the same starting
-    points) with the noise floor (two halves of the data) as a dashed mark; right: the EBM's mean f_θ on data and
+    """Left: per seed, the energy distance to the data of CPMLA, Langevin, CP-Flow alone and their common start x₀
+    (the same starting points) with the noise floor (two halves of the data) as a dashed mark; right: the EBM's mean f_θ on data and
     on the mirror samples per training epoch, per seed (a gap that keeps growing is a diverging EBM). A run
-    without finished seed stages gives an empty figure that says so."""
+    without finished seed stages gives an empty figure that says so; one of an older recipe says that in its title."""
     seeds = finished_seeds(gpu) if gpu is not None else []
     fig = make_subplots(rows=1, cols=2, subplot_titles=("energy distance to the data, per seed",
                                                         "f_θ per epoch: data (solid) vs samples (dotted)"))
@@ -42,4 +43,5 @@ def seed_quality_figure(gpu: dict | None) -> go.Figure:
     fig.update_xaxes(title_text="epoch", row=1, col=2)
     fig.update_yaxes(title_text="energy distance", row=1, col=1)
     fig.update_yaxes(title_text="mean f_θ", row=1, col=2)
-    return fig.update_layout(barmode="group", height=380)
+    stale = "sampled with an older recipe (temperature 1): rerun the study" if recipe_stale(gpu) else None
+    return fig.update_layout(barmode="group", height=380, title=stale)

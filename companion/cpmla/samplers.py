@@ -3,14 +3,15 @@
 A *target* is any object with ``dim``, ``log_prob(x) -> [B]`` (up to a constant) and
 ``grad_log_prob(x) -> [B, d]``: the fixed targets of :mod:`~companion.cpmla.targets` or an EBM f_θ.
 
-**ULA** (the paper's baseline form): x_{k+1} = x_k + (δ/2)∇f(x_k) + √δ ε_k.
+**ULA** (the paper's baseline form): x_{k+1} = x_k + (δ/2)∇f(x_k) + √(τδ) ε_k.
 **MALA**: the same proposal, accepted with the Metropolis-Hastings ratio.
 **Mirror Langevin** (Alg. 2, the "alternative forward" scheme of Jiang 2021 / Ahn & Chewi 2021; the
 gradient is taken at the primal point, as the NeurIPS version fixes the ICLR one)::
 
-    y_0 ~ N(0, I);  for k < T:  x_k = ∇G*(y_k);  y_{k+1} = y_k + η∇f(x_k) + √(2η) ξ_k,  ξ_k ~ N(0, ∇²G(x_k))
+    y_0 ~ N(0, I);  for k < T:  x_k = ∇G*(y_k);  y_{k+1} = y_k + η∇f(x_k) + √(2ητ) ξ_k,  ξ_k ~ N(0, ∇²G(x_k))
 
-and x̂ = ∇G*(y_T). With G = ½‖x‖² it is ULA with δ = 2η for the same noise. The Hessian of the noise is
+and x̂ = ∇G*(y_T). With G = ½‖x‖² it is ULA with δ = 2η for the same noise. The temperature τ (default 1, the
+paper's Alg. 2) samples exp(f/τ): τ < 1 is the reduced noise of short-run EBM samplers (Nijkamp et al. 2019). The Hessian of the noise is
 ``"full"`` (symmetric square root), ``"diagonal"`` (the paper's practice) or ``"hutchinson"``
 (estimated diagonal). Chains are re-initialised at every call (the paper keeps no persistent chains).
 """
@@ -64,14 +65,15 @@ def _grad(target, x, sampler, k, step):
     return g
 
 
-def ula(target, x0, T, delta, generator=None, record=False, snapshots=()):
-    """T steps of the unadjusted Langevin algorithm with step δ from ``x0``."""
+def ula(target, x0, T, delta, generator=None, record=False, snapshots=(), temperature=1.0):
+    """T steps of the unadjusted Langevin algorithm with step δ and temperature τ from ``x0``."""
     _check_common(target, x0, T, delta, "delta")
+    noise_scale = math.sqrt(check_float("temperature", temperature, lo=0) * delta)
     x, xs, snaps = x0.detach().clone(), [x0.detach().clone()] if record else None, {}
     for k in range(T):
         g = _grad(target, x, "ULA", k, delta)
         eps = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-        x = x + 0.5 * delta * g + math.sqrt(delta) * eps
+        x = x + 0.5 * delta * g + noise_scale * eps
         if record:
             xs.append(x.clone())
         if k + 1 in snapshots:
@@ -106,7 +108,7 @@ def mala(target, x0, T, delta, generator=None, record=False, snapshots=()):
 
 def mirror_langevin(target, potential: MirrorMap, y0, T, eta, hessian="full", inverse="newton",
                     inverse_tol=1e-6, inverse_max_iter=50, n_probes=8, generator=None, record=False,
-                    snapshots=(), noise=None, inverse_raise=True):
+                    snapshots=(), noise=None, inverse_raise=True, temperature=1.0):
     """Alg. 2's sampler: T mirror Langevin steps of size η from dual points ``y0`` (y_0 ~ N(0, I) in the paper).
 
     ``inverse_raise=False`` records the residual instead of raising :class:`InverseNotConverged` (for the
@@ -119,6 +121,7 @@ def mirror_langevin(target, potential: MirrorMap, y0, T, eta, hessian="full", in
         raise ParameterError("potential", f"dimension {potential.dim}",
                              f"the target's dimension {target.dim} (the EBM and the flow must live in the same space)")
     _check_common(target, y0, T, eta, "eta")
+    noise_scale = math.sqrt(2 * eta * check_float("temperature", temperature, lo=0))
     if hessian == "full":
         potential.check_full()
     kw = dict(method=inverse, tol=inverse_tol, max_iter=inverse_max_iter, raise_on_fail=inverse_raise)
@@ -137,7 +140,7 @@ def mirror_langevin(target, potential: MirrorMap, y0, T, eta, hessian="full", in
             cached = inv.derivs.hess if (hessian == "full" and inv.derivs is not None and inv.derivs.hess is not None
                                          and inv.derivs.hess.ndim == 3) else None
             xi = potential.hessian_sqrt_noise(x, eps, hessian=hessian, n_probes=n_probes, generator=generator, hess=cached)
-            y = y + eta * g + math.sqrt(2 * eta) * xi
+            y = y + eta * g + noise_scale * xi
             inv = potential.inverse(y, x0=x, **kw)
         x, max_res = inv.x, max(max_res, inv.residual)
         if record:

@@ -15,6 +15,18 @@ scaled to [-1, 1]. Stages (bodies in :mod:`companion.cpmla.study`):
 4. ``hessian_ablation``: the full, exact diagonal and Hutchinson diagonal Hessian, on ``n_ablation`` = 200 chains
    (the full Hessian's eigendecomposition took 27 s per 1k samples in the run of 2026-12-01, too much for 1k here).
 
+The recipe (``recipe`` 2, :data:`RECIPE`) runs every chain -- in training and in the comparison -- at temperature
+τ = 0.01 (noise √(2ητ) instead of the paper's √(2η); the drift η∇f is the paper's). Recipe 1 (τ = 1, the run of
+2026-12-04: 3 seeds, 15 epochs, λ = 1e-2, lr_ebm 5e-4) could not test the paper: energy distance to the data CPMLA
+5.71, Langevin 5.57, CP-Flow alone 5.10, the common start x₀ 5.20 (noise floor 0.019), so both chains made their
+start worse. Its EBM was a saturated discriminator by epoch 4 (mean f +50 on data, −50 on samples: the regulariser's
+ceiling ±1/(2λ)), and a noise of 0.14 per coordinate and step over T = 10 steps outweighs a drift capped that low.
+The short-run EBM samplers (Nijkamp et al. 2019, CoopFlow) keep the drift and shrink the noise, so that the EBM learns
+a drift that moves its samples toward the data. The CPU pilot (d = 64, one seed, hidden 64/128, 500 samples): at
+τ = 1 after 5 epochs start 4.30, Langevin 4.47, CPMLA 4.60 (worse, as on the GPU); at τ = 0.01 start 4.29, Langevin
+4.26, CPMLA 4.23 after 5 epochs and start 2.77, Langevin 2.56, CPMLA 2.46 after 10 (floor 0.017), so both chains now
+improve on their start. A payload of recipe 1 (:func:`recipe_stale`) does not measure this sampler.
+
 Stages 2-4 sample the first seed's models, so they run in the same call as a seed stage. The inverse runs in float64
 at tolerance 1e-3 with at most 50 L-BFGS iterations: in the run of 2026-12-01 (float32, cap 20) it stopped at
 residuals 0.16-0.29; on the CPU (d = 64) torch's L-BFGS at cap 20 stops at its evaluation budget (1.25 × the cap)
@@ -33,6 +45,7 @@ from companion.cpmla import study as E
 
 RESULTS_NAME = "cpmla_gpu"
 DEADLINE_S = 220
+RECIPE = 2  # 1: chains at temperature 1 (the paper's noise); 2: temperature 0.01 (module docstring)
 N_SEEDS = 3
 
 GPU_PROFILE = {
@@ -41,6 +54,8 @@ GPU_PROFILE = {
     "batch": 256,
     "T": 10,                    # mirror steps per update (paper: 10)
     "eta": 1e-2,                # step size (paper: 1e-2)
+    "temperature": 1e-2,        # noise √(2ητ); the paper's τ = 1 made every chain worse than its start (docstring)
+    "recipe": RECIPE,
     "hessian": "diagonal",      # the paper's practice
     "inverse": "lbfgs",
     "inverse_tol": 1e-3,        # on ‖∇G(x) − y‖, ‖y‖ ≈ √d = 16
@@ -69,3 +84,9 @@ STAGES = (
 
 
 run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
+
+
+def recipe_stale(gpu: dict) -> bool:
+    """True when a payload was sampled with an older recipe than this code's (its profile names none, or an older
+    ``recipe``): its sample-quality numbers do not measure this sampler until the study is rerun."""
+    return gpu.get("profile", {}).get("recipe", 1) < RECIPE

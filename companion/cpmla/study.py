@@ -2,14 +2,14 @@
 ``fn(ctx) -> dict``. No plotly import.
 
 One stage per seed (:func:`seed_stage`): it trains CPMLA (Alg. 2: mirror Langevin on the EBM through one CP-Flow
-block, the flow fitted by Alg. 1, the EBM by contrastive divergence with the energy regulariser λ·E[f²]) and CP-Flow
-alone, then draws the three samplers from the same starting points:
+block at temperature τ, the flow fitted by Alg. 1, the EBM by contrastive divergence with the energy regulariser
+λ·E[f²]) and CP-Flow alone, then draws the three samplers from the same starting points:
 
 - one dual draw y_0 ~ N(0, I) per seed, shared by every sampler;
 - **CP-Flow alone**: x̂ = ∇G*_alone(y_0), its own flow's map of y_0;
 - **CPMLA**: T mirror steps from y_0 in the dual, so its primal start is x_0 = ∇G*_ϑ(y_0), the co-trained flow's
   sample of the same y_0;
-- **Langevin** (EBM + ULA, step δ = 2η): T steps on the same EBM from that same primal x_0, with the same
+- **Langevin** (EBM + ULA, step δ = 2η, the same temperature τ): T steps on the same EBM from that same primal x_0, with the same
   standard-normal draws ε_k as the CPMLA chain (one generator seeded alike; with the diagonal Hessian the mirror
   chain draws nothing else), so the two chains differ only in the geometry of the step.
 
@@ -66,7 +66,8 @@ def residual_stats(residuals, tol) -> dict:
 
 
 def _config(P, seed) -> CoopConfig:
-    return CoopConfig(epochs=P["epochs"], batch=P["batch"], T=P["T"], eta=P["eta"], hessian=P["hessian"],
+    return CoopConfig(epochs=P["epochs"], batch=P["batch"], T=P["T"], eta=P["eta"], temperature=P["temperature"],
+                      hessian=P["hessian"],
                       inverse=P["inverse"], inverse_tol=P["inverse_tol"], inverse_max_iter=P["inverse_max_iter"],
                       inverse_raise=False, flow_hidden=P["flow_hidden"], ebm_hidden=P["ebm_hidden"],
                       lr_flow=P["lr_flow"], lr_ebm=P["lr_ebm"], eval_epochs=(), energy_reg=P["energy_reg"], seed=seed)
@@ -85,9 +86,10 @@ def compare_samplers(ebm, flow, flow_alone, y0, P, seed) -> dict:
         start = flow.inverse(y0, x0=y0, **inv)
         alone = flow_alone.inverse(y0, x0=y0, **inv)
     dev = y0.device
-    chain = mirror_langevin(ebm, flow, y0, P["T"], P["eta"], hessian=P["hessian"],
+    chain = mirror_langevin(ebm, flow, y0, P["T"], P["eta"], hessian=P["hessian"], temperature=P["temperature"],
                             generator=torch.Generator(device=dev).manual_seed(seed), **_inverse_kw(P))
-    langevin = ula(ebm, start.x, P["T"], 2 * P["eta"], generator=torch.Generator(device=dev).manual_seed(seed))
+    langevin = ula(ebm, start.x, P["T"], 2 * P["eta"], temperature=P["temperature"],
+                   generator=torch.Generator(device=dev).manual_seed(seed))
     return {"samples": {"cpmla": chain.x, "langevin": langevin.x, "cpflow": alone.x}, "start": start.x,
             "residuals": {"cpmla": chain.residuals, "cpflow": alone.residuals}}
 
@@ -158,11 +160,13 @@ def _timed_chain(ctx, T: int, hessian: str, cap: int, seed: int, n: int):
     gen = torch.Generator(device=ctx.device).manual_seed(seed)
     if not m.get("warm"):
         y = torch.randn(n, dim, generator=gen, device=ctx.device, dtype=dtype)
-        mirror_langevin(ebm, flow, y, 2, P["eta"], hessian=P["hessian"], generator=gen, **_inverse_kw(P))
+        mirror_langevin(ebm, flow, y, 2, P["eta"], hessian=P["hessian"], temperature=P["temperature"], generator=gen,
+                        **_inverse_kw(P))
         m["warm"] = True
     y = torch.randn(n, dim, generator=gen, device=ctx.device, dtype=dtype)
     with Timer(cuda_sync=_sync(ctx.device)) as t:
-        chain = mirror_langevin(ebm, flow, y, T, P["eta"], hessian=hessian, generator=gen, **_inverse_kw(P, cap))
+        chain = mirror_langevin(ebm, flow, y, T, P["eta"], hessian=hessian, temperature=P["temperature"], generator=gen,
+                                **_inverse_kw(P, cap))
     return chain, t.seconds
 
 

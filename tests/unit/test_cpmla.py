@@ -288,7 +288,8 @@ def test_samplers_share_their_start_and_noise():
     ebm = EBM(3, hidden=8, seed=0)
     identity, doubled = QuadraticPotential.identity(3), QuadraticPotential.identity(3, scale=2.0)
     y0 = torch.randn(16, 3, generator=torch.Generator().manual_seed(0), dtype=D64)
-    P = {"inverse": "lbfgs", "inverse_tol": 1e-6, "inverse_max_iter": 5, "T": 4, "eta": 0.05, "hessian": "diagonal"}
+    P = {"inverse": "lbfgs", "inverse_tol": 1e-6, "inverse_max_iter": 5, "T": 4, "eta": 0.05, "hessian": "diagonal",
+         "temperature": 0.5}
     out = compare_samplers(ebm, identity, doubled, y0, P, seed=3)
     assert torch.allclose(out["samples"]["cpmla"], out["samples"]["langevin"], atol=1e-12)
     assert torch.allclose(out["start"], y0) and torch.allclose(out["samples"]["cpflow"], y0 / 2)
@@ -302,3 +303,21 @@ def test_cooperative_training_records_the_energy_per_epoch():
                                              inverse="lbfgs", inverse_tol=1e-3, eval_epochs=(), energy_reg=1e-2))
     assert len(res.history["f_data"]) == len(res.history["f_samples"]) == 2
     assert all(math.isfinite(v) for v in res.history["f_data"] + res.history["f_samples"])
+
+
+def test_temperature_scales_only_the_noise():
+    from companion.cpmla.targets import GaussianTarget
+
+    target = GaussianTarget(torch.zeros(2), torch.eye(2))
+    x0 = torch.ones(4, 2, dtype=torch.float64)
+    cold = ula(target, x0, 3, 0.1, generator=torch.Generator().manual_seed(0), temperature=0.0).x
+    assert torch.allclose(cold, x0 * 0.95 ** 3)  # noiseless ULA on N(0, I): x ← (1 − δ/2) x
+    hot = ula(target, x0, 1, 0.1, generator=torch.Generator().manual_seed(1), temperature=0.25).x
+    eps = torch.randn(4, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    assert torch.allclose(hot, 0.95 * x0 + math.sqrt(0.25 * 0.1) * eps)
+    with pytest.raises(ParameterError, match="temperature"):
+        ula(target, x0, 1, 0.1, temperature=-1.0)
+    # with G = ½‖x‖² the mirror chain at temperature τ is ULA (δ = 2η) at the same τ
+    mirror = mirror_langevin(target, QuadraticPotential.identity(2), x0, 3, 0.05, generator=torch.Generator().manual_seed(2),
+                             temperature=0.25).x
+    assert torch.allclose(mirror, ula(target, x0, 3, 0.1, generator=torch.Generator().manual_seed(2), temperature=0.25).x)

@@ -4,6 +4,7 @@ import pytest
 
 from companion.core import VERDICTS
 from companion.cpmla import claims as C
+from companion.cpmla.scale import RECIPE
 
 NB = {"eta": 0.2, "full": 0.11, "diagonal": 50.0}
 LEARNED, DIAG = "mirror: learned ICNN", "mirror: learned ICNN, diagonal Hessian"
@@ -103,11 +104,12 @@ def seed(i, cpmla=1.0, langevin=1.5, cpflow=1.5, floor=0.2, res_max=5e-4, pixel=
             "flow_parameters": 197634}
 
 
-def gpu(seeds, timed_max=5e-4, tol=1e-3, states=None):
+def gpu(seeds, timed_max=5e-4, tol=1e-3, states=None, recipe=RECIPE):
     """A recorded payload of the seed-stage layout; ``states`` overrides a stage's state (and drops its result)."""
     payload = {"device": "H200", "date": "today",
                "profile": {"size": 16, "epochs": 20, "T": 10, "n_eval": 1000, "inverse": "lbfgs", "inverse_tol": tol,
-                           "inverse_max_iter": 50, "energy_reg": 1e-2, "dtype": "float64"},
+                           "inverse_max_iter": 50, "energy_reg": 1e-2, "dtype": "float64", "temperature": 1e-2,
+                           "recipe": recipe},
                "stages": {n: {"state": "done"} for n in (*C.SEED_STAGES[:len(seeds)], "sampling_time")},
                "sampling_time": [{"T": 10, "seconds_per_1k": 0.4, "inverse": {"max": timed_max}},
                                  {"T": 30, "seconds_per_1k": 1.1, "inverse": {"max": timed_max}}]}
@@ -139,6 +141,17 @@ def test_gpu_quality_one_seed_straddle_and_sign_flip():
     # the peer beats CPMLA by the same amounts: the margin flips sign and cannot pass
     flipped = C.gpu_rows(gpu([seed(i, cpmla=1.0 + 0.2 * v, cpflow=1.0) for i, v in enumerate((1.5, 2.0, 2.5))]))[1]
     assert flipped.verdict == "not reproduced" and "-2.00 floors" in flipped.measured
+
+
+def test_gpu_quality_rows_of_an_older_recipe_are_not_run():
+    seeds = [seed(i, langevin=3.0, cpflow=3.0) for i in range(3)]
+    for payload in (gpu(seeds, recipe=RECIPE - 1), {**gpu(seeds), "profile": {**gpu(seeds)["profile"], "recipe": None}}):
+        if payload["profile"]["recipe"] is None:
+            del payload["profile"]["recipe"]
+        rows = C.gpu_rows(payload)
+        assert [r.verdict for r in rows[:2]] == ["not run here"] * 2 and "older recipe" in rows[0].evidence
+        assert rows[2].verdict == "reproduced"  # the inverse row does not rest on the sampler's noise
+    assert [r.verdict for r in C.gpu_rows(gpu(seeds))[:2]] == ["reproduced"] * 2
 
 
 def test_gpu_inverse_row_is_exact_against_the_tolerance():
@@ -207,7 +220,9 @@ def test_seed_quality_figure_draws_the_recorded_seeds_or_says_none():
 
     fig = seed_quality_figure(gpu([seed(i, cpmla=1.0 + i) for i in range(3)]))
     bars = [t for t in fig.data if t.type == "bar"]
-    assert [t.name for t in bars] == ["CPMLA", "Langevin (EBM + ULA)", "CP-Flow alone"]
+    assert [t.name for t in bars] == ["CPMLA", "Langevin (EBM + ULA)", "CP-Flow alone", "common start x₀"]
+    assert fig.layout.title.text is None
+    assert "older recipe" in seed_quality_figure(gpu([seed(0)], recipe=RECIPE - 1)).layout.title.text
     assert list(bars[0].y) == [1.0, 2.0, 3.0] and len([t for t in fig.data if t.type == "scatter" and t.mode == "lines"]) == 6
     for empty in (None, gpu([])):
         fig = seed_quality_figure(empty)
