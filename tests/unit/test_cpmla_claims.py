@@ -219,11 +219,12 @@ def test_seed_quality_figure_draws_the_recorded_seeds_or_says_none():
     from companion.cpmla.figures import seed_quality_figure
 
     fig = seed_quality_figure(gpu([seed(i, cpmla=1.0 + i) for i in range(3)]))
-    bars = [t for t in fig.data if t.type == "bar"]
-    assert [t.name for t in bars] == ["CPMLA", "Langevin (EBM + ULA)", "CP-Flow alone", "common start x₀"]
-    assert fig.layout.title.text is None
+    dots = [t for t in fig.data if t.mode == "markers"]
+    assert [t.name for t in dots] == ["seed 0", "seed 1", "seed 2"]
+    assert list(dots[0].x) == ["CPMLA", "Langevin (EBM + ULA)", "CP-Flow alone", "common start x₀"]
+    assert fig.layout.title.text is None and "noise floor" in fig.layout.annotations[0].text
     assert "older recipe" in seed_quality_figure(gpu([seed(0)], recipe=RECIPE - 1)).layout.title.text
-    assert list(bars[0].y) == [1.0, 2.0, 3.0] and len([t for t in fig.data if t.type == "scatter" and t.mode == "lines"]) == 6
+    assert [d.y[0] for d in dots] == [1.0, 2.0, 3.0] and len([t for t in fig.data if t.mode == "lines"]) == 6
     for empty in (None, gpu([])):
         fig = seed_quality_figure(empty)
         assert not fig.data and "not recorded" in fig.layout.annotations[-1].text
