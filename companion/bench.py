@@ -65,7 +65,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     _paper("sudoku_dfs", "9×9 GPT-2 trained on DFS transcripts; board accuracy; propagation throughput; L1 vs L2 "
            "one-level guessing; the checkpoint"),
     _paper("graph_multiview", "GCN × every method, GIN and GraphGPS × {vanilla, ensemble, G-MIMO, GMV} on noisy "
-           "planted-motif graphs over folds; heads 2–10, label noise and label ratios; inference latency"),
+           "planted-motif graphs, 10 folds, one early-stopping recipe for all; heads 2–10, label noise and label "
+           "ratios on 5 folds; inference latency"),
     _paper("dartquant", "massive channels put in by hand (norm gains × s; the stream's top directions in channels), "
            "3 seeds: W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end rotation training; "
            "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192; the fused "
@@ -80,9 +81,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     _paper("lorasuite", "an ≈100M → ≈230M word-level Llama upgrade grown from the old model (wider, deeper, more "
            "heads, a larger vocabulary) and trained on: LoRASuite transfer ± LFT vs LoRA(n) vs LoRA(full), 3 seeds, "
            "time and memory; full vs randomized SVD"),
-    _paper("hollowflow", "one RK4 likelihood step, the fully connected baseline (n·d VJPs) first, then HollowFlow at "
-           "k = 7 and ⌈√n⌉, n = 13 … 200; the segment-sum kernel vs index_add_; LJ13 and LJ55 ESS and EffSU"),
-    _paper("cpmla", "CPMLA and CP-Flow trained on upsampled digits: quality, time and ablations"),
+    _paper("hollowflow", "LJ13 and LJ55 flows trained on equilibrated MALA data: ESS with bootstrap intervals, EffSU "
+           "where both pass the floor; one RK4 likelihood step, the fully connected baseline (n·d VJPs) first, then "
+           "HollowFlow at k = 7 and ⌈√n⌉, n = 13 … 200 (n = 64 for the 10× check); the segment-sum kernel vs index_add_"),
+    _paper("cpmla", "CPMLA, Langevin and CP-Flow alone from the same start on upsampled digits, 3 seeds: energy "
+           "distance and KID against the data's noise floor, the inverse's convergence; sampling time and ablations"),
     _paper("nemotron_flash", "NF-1B-shaped hybrid vs Qwen3-0.6B-shaped transformer: batch-1 decode latency and max-batch "
            "throughput (and HF generate); depth × width grid; per-operator decode times; fla's Triton kernels vs ours"),
     _paper("kernelshap", "Shapley estimators at d = 784 and 3072 with device sampling and solve; the same LeverageSHAP "
@@ -90,7 +93,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     _paper("kernelshap", "our regression estimator vs shap's KernelExplainer (time and error at equal m)",
            module="scale_cpu", name="kernelshap_cpu", where="cpu"),
     _paper("gain_rl", "the angle metric (explicit T×T vs segment sums), layer-wise angle/gradient correlation, "
-           "GRPO with uniform / GAIN / filtered sampling over 3 seeds"),
+           "GRPO with uniform / GAIN / filtered sampling over 3 seeds, μ and the drawn prompts' angle rank per epoch"),
     _paper("rtcfr", "the batched solver checked against numpy (eager, CUDA graph); ms per batched iteration at "
            "B = 1/16/128 vs the numpy solver; RTCFR+ over (μ, T_u) grids with the baselines on the larger games"),
     _paper("rtcfr", "our CFR+/RTCFR+ vs OpenSpiel's C++ CFR+ (iterations per second)", module="scale_cpu",

@@ -39,7 +39,7 @@ from companion.graph_multiview.sampling import BETA, check_sampling, neighbours,
 
 MODES = ("replace", "union")
 # Version of the label-weight rule for M > 2 heads, recorded with every GPU stage that mixes views. 1: a target
-# edge whose ends went to two different sources was kept and credited to the target (issue 37, item 1);
+# edge whose ends went to two different sources was kept and credited to the target;
 # 2: such an edge is credited to no head. For M = 2 both give the same views.
 WEIGHT_RULE = 2
 

@@ -136,7 +136,7 @@ def _gpu(gain, uniform, runs=None, angle_timing=None, spearman=(0.1, 0.9)):
 
 def test_gpu_rows_judged_by_the_rule():
     assert [r.verdict for r in C.gpu_rows(None)] == ["not run here"]
-    # issue 36's example: GAIN 34/28/62 epochs against uniform's 4/19/18
+    # a recorded run's numbers: GAIN 34/28/62 epochs against uniform's 4/19/18
     row = C.gpu_rows(_gpu([34, 28, 62], [4, 19, 18]))[0]
     assert row.verdict == "not reproduced" and "n=3" in row.evidence and "3 seeds" in row.scale
     assert "H200" in row.scale and "150 epochs" in row.scale

@@ -337,7 +337,7 @@ def path3():
 
 
 def test_submix_ten_heads_into_a_path_credit_no_edge_to_the_target():
-    """Issue 37 item 1: with 10 heads in a 3-node path every node goes to a source; the two edges join two
+    """With 10 heads in a 3-node path every node goes to a source; the two edges join two
     different sources, so they are credited to no head (the old rule gave [0 x 9, 1.0] to the target)."""
     srcs = [Data(x=torch.ones(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), num_nodes=4) for _ in range(9)]
     m = st_submix(srcs, path3(), np.random.default_rng(0), p=0.4, q=1.0, w=2)
@@ -391,7 +391,7 @@ def test_submix_two_heads_have_no_between_edges(graphs):
 
 
 def test_ppr_sym_matches_networkx_pagerank(graphs):
-    """Issue 37 item 7: the matrix the sampler ranks by (sym) against networkx, through S_sym = D^-½ S_rw D^½."""
+    """The matrix the sampler ranks by (sym) against networkx, through S_sym = D^-½ S_rw D^½."""
     from companion.graph_multiview.sampling import ppr_reference
 
     ref = ppr_reference(graphs[:6], every=1)
@@ -411,7 +411,7 @@ def test_ppr_sym_matches_networkx_pagerank(graphs):
 
 
 def test_dfs_bfs_match_networkx_depth_limited_traversals():
-    """Issue 37 item 21: V_DFS / V_BFS of ST-PPR against networkx's depth-limited traversals (same order)."""
+    """V_DFS / V_BFS of ST-PPR against networkx's depth-limited traversals (same order)."""
     from companion.graph_multiview.sampling import bfs_nodes, dfs_nodes, neighbours
 
     rng = np.random.default_rng(0)

@@ -100,7 +100,7 @@ def test_tu_row_not_run():
 
 
 def test_no_hard_coded_result_in_measured():
-    """Issue 37 item 8: the PROTEINS numbers of a run that never ran here left the measured column."""
+    """The PROTEINS numbers of a run that never ran here left the measured column."""
     rows = C.claim_rows(runs([80] * 3, [70] * 3), INV, PPR, scale="s")
     assert not any("70.6" in r.measured or "61.9" in r.measured or "PROTEINS run" in r.measured for r in rows)
 
@@ -184,7 +184,7 @@ def test_gpu_means_only_json_is_inconclusive():
 
 
 def test_gpu_stale_heads_sweep_is_inconclusive():
-    """Issue 37 item 1: a sweep recorded under an older M > 2 label-weight rule (its profile names none, or an
+    """A sweep recorded under an older M > 2 label-weight rule (its profile names none, or an
     older one) says so until rerun."""
     for rule in (None, WEIGHT_RULE - 1):
         gpu = gpu_payload([90] * 3, [70] * 3, rule=rule, per_fold=False)
