@@ -122,6 +122,12 @@ def peer_row(peer: dict | None, scale: str) -> Claim:
         cell=CHECK_CELL)
 
 
+def _recipe_text(recipe: dict) -> str:
+    """A toy's recorded training recipe in words (its ``recipe`` entry)."""
+    return (f"Adam {recipe['lr']:g} → {recipe['lr_final']:g} (cosine), batch {recipe['batch']}, {recipe['data']} MALA "
+            f"samples after {recipe['burn_in']} burn-in steps (every {recipe['thin']}th kept), {recipe['ode_steps']} RK4 steps")
+
+
 def _ess_text(r: dict, n: int) -> str:
     return (f"ESS {100 * r['ess']:.2f}% [{100 * r['ess_ci'][0]:.2f}, {100 * r['ess_ci'][1]:.2f}] "
             f"({r['ess'] * n:.2f} effective of {n}), ESS_rem {100 * r['ess_rem']:.2f}% [{100 * r['ess_rem_ci'][0]:.2f}, "
@@ -294,7 +300,7 @@ def ess_rows(gpu: dict) -> list[Claim]:
         lo, hi = (v * N for v in r["ess_ci"])
         measured = (f"{r['ess'] * N:.2f} effective of {N} (68% bootstrap interval {lo:.2f}–{hi:.2f}) after "
                     f"{r['train_seconds']:.0f} s ({r['iterations']} iterations) of training")
-        details = (f"{_ess_text(r, N)}; loss {r['first_loss']:.3f} → {r['final_loss']:.3f}; recipe {t['recipe']}; "
+        details = (f"{_ess_text(r, N)}; loss {r['first_loss']:.3f} → {r['final_loss']:.3f}; recipe: {_recipe_text(t['recipe'])}; "
                    f"mean data energy {t['data_energy']:.2f}"
                    + (" (first / second half of the MALA samples: {:.2f} / {:.2f})".format(*t["data_energy_halves"])
                       if "data_energy_halves" in t else "")

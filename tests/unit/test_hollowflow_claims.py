@@ -173,7 +173,8 @@ def _gpu_toy(system, k, h_samples=1000, b_samples=1000, h_ess=0.1, b_ess=0.1, re
     t = {"system": system, "k": k, "hollow": h, "baseline": b, "effsu": (h_ess / 0.01) / (b_ess / 0.05),
          "effsu_rem": 2.0, "data_energy": 5.0}
     if recipe:
-        t["recipe"] = {"lr": 2e-3, "lr_final": 5e-5, "burn_in": 4000}
+        t["recipe"] = {"lr": 2e-3, "lr_final": 5e-5, "batch": 256, "burn_in": 4000, "thin": 20, "data": 8192,
+                       "ode_steps": 20}
     return t
 
 
