@@ -300,7 +300,9 @@ def ess_rows(gpu: dict) -> list[Claim]:
         lo, hi = (v * N for v in r["ess_ci"])
         measured = (f"{r['ess'] * N:.2f} effective of {N} (68% bootstrap interval {lo:.2f}–{hi:.2f}) after "
                     f"{r['train_seconds']:.0f} s ({r['iterations']} iterations) of training")
-        details = (f"{_ess_text(r, N)}; loss {r['first_loss']:.3f} → {r['final_loss']:.3f}; recipe: {_recipe_text(t['recipe'])}; "
+        details = ("judged on the two ends of the 68 % bootstrap interval (the evidence's n=2; one run): both at or "
+                   "above the floor reproduce, an interval across it is inconclusive; "
+                   f"{_ess_text(r, N)}; loss {r['first_loss']:.3f} → {r['final_loss']:.3f}; recipe: {_recipe_text(t['recipe'])}; "
                    f"mean data energy {t['data_energy']:.2f}"
                    + (" (first / second half of the MALA samples: {:.2f} / {:.2f})".format(*t["data_energy_halves"])
                       if "data_energy_halves" in t else "")
