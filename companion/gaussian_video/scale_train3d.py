@@ -37,7 +37,11 @@ GPU_PROFILE = {
     "backend": "gsplat",  # the renderer: "gsplat" (CUDA) or "torch" (dense, tiny sizes only)
     "scene": {"n_gt": 100_000, "n_parts": 12, "n_frames": 30, "n_cameras": 16, "width": 512, "test_every": 4,
               "jump_at": 15, "jump": 0.04},
-    "train": {k: v for k, v in asdict(E.Config()).items() if k != "seed"},  # every knob of train3d.Config
+    # every knob of train3d.Config; the keyframe recipe of 3DGS: L1 + 0.2·D-SSIM and adaptive density control on
+    # 3DGS's schedule scaled to the 900 keyframe steps (E.schedule_3dgs: 900 / 30,000 of 500, 100, 15,000, 3,000 →
+    # densify from step 15 every 3 steps until 450, opacity reset every 90), gradient threshold 2e-4
+    "train": {**{k: v for k, v in asdict(E.Config()).items() if k != "seed"},
+              "lambda_dssim": 0.2, "densify": True, **E.schedule_3dgs(E.Config().key_steps)},
     "seed": 0,
 }
 # smoke: 8 cameras (6 training views), not 4: with 3 training views the extra layers overfit and the held-out
@@ -47,7 +51,8 @@ SMOKE_PROFILE = {
     "scene": {"n_gt": 60, "n_parts": 2, "n_frames": 3, "n_cameras": 8, "width": 12, "test_every": 4, "jump_at": 2,
               "jump": 0.04},
     "train": {**GPU_PROFILE["train"], "L": 2, "key_steps": 6, "rd_steps": 2, "relayer_every": 3, "rigid_steps": 2,
-              "residual_steps": 2, "motion_levels": (2,), "tau_mu": 0.02},
+              "residual_steps": 2, "motion_levels": (2,), "tau_mu": 0.02, "densify_from": 1, "densify_every": 2,
+              "densify_until": 5, "opacity_reset": 4},  # densifies at steps 2 and 4, resets the opacities at 4
 }
 STAGES = (
     Stage("renderer", E.renderer_stage, needs_s=90),  # gsplat compiles its extension on first import (about 80 s)

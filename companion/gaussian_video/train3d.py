@@ -65,9 +65,12 @@ symbols. Bytes of layers ≤ l = header + chunks 1..l, so sizes add over layers 
 
 **Deviations from the paper, and why**: a dense multi-resolution grid emitting Δμ and ΔR directly instead
 of a hash grid + two MLPs (no tiny-cuda-nn here; the grid is the 3-D form of the 2-D pipeline's grid and is
-coded in the header, so its bytes count); L1 only (no D-SSIM); RGB colours (SH degree 0); no densification
-(a fixed point cloud, pruned once, of Gaussians with α < ``prune_alpha`` rather than the paper's lowest
-40 %); a fresh fit per keyframe from that frame's point cloud; per step a
+coded in the header, so its bytes count); D-SSIM (``lambda_dssim``) in the keyframe loss only (the inter stages
+use L1); RGB colours (SH degree 0); 3DGS's adaptive density control (``densify``: clone / split on the mean
+view-space gradient, prune α < ``prune_alpha`` and, after the first opacity reset, max scale > 0.1 × the scene
+extent but not 3DGS's screen-size rule; opacity reset; :func:`densify_and_prune`) with its schedule scaled to the
+run (:func:`schedule_3dgs`), then one prune of α < ``prune_alpha`` rather than the paper's lowest 40 %; a fresh fit
+per keyframe from that frame's point cloud (or ``init = "random"``: uniform in its bounding box); per step a
 random subset of training cameras; ANS instead of H.264; the rate in bits per training pixel with the
 unstated λ_rate_key, q and q_motion chosen here; training steps far below the paper's (12,000 + 1,500 key,
 800 + 2,000 inter) for time.
@@ -95,7 +98,7 @@ from companion.gaussian_video.rate import gaussian_bits, kde_bits
 from companion.gaussian_video.scene import psnr
 from companion.gaussian_video.scene3d import cameras, make_scene
 from companion.gaussian_video.significance import layer_weights, significance, split_layers
-from companion.gaussian_video.splat import conics, covariance_3d, project_ewa, splat
+from companion.gaussian_video.splat import conics, covariance_3d, project_ewa, quat_to_rotmat, splat
 
 #: model attribute → channels, in bitstream order (quats raw w, x, y, z; log-scales; opacity logit; RGB)
 ATTRIBUTES = {"means": 3, "quats": 4, "log_scales": 3, "opacity": 1, "colors": 3}
@@ -103,7 +106,13 @@ KEY_BITS = {"means": 16}  # everything else 8 bits (paper Sec. 3.4)
 RESIDUAL = ("log_scales", "opacity", "colors")
 MOTION_CHANNELS = 6  # Δμ (3) and the rotation vector v (3)
 BACKENDS = ("gsplat", "torch")
+INITS = ("points", "random")
 NEAR = 0.01
+SSIM_WINDOW, SSIM_SIGMA = 11, 1.5  # 3DGS's SSIM: an 11 × 11 Gaussian window of σ 1.5, zero padding
+GS_STEPS = 30_000      # 3DGS's training length, the unit of its densification schedule
+RESET_OPACITY = 0.01   # 3DGS's opacity reset value
+BIG_SCALE = 0.1        # 3DGS prunes Gaussians with max scale > this × scene extent (after the first reset)
+SPLIT_N, SPLIT_SHRINK = 2, 1.6  # 3DGS splits into 2 with scales / (0.8 · 2)
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,16 @@ class Config:
     lr_colors: float = 1e-2
     lr_motion: float = 2e-3
     lr_residual: float = 1e-2
+    init: str = "points"         # "points": the SfM-like cloud; "random": init_count uniform in the centres' box
+    init_count: int = 100_000    # Gaussians of the "random" start (3DGS's random start: 100k)
+    lambda_dssim: float = 0.0    # keyframe L_color = (1 − λ)·L1 + λ·D-SSIM (3DGS and the paper: 0.2; 0: L1 only)
+    densify: bool = False        # 3DGS adaptive density control in the keyframe fit (the defaults below are 3DGS's)
+    densify_from: int = 500      # densify after this step ...
+    densify_every: int = 100     # ... every this many steps ...
+    densify_until: int = 15000   # ... before this step (also the last step that gathers gradient statistics)
+    opacity_reset: int = 3000    # opacities clamped to RESET_OPACITY every this many steps (before densify_until)
+    grad_threshold: float = 2e-4  # mean view-space (NDC) positional gradient above which a Gaussian densifies
+    percent_dense: float = 0.01  # clone if max scale <= this × scene extent, else split
     seed: int = 0
 
     def __post_init__(self):
@@ -158,6 +177,17 @@ class Config:
             raise ParameterError("motion_levels", self.motion_levels, "a non-empty tuple of integers in [2, 128]")
         if not (isinstance(self.tau_mu, (int, float)) and not isinstance(self.tau_mu, bool) and self.tau_mu > 0):
             raise ParameterError("tau_mu", self.tau_mu, "a number > 0 (math.inf: one group)")
+        check_choice("init", self.init, INITS)
+        check_int("init_count", self.init_count, lo=1)
+        check_float("lambda_dssim", self.lambda_dssim, lo=0.0, hi=1.0)
+        if not isinstance(self.densify, bool):
+            raise ParameterError("densify", self.densify, "True or False")
+        for k in ("densify_from", "densify_until"):
+            check_int(k, getattr(self, k), lo=0)
+        for k in ("densify_every", "opacity_reset"):
+            check_int(k, getattr(self, k), lo=1)
+        check_float("grad_threshold", self.grad_threshold, lo=0.0, lo_open=True)
+        check_float("percent_dense", self.percent_dense, lo=0.0, hi=1.0, lo_open=True)
 
     def replace(self, **kw) -> "Config":
         return Config(**{**asdict(self), **kw})
@@ -178,25 +208,44 @@ def activated(p: dict) -> tuple:
 
 
 def render(means, quats, scales, opacities, colors, viewmats, K, width: int, height: int,
-           backend: str = "gsplat") -> torch.Tensor:
+           backend: str = "gsplat", info: dict | None = None) -> torch.Tensor:
     """``[C, H, W, 3]`` renders of N Gaussians for C cameras (``viewmats`` ``[C, 4, 4]``, ``K`` ``[3, 3]``);
-    see the module docstring for the two backends and where they differ."""
+    see the module docstring for the two backends and where they differ. With ``info`` (a dict) it also
+    stores the projected 2-D means (pixels, gradients retained; read them after ``backward`` with
+    :func:`screen_grads`) and ``"visible"`` ``[C, N]`` (gsplat: radius > 0; torch: depth > the near plane)."""
     check_choice("backend", backend, BACKENDS)
     if viewmats.dim() != 3 or viewmats.shape[1:] != (4, 4):
         raise ParameterError("viewmats", tuple(viewmats.shape), "a [C, 4, 4] tensor of world-to-camera matrices")
     if backend == "gsplat":
         gsplat = load_gsplat()
         Ks = K[None].expand(viewmats.shape[0], 3, 3).contiguous()
-        img, _, _ = gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
-                                         near_plane=NEAR, eps2d=0.3, packed=False)
+        img, _, meta = gsplat.rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height,
+                                            near_plane=NEAR, eps2d=0.3, packed=False)
+        if info is not None and means.requires_grad:
+            meta["means2d"].retain_grad()
+            radii = meta["radii"]
+            info.update(means2d=[meta["means2d"]], visible=(radii > 0).all(-1) if radii.dim() == 3 else radii > 0)
         return img
     cov = covariance_3d(quats, scales)
-    out = []
+    out, m2s, vis = [], [], []
     for view in viewmats:
         m2, cov2, depth = project_ewa(means, cov, view, K)
         keep = depth > NEAR
+        if info is not None and m2.requires_grad:
+            m2.retain_grad()
+            m2s.append(m2)
+            vis.append(keep)
         out.append(splat(m2[keep], conics(cov2[keep]), opacities[keep], colors[keep], depth[keep], height, width))
+    if m2s:
+        info.update(means2d=m2s, visible=torch.stack(vis))
     return torch.stack(out)
+
+
+def screen_grads(info: dict, n: int) -> torch.Tensor:
+    """``[C, N, 2]``: dL/d(2-D mean) in pixels per camera from a :func:`render` ``info`` after ``backward``
+    (zeros where the loss did not reach a mean)."""
+    return torch.cat([(m.grad if m.grad is not None else torch.zeros_like(m)).reshape(-1, n, 2)
+                      for m in info["means2d"]])
 
 
 def backend_agreement(points: torch.Tensor, viewmats, K, width: int, seed: int = 0) -> dict:
@@ -213,12 +262,17 @@ def backend_agreement(points: torch.Tensor, viewmats, K, width: int, seed: int =
             "n_gaussians": n, "width": width, "n_cameras": int(viewmats.shape[0])}
 
 
-def render_layers(p: dict, layer: torch.Tensor, L: int, viewmats, K, width, height, backend, upto=None) -> list:
-    """c^l for l = 1..upto (default L): renders of the Gaussians of layers ≤ l (Eq. progressive)."""
+def render_layers(p: dict, layer: torch.Tensor, L: int, viewmats, K, width, height, backend, upto=None,
+                  infos: list | None = None) -> list:
+    """c^l for l = 1..upto (default L): renders of the Gaussians of layers ≤ l (Eq. progressive). With
+    ``infos`` (a list) each render's (selection, :func:`render` info) is appended to it."""
     out = []
     for l in range(1, (upto or L) + 1):
         sel = layer <= l
-        out.append(render(*(t[sel] for t in activated(p)), viewmats, K, width, height, backend))
+        info = None if infos is None else {}
+        out.append(render(*(t[sel] for t in activated(p)), viewmats, K, width, height, backend, info))
+        if infos is not None:
+            infos.append((sel, info))
     return out
 
 
@@ -273,10 +327,17 @@ def check_sequence(images: torch.Tensor, viewmats: torch.Tensor) -> None:
 # --- the model -----------------------------------------------------------------------------------
 
 def init_model(points: torch.Tensor, cfg: Config, generator: torch.Generator) -> dict:
-    """The SfM-like start (module docstring) from the frame's ground-truth centres ``points`` ``[N, 3]``."""
-    n = min(points.shape[0], max(cfg.L, int(round(cfg.init_fraction * points.shape[0]))))
-    idx = torch.randperm(points.shape[0], generator=generator)[:n].to(points.device)
-    means = points[idx] + cfg.init_noise * torch.randn(n, 3, generator=generator).to(points.device)
+    """The start of a keyframe fit (module docstring) from the frame's ground-truth centres ``points`` ``[N, 3]``:
+    ``cfg.init = "points"`` the SfM-like cloud (a noisy subset of them), ``"random"`` ``cfg.init_count`` centres
+    uniform in their axis-aligned bounding box (only its six numbers are used)."""
+    if cfg.init == "random":
+        n = max(cfg.L, cfg.init_count)
+        lo, hi = points.min(0).values, points.max(0).values
+        means = lo + (hi - lo) * torch.rand(n, 3, generator=generator).to(points.device)
+    else:
+        n = min(points.shape[0], max(cfg.L, int(round(cfg.init_fraction * points.shape[0]))))
+        idx = torch.randperm(points.shape[0], generator=generator)[:n].to(points.device)
+        means = points[idx] + cfg.init_noise * torch.randn(n, 3, generator=generator).to(points.device)
     knn = torch.cat([torch.cdist(means[i:i + 4096], means).topk(min(4, n), largest=False).values[:, 1:].mean(1)
                      for i in range(0, n, 4096)]) if n > 1 else torch.ones(1, device=points.device)
     dev = points.device
@@ -296,9 +357,35 @@ def _l1(img, target):
     return (img - target).abs().mean()
 
 
-def _layer_loss(imgs, target, rates, L):
+def ssim(img: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean SSIM of ``[..., H, W, 3]`` images as 3DGS computes it: per channel, local statistics under an
+    11 × 11 Gaussian window (σ 1.5, zero padding), SSIM = (2μ_xμ_y + C1)(2σ_xy + C2) /
+    ((μ_x² + μ_y² + C1)(σ_x² + σ_y² + C2)), C1 = 0.01², C2 = 0.03², averaged over every pixel and channel."""
+    if img.shape != target.shape or img.dim() < 3 or img.shape[-1] != 3:
+        raise ParameterError("img", tuple(img.shape), f"[..., H, W, 3] images of the target's shape {tuple(target.shape)}")
+    H, W = img.shape[-3:-1]
+    x, y = (t.reshape(-1, H, W, 3).permute(0, 3, 1, 2) for t in (img, target))
+    r = torch.arange(SSIM_WINDOW, device=img.device, dtype=img.dtype) - SSIM_WINDOW // 2
+    g = torch.exp(-r ** 2 / (2 * SSIM_SIGMA ** 2))
+    g = g / g.sum()
+    w = (g[:, None] * g[None, :]).expand(3, 1, SSIM_WINDOW, SSIM_WINDOW)
+    blur = lambda z: F.conv2d(z, w, padding=SSIM_WINDOW // 2, groups=3)  # noqa: E731
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    return (((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx * mx + my * my + c1) * (sxx + syy + c2))).mean()
+
+
+def photometric(img, target, lambda_dssim: float = 0.0):
+    """L_color = (1 − λ)·L1 + λ·(1 − SSIM) (3DGS Eq. 7; the paper's keyframe pre-training loss, λ = 0.2)."""
+    if lambda_dssim == 0:
+        return _l1(img, target)
+    return (1 - lambda_dssim) * _l1(img, target) + lambda_dssim * (1 - ssim(img, target))
+
+
+def _layer_loss(imgs, target, rates, L, lambda_dssim=0.0):
     lam = layer_weights(L)
-    return sum(lam[i] * (_l1(imgs[i], target) + rates[i]) for i in range(L))
+    return sum(lam[i] * (photometric(imgs[i], target, lambda_dssim) + rates[i]) for i in range(L))
 
 
 def _prefix_rates(bits: torch.Tensor, layer: torch.Tensor, L: int, pixels: int) -> list:
@@ -315,6 +402,106 @@ def _key_bits(p: dict, noisy: dict) -> torch.Tensor:
     return bits
 
 
+# --- adaptive density control (3DGS Sec. 5.2) ------------------------------------------------------
+
+def schedule_3dgs(steps: int) -> dict:
+    """3DGS's densification schedule (from 500 to 15,000 every 100 steps, opacity reset every 3,000, of 30,000
+    steps) scaled to a fit of ``steps`` steps (each count at least 1)."""
+    check_int("steps", steps, lo=1)
+    r = steps / GS_STEPS
+    return {"densify_from": max(1, round(500 * r)), "densify_every": max(1, round(100 * r)),
+            "densify_until": max(1, round(15_000 * r)), "opacity_reset": max(1, round(3_000 * r))}
+
+
+def scene_extent(viewmats: torch.Tensor) -> float:
+    """3DGS's scene extent: 1.1 × the largest distance of a camera centre (−Rᵀt) from their mean."""
+    centres = -(viewmats[:, :3, :3].transpose(1, 2) @ viewmats[:, :3, 3:])[..., 0]
+    return 1.1 * float((centres - centres.mean(0)).norm(dim=1).max())
+
+
+def edit_rows(p: dict, opt: torch.optim.Adam, keep: torch.Tensor, new: dict | None = None) -> None:
+    """Keep the Gaussians ``keep`` (bool ``[N]``) of ``p`` and append the rows ``new`` (per attribute), in place:
+    every parameter becomes a fresh leaf in its Adam group (one group per attribute, in ATTRIBUTES order) and
+    its Adam moments follow it (kept rows keep theirs, new rows start at zero), as 3DGS does."""
+    for group, k in zip(opt.param_groups, ATTRIBUTES):
+        old = group["params"][0]
+        extra = new[k] if new is not None else old.detach()[:0]
+        param = torch.cat([old.detach()[keep], extra]).requires_grad_(True)
+        state = opt.state.pop(old, None)
+        if state:
+            for m in ("exp_avg", "exp_avg_sq"):
+                state[m] = torch.cat([state[m][keep], torch.zeros_like(extra)])
+            opt.state[param] = state
+        group["params"][0] = p[k] = param
+
+
+def _keep_at_least(keep: torch.Tensor, opacity: torch.Tensor, n: int) -> torch.Tensor:
+    """``keep``, or the ``n`` most opaque Gaussians where it keeps fewer (the L layers need n = L)."""
+    if int(keep.sum()) >= n:
+        return keep
+    return torch.zeros_like(keep).scatter(0, opacity.topk(min(n, len(opacity))).indices, True)
+
+
+def densify_and_prune(p: dict, opt: torch.optim.Adam, grad: torch.Tensor, extent: float, cfg: Config,
+                      generator: torch.Generator, prune_big: bool) -> dict:
+    """3DGS's densify-and-prune step, in place on ``p`` and ``opt`` (:func:`edit_rows`). ``grad`` ``[N]``: the
+    mean view-space positional gradient norm. Gaussians with ``grad`` > ``cfg.grad_threshold`` are cloned
+    (a copy) if their max scale ≤ ``percent_dense`` × ``extent``, else split: replaced by SPLIT_N = 2 Gaussians
+    at positions drawn from N(μ, R diag(s²) Rᵀ) with scales s / 1.6, the other attributes copied. Then the
+    Gaussians (new ones included) with opacity < ``prune_alpha`` are pruned, and with ``prune_big`` those of
+    max scale > BIG_SCALE × ``extent``. Returns the counts cloned, split and pruned."""
+    with torch.no_grad():
+        d = {k: v.detach() for k, v in p.items()}
+        smax = torch.exp(d["log_scales"]).max(1).values
+        hot = grad > cfg.grad_threshold
+        clone, split = hot & (smax <= cfg.percent_dense * extent), hot & (smax > cfg.percent_dense * extent)
+        s = torch.exp(d["log_scales"][split]).repeat(SPLIT_N, 1)
+        R = quat_to_rotmat(d["quats"][split]).repeat(SPLIT_N, 1, 1)
+        offset = (R @ (s * torch.randn(s.shape, generator=generator).to(s.device))[..., None])[..., 0]
+        children = {k: v[split].repeat(SPLIT_N, 1) for k, v in d.items()}
+        children["means"] = children["means"] + offset
+        children["log_scales"] = torch.log(s / SPLIT_SHRINK)
+        edit_rows(p, opt, ~split, {k: torch.cat([d[k][clone], children[k]]) for k in ATTRIBUTES})
+        alpha = torch.sigmoid(p["opacity"].detach()[:, 0])
+        drop = alpha < cfg.prune_alpha
+        if prune_big:
+            drop |= torch.exp(p["log_scales"].detach()).max(1).values > BIG_SCALE * extent
+        keep = _keep_at_least(~drop, alpha, cfg.L)
+        edit_rows(p, opt, keep)
+    return {"cloned": int(clone.sum()), "split": int(split.sum()), "pruned": int((~keep).sum())}
+
+
+def reset_opacity(p: dict, opt: torch.optim.Adam) -> None:
+    """3DGS's opacity reset, in place: α ← min(α, RESET_OPACITY), the opacity's Adam moments zeroed."""
+    k = list(ATTRIBUTES).index("opacity")
+    old = opt.param_groups[k]["params"][0]
+    param = torch.minimum(old.detach(), torch.full_like(old, math.log(RESET_OPACITY / (1 - RESET_OPACITY))))
+    state = opt.state.pop(old, None)
+    if state:
+        for m in ("exp_avg", "exp_avg_sq"):
+            state[m] = torch.zeros_like(state[m])
+        opt.state[param.requires_grad_(True)] = state
+    opt.param_groups[k]["params"][0] = p["opacity"] = param.requires_grad_(True)
+
+
+def view_grad_norms(infos: list, n: int, width: int, height: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ over cameras of ‖dL/dμ'‖ in NDC units, number of cameras that saw it), ``[N]`` each, from the
+    :func:`render_layers` infos of one step: a Gaussian's 2-D mean gradient is summed over the progressive
+    renders that contain it, scaled from pixels to NDC (× W/2, H/2) and by the number of cameras C (the loss
+    is a mean over them), as gsplat's default strategy does; visibility is that of the full render."""
+    g = None
+    for sel, info in infos:
+        part = screen_grads(info, int(sel.sum()))
+        if g is None:
+            g = torch.zeros(part.shape[0], n, 2, device=part.device)
+        g[:, sel] += part
+    C = g.shape[0]
+    g = g * torch.tensor([width / 2 * C, height / 2 * C], device=g.device)
+    vis = torch.zeros(C, n, dtype=torch.bool, device=g.device)
+    vis[:, infos[-1][0]] = infos[-1][1]["visible"]
+    return (g.norm(dim=-1) * vis).sum(0), vis.sum(0)
+
+
 def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Tensor, K: torch.Tensor, cfg: Config,
                  backend: str, log=None) -> tuple[dict, torch.Tensor, list]:
     """Fit, prune, layer and sort one keyframe (module docstring) on the training views ``images``
@@ -326,9 +513,14 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
     lrs = {"means": cfg.lr_means, "quats": cfg.lr_quats, "log_scales": cfg.lr_scales, "opacity": cfg.lr_opacity,
            "colors": cfg.lr_colors}
     opt = torch.optim.Adam([{"params": [p[k]], "lr": lrs[k]} for k in ATTRIBUTES], eps=1e-15)
-    losses, layer = [], None
+    extent = scene_extent(viewmats)
+    losses, layer, stats = [], None, None
     for it in range(cfg.key_steps):
-        if it % cfg.relayer_every == 0:
+        step = it + 1  # 3DGS counts steps from 1
+        gather = cfg.densify and step < cfg.densify_until
+        if stats is None and gather:
+            stats = torch.zeros(2, len(p["means"]), device=images.device)
+        if it % cfg.relayer_every == 0 or layer is None or len(layer) != len(p["means"]):
             layer = layering(p, cfg.L, cfg.lambda_psi)
         cams = torch.randperm(C, generator=gen)[:cfg.cams_per_step].to(images.device)
         rd = it >= cfg.key_steps - cfg.rd_steps and cfg.lambda_rate_key > 0
@@ -340,16 +532,28 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
                                 device=v.device) for k, v in p.items()}
             bits = _key_bits(p, x)
             rates = [cfg.lambda_rate_key * r for r in _prefix_rates(bits, layer, cfg.L, C * H * W)]
-        imgs = render_layers(x, layer, cfg.L, viewmats[cams], K, W, H, backend)
-        loss = _layer_loss(imgs, images[cams], rates, cfg.L)
+        infos = [] if gather else None
+        imgs = render_layers(x, layer, cfg.L, viewmats[cams], K, W, H, backend, infos=infos)
+        loss = _layer_loss(imgs, images[cams], rates, cfg.L, cfg.lambda_dssim)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
+        if not gather:
+            continue
+        norms, seen = view_grad_norms(infos, len(p["means"]), W, H)
+        stats += torch.stack([norms, seen.float()])
+        if step > cfg.densify_from and step % cfg.densify_every == 0:
+            n = densify_and_prune(p, opt, stats[0] / stats[1].clamp(min=1), extent, cfg, gen,
+                                  prune_big=step > cfg.opacity_reset)
+            stats = None
+            if log:
+                log(f"step {step}: {n['cloned']} cloned, {n['split']} split, {n['pruned']} pruned → {len(p['means'])}")
+        if step % cfg.opacity_reset == 0:
+            reset_opacity(p, opt)
     p = {k: v.detach() for k, v in p.items()}
-    keep = torch.sigmoid(p["opacity"][:, 0]) >= cfg.prune_alpha
-    if int(keep.sum()) < cfg.L:  # keep the L most opaque at least
-        keep = torch.zeros_like(keep).scatter(0, p["opacity"][:, 0].topk(cfg.L).indices, True)
+    alpha = torch.sigmoid(p["opacity"][:, 0])
+    keep = _keep_at_least(alpha >= cfg.prune_alpha, alpha, cfg.L)
     p = {k: v[keep] for k, v in p.items()}
     layer = layering(p, cfg.L, cfg.lambda_psi)
     order = torch.argsort(layer, stable=True)
