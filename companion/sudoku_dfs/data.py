@@ -20,9 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from companion.core import check_int
 from companion.sudoku_dfs.board import PAD, VOCAB_SIZE
+from companion.sudoku_dfs.generator import generate_puzzle
+from companion.sudoku_dfs.solver import dfs_transcript
 
-__all__ = ["TranscriptBatch", "augment_batch", "encode_transcripts", "stack_arrays", "symmetry_maps", "transcript_arrays"]
+__all__ = ["StreamPool", "TranscriptBatch", "TranscriptStream", "augment_batch", "encode_transcripts", "stack_arrays",
+           "stream_example", "stream_seed", "symmetry_maps", "transcript_arrays"]
 
 
 @dataclass
@@ -44,6 +48,13 @@ class TranscriptBatch:
 
     def index(self, idx) -> "TranscriptBatch":
         return TranscriptBatch(self.tokens[idx], self.labels[idx], self.n_clues[idx], self.lengths[idx], self.n)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> "TranscriptBatch":
+        """``min(batch_size, len(self))`` transcripts drawn uniformly (with replacement), cut to the longest."""
+        idx = torch.randint(len(self), (min(batch_size, len(self)),), generator=generator)
+        batch = self.index(idx)
+        T = int(batch.lengths.max())
+        return TranscriptBatch(batch.tokens[:, :T], batch.labels[:, :T], batch.n_clues, batch.lengths, batch.n)
 
 
 def transcript_arrays(t, max_len: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -136,3 +147,178 @@ def augment_batch(batch: TranscriptBatch, maps: torch.Tensor) -> TranscriptBatch
     order = key.argsort(dim=1)
     tok = tok.gather(1, order)
     return TranscriptBatch(tok, lab, batch.n_clues, batch.lengths, n)
+
+
+# ------------------------------------------------------------------------------------ streamed 9x9 data
+#
+# The paper streams fresh "Random" puzzles. :class:`TranscriptStream` does so on CPU worker processes: worker w of
+# shard s makes puzzle i from the seed of ``(seed, s * workers + w, i)`` alone, so a stream is reproducible and two
+# shards (ranks of a distributed run) never share a puzzle seed. :class:`StreamPool` keeps what arrived and samples
+# training batches from it without waiting (a step re-uses earlier transcripts, under a fresh random symmetry,
+# while the workers make new ones).
+
+BUCKET = 64  # sampled batches are padded to a multiple of this many tokens (few distinct shapes for torch.compile)
+
+
+def stream_seed(seed: int, worker: int, index: int) -> int:
+    """The puzzle seed of item ``index`` of global ``worker`` in the stream of ``seed`` (numpy's SeedSequence)."""
+    return int(np.random.SeedSequence([seed, worker, index]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def stream_example(seed: int, worker: int, index: int, per_puzzle: int, max_len: int):
+    """``(puzzle, solution, items)``: one locally minimal 9x9 puzzle (the paper's recipe) and up to ``per_puzzle``
+    DFS transcripts of it as :func:`transcript_arrays` triples, kept as the paper keeps them (a guess, ends with
+    ``0``, at most ``max_len`` tokens). Deterministic in ``(seed, worker, index)``."""
+    pseed = stream_seed(seed, worker, index)
+    puzzle, solution = generate_puzzle(9, pseed)
+    items = []
+    for k in range(per_puzzle):
+        t = dfs_transcript(puzzle, seed=pseed + k, check_unique=False, max_tokens=max_len)
+        if t is not None and t.has_guess and t.solved:
+            items.append((*transcript_arrays(t), t.n_clues))
+    return puzzle, solution, items
+
+
+def _stream_worker(seed, worker, per_puzzle, max_len, out, stop):
+    """A stream worker process: examples 0, 1, 2, ... of ``worker`` into its bounded queue until ``stop``."""
+    import os
+    import queue
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a data worker never touches the GPU
+    torch.set_num_threads(1)
+    index = 0
+    while not stop.is_set():
+        example = (index, *stream_example(seed, worker, index, per_puzzle, max_len))
+        while not stop.is_set():
+            try:
+                out.put(example, timeout=0.2)
+                break
+            except queue.Full:
+                continue
+        index += 1
+
+
+class TranscriptStream:
+    """Puzzles and their DFS transcripts made by ``workers`` processes (spawn context, no CUDA), each feeding a
+    bounded queue of ``queue_size`` examples; read round-robin, so the sequence is the same on every run of one
+    ``seed`` and ``shard``. Iterating blocks for the next example; :meth:`poll` returns only what has arrived.
+    Use it as a context manager (or call :meth:`start` and :meth:`close`)."""
+
+    def __init__(self, seed: int, workers: int, *, shard: int = 0, per_puzzle: int = 4, max_len: int = 250,
+                 queue_size: int = 64):
+        check_int("seed", seed, lo=0)
+        check_int("workers", workers, lo=1)
+        check_int("shard", shard, lo=0)
+        check_int("per_puzzle", per_puzzle, lo=1)
+        check_int("queue_size", queue_size, lo=1)
+        self.seed, self.workers, self.shard = seed, workers, shard
+        self.per_puzzle, self.max_len, self.queue_size = per_puzzle, max_len, queue_size
+        self._procs: list = []
+        self._next = 0  # the worker whose example comes next
+
+    def start(self) -> "TranscriptStream":
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self._stop = ctx.Event()
+        self._queues = [ctx.Queue(self.queue_size) for _ in range(self.workers)]
+        for w, q in enumerate(self._queues):
+            p = ctx.Process(target=_stream_worker, daemon=True,
+                            args=(self.seed, self.shard * self.workers + w, self.per_puzzle, self.max_len, q, self._stop))
+            p.start()
+            self._procs.append(p)
+        return self
+
+    def _get(self, block: bool):
+        import queue
+
+        q, p = self._queues[self._next], self._procs[self._next]
+        while True:
+            try:
+                item = q.get(timeout=1.0) if block else q.get_nowait()
+                break
+            except queue.Empty:
+                if not p.is_alive():
+                    raise RuntimeError(f"stream worker {self._next} exited with code {p.exitcode}") from None
+                if not block:
+                    return None
+        self._next = (self._next + 1) % self.workers
+        return item
+
+    def __iter__(self):
+        """``(index, puzzle, solution, items)`` in round-robin worker order, waiting for each."""
+        if not self._procs:
+            raise RuntimeError("the stream is not started (use it in a with block or call start())")
+        while True:
+            yield self._get(block=True)
+
+    def poll(self) -> list:
+        """The examples that have arrived, in stream order, without waiting."""
+        out = []
+        while (item := self._get(block=False)) is not None:
+            out.append(item)
+        return out
+
+    def close(self) -> None:
+        if not self._procs:
+            return
+        self._stop.set()
+        for p in self._procs:
+            p.join(timeout=2.0)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        for q in self._queues:
+            q.cancel_join_thread()
+            q.close()
+        self._procs = []
+
+    def __enter__(self) -> "TranscriptStream":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class StreamPool:
+    """The transcripts a :class:`TranscriptStream` has delivered (at most ``capacity``; the oldest are replaced),
+    sampled uniformly for training. Puzzles in ``exclude`` (held-out ones) are dropped; the first ``keep_puzzles``
+    kept puzzles are stored with their solutions in :attr:`puzzles`."""
+
+    def __init__(self, stream: TranscriptStream, *, capacity: int = 2_000_000, exclude=(), keep_puzzles: int = 0):
+        self.stream, self.capacity = stream, capacity
+        self.exclude, self.keep_puzzles = frozenset(exclude), keep_puzzles
+        self.items: list = []
+        self.puzzles: list = []
+        self.n_puzzles = self.n_transcripts = 0
+
+    def _add(self, examples) -> None:
+        for _, puzzle, solution, items in examples:
+            if puzzle in self.exclude:
+                continue
+            self.n_puzzles += 1
+            if len(self.puzzles) < self.keep_puzzles:
+                self.puzzles.append((puzzle, solution))
+            for item in items:
+                if len(self.items) < self.capacity:
+                    self.items.append(item)
+                else:
+                    self.items[self.n_transcripts % self.capacity] = item
+                self.n_transcripts += 1
+
+    def fill(self, at_least: int = 0) -> int:
+        """Take what has arrived; wait for the stream while fewer than ``at_least`` transcripts are held."""
+        self._add(self.stream.poll())
+        examples = iter(self.stream)
+        while len(self.items) < at_least:
+            self._add([next(examples)])
+        return len(self.items)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TranscriptBatch:
+        """``batch_size`` transcripts drawn uniformly (with replacement) from the pool after taking new arrivals,
+        padded to a multiple of :data:`BUCKET` tokens."""
+        self.fill(1)
+        idx = torch.randint(len(self.items), (batch_size,), generator=generator).tolist()
+        items = [self.items[i] for i in idx]
+        T = -(-max(len(tk) for tk, _, _ in items) // BUCKET) * BUCKET
+        return stack_arrays(items, 9, T)

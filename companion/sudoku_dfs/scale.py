@@ -4,15 +4,23 @@ plotly import.
 A 9x9 GPT-2 of a few million parameters trained for minutes on DFS transcripts (the paper: 42M parameters, 3M
 steps, about 168 GPU-hours); the stage bodies are in :mod:`companion.sudoku_dfs.study`. Stage by stage:
 
-1. ``data``: locally minimal 9x9 puzzles and their DFS transcripts generated on ``workers`` CPU processes for
-   ``gen_seconds``, kept as the paper keeps them (a guess, ends with ``0``, at most 250 tokens);
-2. ``training``: the GPT-2 of ``model`` trained for ``train_seconds`` (bf16 on the GPU), with the teacher-forced
+1. ``data``: the puzzle stream started: ``workers`` CPU processes per rank make locally minimal 9x9 puzzles and
+   their DFS transcripts, kept as the paper keeps them (a guess, ends with ``0``, at most 250 tokens), into a pool
+   the trainer samples from (training starts once ``start_transcripts`` are in; it never waits after that);
+2. ``training``: the GPT-2 of ``model`` trained for ``train_seconds`` while the stream runs (bf16 autocast and
+   ``torch.compile`` on the GPU, warm-up then cosine decay; DDP under ``torchrun``), with the teacher-forced
    accuracy per token type on held-out transcripts during training;
-3. ``evaluation``: greedy decoding of ``eval_puzzles`` committed held-out puzzles: board accuracy, guesses;
-4. ``propagation``: batched singles to a fixpoint on the GPU (``do_bench``) vs numpy and sequential Python;
-5. ``one_level_guessing``: the L1 vs L2 linear guess policy on the generated puzzles' backdoors;
-6. ``checkpoint``: the model as bf16 safetensors at ``checkpoint`` (not committed, about 14 MB; the notebook's
-   ``CHECKPOINT`` parameter loads it on a CPU).
+3. ``evaluation``: greedy decoding of ``eval_puzzles`` committed held-out puzzles: board accuracy (the share
+   solved), guesses, teacher-forced move accuracy;
+4. ``checkpoint``: the model as bf16 safetensors at ``checkpoint`` (relative to the repository root, not
+   committed, about 14 MB; the notebook's ``CHECKPOINT`` parameter loads it on a CPU);
+5. ``propagation``: batched singles to a fixpoint on the GPU (``do_bench``) vs numpy and sequential Python;
+6. ``one_level_guessing``: the L1 vs L2 linear guess policy on the streamed puzzles' backdoors.
+
+The plan is one 10-minute call on one H200 (16 cores: 14 data workers, one trainer): ``DEADLINE_S`` leaves
+about 40 s for start-up and the last stage; training gets what the other stages' ``needs_s`` leave. Under
+``torchrun --nproc_per_node N`` every rank trains on its own stream shard and rank 0 alone evaluates and writes
+the checkpoint and the JSON (give each rank ``16 // N - 1`` workers).
 
 Not reproduced: the paper's scale (its 98.9 % board accuracy needs far more training than minutes) and its
 transformer guess head (the guess policy here is linear on hand features). Run it with
@@ -21,49 +29,66 @@ transformer guess head (the guess policy here is linear on hand features). Run i
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 from companion.core.stages import Stage, study_functions
 from companion.sudoku_dfs import study as E
+from companion.sudoku_dfs.training import PAPER_TRAIN
 
 RESULTS_NAME = "sudoku_train_gpu"
-DEADLINE_S = 330
+DEADLINE_S = 560
 GPU_PROFILE = {
-    "workers": 15,  # puzzle and transcript processes (the H200 machine has 16 cores)
-    "gen_seconds": 25.0,
-    "max_puzzles": 1_000_000,  # a bound the time budget reaches first
+    "workers": 14,  # stream processes per rank (the H200 machine has 16 cores; one is the trainer's)
     "transcripts_per_puzzle": 4,
-    # what the 4x4 runs taught: many small heads, many updates (batch 64), a constant learning rate and a short
-    # final decay (the last 30 % of the time budget); steps is a bound the time budget reaches first
+    "start_transcripts": 2048,  # training starts once the pool holds this many
+    # many small heads trained faster in the 4x4 runs; the paper's own sizes are PAPER_PRESET
     "model": {"n_layer": 8, "n_head": 16, "n_embd": 256, "n_inner": 1024, "n_positions": 512, "dropout": 0.0},
-    "train_seconds": 240.0,
-    "train": {"steps": 10_000_000, "batch_size": 64, "lr": 1.5e-3, "warmup": 100, "decay_frac": 0.3, "log_every": 250},
+    "train_seconds": 470.0,  # 9 min less the stream's start, the evaluation and the later stages
+    # steps is a bound the time budget reaches first; the batch is per rank
+    "train": {"steps": 10_000_000, "batch_size": 256, "lr": 1e-3, "warmup": 200, "schedule": "cosine",
+              "decay_frac": 0.5, "amp": True, "compile": True, "log_every": 500},
     "eval_puzzles": 500,
     "decode_cap": 500,  # tokens per greedy decode (the paper's cap)
     "propagation_boards": [1_000, 10_000, 100_000],
-    "policy_puzzles": 3000,  # generated puzzles whose backdoors train the guess policies
+    "policy_puzzles": 3000,  # streamed puzzles whose backdoors train the guess policies
     "checkpoint": "build/sudoku/sudoku_9x9_gpt2.safetensors",  # relative to the repository root
     "seed": 0,
 }
 SMOKE_PROFILE = {
-    **GPU_PROFILE, "workers": 1, "gen_seconds": 60.0, "max_puzzles": 16,  # the same 16 puzzles on any machine
+    **GPU_PROFILE, "workers": 1, "start_transcripts": 16,
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": None, "n_positions": 512, "dropout": 0.0},
-    "train_seconds": 10.0, "train": {"steps": 4, "batch_size": 8, "lr": 1e-3, "warmup": 2, "decay_frac": 1.0, "log_every": 1},
+    "train_seconds": 3.0,
+    "train": {"steps": 4, "batch_size": 8, "lr": 1e-3, "warmup": 2, "schedule": "cosine", "decay_frac": 1.0,
+              "amp": False, "compile": False, "log_every": 2},
     "eval_puzzles": 6, "decode_cap": 120, "propagation_boards": [200], "policy_puzzles": 60,
     "checkpoint": str(Path(tempfile.gettempdir(), "sudoku_dfs_smoke.safetensors")),
 }
+# the paper's GPT-2 and optimiser (official code); its FFN is 6d = 3456, the shared builder's is 4d = 2304
+PAPER_PRESET = {
+    "model": {"n_layer": 8, "n_head": 8, "n_embd": 576, "n_inner": None, "n_positions": 1000, "dropout": 0.1},
+    "train": {**PAPER_TRAIN, "amp": True, "compile": True, "log_every": 1000},
+}
 STAGES = (
-    Stage("data", E.data_stage, needs_s=30),
-    Stage("training", E.training_stage, needs_s=245),
-    Stage("evaluation", E.evaluation_stage, needs_s=20),
+    Stage("data", E.data_stage, needs_s=15),
+    Stage("training", E.training_stage, needs_s=475),
+    Stage("evaluation", E.evaluation_stage, needs_s=30),
+    Stage("checkpoint", E.checkpoint_stage, needs_s=3),
     Stage("propagation", E.propagation_stage, needs_s=10),
     Stage("one_level_guessing", E.one_level_guessing_stage, needs_s=15),
-    Stage("checkpoint", E.checkpoint_stage, needs_s=2),
 )
 
 
-run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
+_run_all, recorded = study_functions(STAGES, RESULTS_NAME)
+
+
+def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:
+    """Every stage of the study on ``profile``; ``save(payload)`` after every stage, on rank 0 only (under
+    ``torchrun`` the other ranks train and neither log nor write)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        log, save = (lambda *a, **k: None), None
+    return _run_all(profile, device=device, deadline_s=deadline_s, log=log, save=save)
 
 
 def recorded_config(rec: dict) -> str:

@@ -8,13 +8,12 @@ batch 32, 3M steps) are the profile's: narrower (the bf16 checkpoint stays under
 dropout 0, a larger learning rate and smaller heads, which trained faster in this project's 4x4 runs.
 
 Each stage takes the :class:`~companion.core.stages.StageContext` of one call and hands what a later stage
-needs through ``ctx.shared``: the generated puzzles and transcripts (``data``), the trained model
-(``training``); the held-out puzzles and their backdoors are rebuilt where absent (they are deterministic).
+needs through ``ctx.shared``: the started stream, its pool and this process's rank and device (``data``), the
+trained model and the streamed puzzles kept for the guess policy (``training``); the held-out puzzles and their backdoors are rebuilt where absent (they are deterministic).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from pathlib import Path
 
@@ -27,50 +26,17 @@ from companion.sudoku_dfs import policy as pol
 from companion.sudoku_dfs.backdoors import backdoors_reference, find_backdoors
 from companion.sudoku_dfs.board import format_board
 from companion.sudoku_dfs.checkpoints import save_checkpoint
-from companion.sudoku_dfs.data import stack_arrays, transcript_arrays
+from companion.sudoku_dfs.data import StreamPool, TranscriptStream, stack_arrays, transcript_arrays
 from companion.sudoku_dfs.decoding import evaluate_model, label_accuracy
 from companion.sudoku_dfs.generator import generate_puzzle, load_puzzles
 from companion.sudoku_dfs.model import GPTConfig, build_model, n_parameters
 from companion.sudoku_dfs.rules import propagate
 from companion.sudoku_dfs.solver import State, dfs_transcript
-from companion.sudoku_dfs.training import TrainConfig, train_model
+from companion.sudoku_dfs.training import TrainConfig, distributed, train_model
 
 MAX_LEN = 250  # the paper keeps transcripts of at most 250 tokens
-SEED_BASE = 10_000_000  # generated training puzzles use seeds far from the committed file's (0..499)
 HELD_OUT = "data/sudoku/puzzles_9x9.txt"
 NUMPY_MAX_BOARDS = 10_000  # numpy propagation on the CPU is timed up to this many boards (one run each)
-
-
-def _work(args):
-    """One puzzle and its transcripts (runs in a worker process)."""
-    seed, per_puzzle = args
-    puzzle, solution = generate_puzzle(9, seed)
-    items = []
-    for k in range(per_puzzle):
-        t = dfs_transcript(puzzle, seed=seed * 31 + k, check_unique=False, max_tokens=MAX_LEN)
-        if t is None or not t.has_guess or not t.solved:
-            continue
-        tk, lb = transcript_arrays(t)
-        items.append((tk, lb, t.n_clues))
-    return puzzle, solution, items
-
-
-def make_data(seconds: float, workers: int, per_puzzle: int, max_puzzles: int):
-    """Generate puzzles + transcripts in ``workers`` processes until ``seconds`` pass (or ``max_puzzles`` are
-    made): locally minimal 9x9 puzzles by the paper's recipe (seeds from :data:`SEED_BASE`, disjoint from the
-    committed file), ``per_puzzle`` DFS transcripts each, kept as the paper does when they contain a guess,
-    end with ``0`` and have at most :data:`MAX_LEN` tokens. Returns (puzzles, items, seconds)."""
-    t0 = time.perf_counter()
-    puzzles, items = [], []
-    jobs = ((SEED_BASE + i, per_puzzle) for i in range(max_puzzles))
-    with mp.get_context("fork").Pool(workers) as pool:
-        for puzzle, solution, its in pool.imap_unordered(_work, jobs, chunksize=4):
-            puzzles.append((puzzle, solution))
-            items.extend(its)
-            if time.perf_counter() - t0 > seconds:
-                pool.terminate()
-                break
-    return puzzles, items, time.perf_counter() - t0
 
 
 def _held_out(ctx: StageContext) -> list:
@@ -83,7 +49,7 @@ def _held_out(ctx: StageContext) -> list:
 def _infos(ctx: StageContext) -> list:
     """The backdoor analysis of every held-out puzzle (:func:`~companion.sudoku_dfs.backdoors.find_backdoors`)."""
     if "infos" not in ctx.shared:
-        ctx.shared["infos"] = find_backdoors(_held_out(ctx), device=torch.device(ctx.device))
+        ctx.shared["infos"] = find_backdoors(_held_out(ctx), device=_device(ctx))
     return ctx.shared["infos"]
 
 
@@ -94,34 +60,50 @@ def _needs(ctx: StageContext, key: str, stage: str):
     return ctx.shared[key]
 
 
+def _device(ctx: StageContext) -> torch.device:
+    """This process's device (``cuda:LOCAL_RANK`` under ``torchrun``)."""
+    return ctx.shared.get("device", torch.device(ctx.device))
+
+
+def _rank0(ctx: StageContext) -> bool:
+    """Whether this process evaluates and writes (rank 0 under ``torchrun``; always on one device)."""
+    return ctx.shared.get("rank", 0) == 0
+
+
 def data_stage(ctx: StageContext) -> dict:
-    """Puzzles and transcripts generated on ``workers`` CPU processes for ``gen_seconds`` (at most what the
-    deadline leaves) or until ``max_puzzles`` are made, the held-out puzzles removed."""
+    """The puzzle stream started: ``workers`` CPU processes per rank (:class:`~companion.sudoku_dfs.data.
+    TranscriptStream`, this rank's shard) making locally minimal 9x9 puzzles and ``transcripts_per_puzzle`` DFS
+    transcripts each, kept as the paper keeps them; the pool (held-out puzzles removed) takes them while the
+    model trains. Waits until ``start_transcripts`` are in and reports how long that took."""
     P = ctx.profile
-    held_set = set(_held_out(ctx))
-    puzzles, items, gen_s = make_data(min(P["gen_seconds"], max(ctx.left(), 1.0)), P["workers"],
-                                      P["transcripts_per_puzzle"], P["max_puzzles"])
-    puzzles = [p for p in puzzles if p[0] not in held_set]
-    data = stack_arrays(items, n=9, max_len=MAX_LEN)
-    ctx.shared["puzzles"], ctx.shared["data"] = puzzles, data
-    ctx.log(f"[data] {len(puzzles)} puzzles, {len(data)} transcripts in {gen_s:.1f} s")
-    return {"workers": P["workers"], "seconds": round(gen_s, 1), "puzzles": len(puzzles),
-            "puzzles_per_second": round(len(puzzles) / gen_s, 1), "transcripts": len(data),
-            "mean_transcript_tokens": round(float(data.lengths.float().mean()), 1),
+    rank, world, dev = distributed(ctx.device)
+    ctx.shared.update(rank=rank, world=world, device=dev)
+    stream = TranscriptStream(ctx.seed, P["workers"], shard=rank, per_puzzle=P["transcripts_per_puzzle"],
+                              max_len=MAX_LEN).start()
+    pool = StreamPool(stream, exclude=_held_out(ctx), keep_puzzles=P["policy_puzzles"])
+    ctx.shared["stream"], ctx.shared["pool"] = stream, pool
+    t0 = time.perf_counter()
+    pool.fill(P["start_transcripts"])
+    start_s = time.perf_counter() - t0
+    ctx.log(f"[data] rank {rank}: {pool.n_transcripts} transcripts of {pool.n_puzzles} puzzles in {start_s:.1f} s")
+    return {"workers_per_rank": P["workers"], "ranks": world, "start_seconds": round(start_s, 2),
+            "start_transcripts": pool.n_transcripts, "start_puzzles": pool.n_puzzles,
             "filter": "contains a guess, ends with 0, <= 250 tokens (as the paper)"}
 
 
 def training_stage(ctx: StageContext) -> dict:
-    """GPT-2 of the profile's ``model`` trained on the transcripts for ``train_seconds`` (at most what the deadline
-    leaves; multi-target loss, AdamW, a constant learning rate then a linear decay over the last ``decay_frac``
-    of the time, random Sudoku symmetries per sequence, bf16 autocast on CUDA). The teacher-forced accuracy per
-    token type on transcripts of held-out puzzles is logged during training (the paper's Fig. 3 axis)."""
-    P, dev = ctx.profile, torch.device(ctx.device)
-    data = _needs(ctx, "data", "data")
+    """GPT-2 of the profile's ``model`` trained for ``train_seconds`` (at most what the deadline leaves) on batches
+    sampled from the growing pool of streamed transcripts (multi-target loss, AdamW, warm-up, constant, then the
+    ``schedule``'s decay over the last ``decay_frac`` of the time, random Sudoku symmetries per sequence, bf16
+    autocast and ``torch.compile`` as the profile's ``train`` says, DDP over the ranks). The stream stops after
+    training. The teacher-forced accuracy per token type on transcripts of held-out puzzles is logged during
+    training on rank 0 (the paper's Fig. 3 axis)."""
+    P = ctx.profile
+    pool, stream = _needs(ctx, "pool", "data"), _needs(ctx, "stream", "data")
+    dev = ctx.shared["device"]
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    torch.manual_seed(ctx.seed)
     gcfg = GPTConfig(**P["model"])
     seconds = min(P["train_seconds"], max(ctx.left(), 1.0))
     tcfg = TrainConfig(seconds=seconds, seed=ctx.seed, **P["train"])
@@ -131,26 +113,38 @@ def training_stage(ctx: StageContext) -> dict:
         t = dfs_transcript(p, seed=k, check_unique=False, max_tokens=MAX_LEN)
         if t is not None and t.has_guess:
             monitor_items.append((*transcript_arrays(t), t.n_clues))
-    monitor = stack_arrays(monitor_items, 9, MAX_LEN) if monitor_items else None
+    monitor = stack_arrays(monitor_items, 9, MAX_LEN) if monitor_items and _rank0(ctx) else None
     curve = []
 
     def progress(step, loss):
-        ctx.log(f"[training] step {step} loss {loss:.3f}")
+        ctx.log(f"[training] step {step} loss {loss:.3f} pool {len(pool.items)}")
         if monitor is not None:
             acc = label_accuracy(model, monitor)
             model.train()
-            curve.append({"step": step, "sequences": step * tcfg.batch_size, "loss": round(loss, 4),
-                          **{k: round(v, 4) for k, v in acc.items() if v == v}})
+            curve.append({"step": step, "sequences": step * tcfg.batch_size * ctx.shared["world"],
+                          "loss": round(loss, 4), **{k: round(v, 4) for k, v in acc.items() if v == v}})
 
-    hist = train_model(model, data, tcfg, device=dev, progress=progress)
+    try:
+        hist = train_model(model, pool, tcfg, device=dev, progress=progress)
+    finally:
+        pool.fill()
+        stream.close()
     ctx.shared["model"] = model
+    ctx.shared["puzzles"] = pool.puzzles
+    gen_s = hist["seconds"] + ctx.results.get("data", {}).get("start_seconds", 0.0)
     return {"model": {"config": gcfg.__dict__, "parameters": n_parameters(model)},
             "seconds": round(hist["seconds"], 1), "steps": hist["steps"], "batch_size": tcfg.batch_size,
-            "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
+            "ranks": ctx.shared["world"], "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
+            "bf16": tcfg.amp and dev.type == "cuda", "compiled": tcfg.compile,
             "loss_curve": {"step": hist["step"], "loss": [round(x, 4) for x in hist["loss"]]},
             "final_loss": round(hist["loss"][-1], 4), "augmentation": "random Sudoku symmetry per sequence",
-            "schedule": f"AdamW lr {tcfg.lr}, {tcfg.warmup} warm-up steps, constant, linear decay over the last "
-                        f"{tcfg.decay_frac:.0%} of {seconds:.0f} s",
+            "schedule": f"AdamW lr {tcfg.lr}, {tcfg.warmup} warm-up steps, constant, {tcfg.schedule} decay over the "
+                        f"last {tcfg.decay_frac:.0%} of {seconds:.0f} s",
+            "data": {"puzzles": pool.n_puzzles, "transcripts": pool.n_transcripts,
+                     "puzzles_per_second": round(pool.n_puzzles / gen_s, 1),
+                     "transcripts_per_second": round(pool.n_transcripts / gen_s, 1),
+                     "sequences_per_transcript": round(hist["sequences"] / max(1, pool.n_transcripts), 2),
+                     "note": "this rank's stream shard; batches sample the pool uniformly, each under a random symmetry"},
             "rule_accuracy_curve": curve}
 
 
@@ -158,7 +152,9 @@ def evaluation_stage(ctx: StageContext) -> dict:
     """Greedy decoding of the held-out puzzles (cap ``decode_cap`` tokens), plain and grammar-constrained: board
     accuracy, split by whether the puzzle needs a guess; guesses per puzzle (model vs the DFS teacher);
     teacher-forced accuracy per token type."""
-    P, dev = ctx.profile, torch.device(ctx.device)
+    if not _rank0(ctx):
+        return {"rank": ctx.shared["rank"], "note": "rank 0 runs this stage"}
+    P, dev = ctx.profile, _device(ctx)
     model = _needs(ctx, "model", "training")
     held_out, infos = _held_out(ctx), _infos(ctx)
     needs_guess = np.array([i.needs_guess for i in infos])
@@ -197,7 +193,9 @@ def propagation_stage(ctx: StageContext) -> dict:
     candidate guesses, repeated): on the GPU timed by ``triton.testing.do_bench`` (median), against the same
     code in numpy on the CPU (one run, up to :data:`NUMPY_MAX_BOARDS` boards) and the sequential Python engine;
     backdoor enumeration time, batched and by the reference search."""
-    dev = torch.device(ctx.device)
+    if not _rank0(ctx):
+        return {"rank": ctx.shared["rank"], "note": "rank 0 runs this stage"}
+    dev = _device(ctx)
     held_out, infos = _held_out(ctx), _infos(ctx)
     trial = []
     for info in infos:
@@ -245,9 +243,11 @@ def one_level_guessing_stage(ctx: StageContext) -> dict:
     """One-level guessing, L1 vs L2: the linear-softmax guess policy of :mod:`companion.sudoku_dfs.policy` fitted
     with both losses on the backdoors of up to ``policy_puzzles`` generated puzzles, evaluated on the held-out
     stuck puzzles against the two oracles (expected guesses = 1 / success probability)."""
-    puzzles = _needs(ctx, "puzzles", "data")
+    if not _rank0(ctx):
+        return {"rank": ctx.shared["rank"], "note": "rank 0 runs this stage"}
+    puzzles = _needs(ctx, "puzzles", "training")
     test_infos = _infos(ctx)
-    train_infos = find_backdoors([p for p, _ in puzzles[:ctx.profile["policy_puzzles"]]], device=torch.device(ctx.device))
+    train_infos = find_backdoors([p for p, _ in puzzles[:ctx.profile["policy_puzzles"]]], device=_device(ctx))
     dtrain, dtest = pol.policy_data(train_infos), pol.policy_data(test_infos)
 
     def expected(p) -> dict:
@@ -267,8 +267,10 @@ def checkpoint_stage(ctx: StageContext) -> dict:
     """The trained model as bf16 safetensors at the profile's ``checkpoint`` path (relative to the repository
     root; the notebook's ``CHECKPOINT`` takes it), with what trained it and its held-out board accuracy (when
     the evaluation stage is done) in the metadata; its file name, size and the metadata."""
+    if not _rank0(ctx):
+        return {"rank": ctx.shared["rank"], "note": "rank 0 runs this stage"}
     model = _needs(ctx, "model", "training")
-    dev = torch.device(ctx.device)
+    dev = _device(ctx)
     training, evaluation = ctx.results.get("training", {}), ctx.results.get("evaluation", {})
     meta = {"trained_by": "python -m companion.bench sudoku_dfs (companion.sudoku_dfs.study)",
             "steps": training.get("steps"), "batch_size": training.get("batch_size"),
