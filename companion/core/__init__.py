@@ -7,7 +7,8 @@ Nothing here imports plotly or ipywidgets, so benchmark scripts can use it on a 
 from companion.core.claims import Claim, Claims
 from companion.core.paper import Paper
 from companion.core.paths import repo_path
-from companion.core.profiles import PROFILES, check_common, device_for, resolve_profile, seed_everything
+from companion.core.profiles import (PROFILES, check_common, device_for, gpu_hidden_from_children, resolve_profile,
+                                     seed_everything)
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
 from companion.core.timing import Timer, limit_threads, time_ms
@@ -41,6 +42,7 @@ __all__ = [
     "check_int",
     "check_str",
     "device_for",
+    "gpu_hidden_from_children",
     "inconclusive",
     "judge",
     "mean_std",

@@ -1,4 +1,4 @@
-"""Profiles (``cpu`` / ``gpu``), seeding and devices.
+"""Profiles (``cpu`` / ``gpu``), seeding, devices, and CPU worker processes that see no GPU.
 
 ``PROFILE = "auto"`` in a notebook means the GPU profile where CUDA is available and the CPU profile
 elsewhere. The CPU profile is the default everywhere CI runs: meaningful results within 120 s on two
@@ -7,8 +7,10 @@ cores. The GPU profile is for one GPU and may take minutes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -48,3 +50,21 @@ def check_common(PROFILE: str, SEED: int) -> str:  # noqa: N803 - the notebooks'
     profile = resolve_profile(PROFILE)
     seed_everything(SEED)
     return profile
+
+
+@contextlib.contextmanager
+def gpu_hidden_from_children() -> Iterator[None]:
+    """Processes started inside the block see no GPU (``CUDA_VISIBLE_DEVICES`` empty in the environment they
+    inherit); the environment is restored after it. For the CPU worker pools of a GPU study: a spawned worker then
+    never creates a CUDA context. (A child forked from a process that has initialised CUDA fails in torch's
+    optimisers, which query the CUDA stream even for CPU tensors, so such workers are spawned.) This process must
+    not initialise CUDA inside the block: it would find no device."""
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved

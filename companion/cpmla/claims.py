@@ -150,6 +150,13 @@ def _unfinished(gpu) -> str:
     return "; ".join(not_finished(gpu, SEED_STAGES))
 
 
+def _no_seed_row(claim, paper, gpu, scale) -> Claim:
+    """A row that rests on the seed stages when none of them finished: not run here, naming them."""
+    missing = _unfinished(gpu)
+    return Claim(claim=claim, paper=paper, measured=f"not recorded: did not finish: {missing}", scale=scale,
+                 judgement=not_run(f"no seed stage of the GPU study finished: {missing}"))
+
+
 def quality_margins(seeds, other) -> np.ndarray:
     """Per seed: (ED of ``other`` − ED of CPMLA) / the noise floor (ED between two halves of the data): how many
     floors CPMLA's samples are closer to the data; negative where CPMLA is farther."""
@@ -160,9 +167,7 @@ def quality_margins(seeds, other) -> np.ndarray:
 def _quality_row(gpu, seeds, other, scale) -> Claim:
     claim = QUALITY_CLAIM.format(other=PEERS[other])
     if not seeds:
-        missing = _unfinished(gpu)
-        return Claim(claim=claim, paper=QUALITY_PAPER, measured=f"not recorded: did not finish: {missing}", scale=scale,
-                     judgement=not_run(f"no seed stage of the GPU study finished: {missing}"))
+        return _no_seed_row(claim, QUALITY_PAPER, gpu, scale)
     margin = quality_margins(seeds, other)
     ed = {k: [s[k]["energy_distance"] for s in seeds] for k in ("cpmla", other, "start", "floor")}
     kd = {k: [s[k]["kid"] for s in seeds] for k in ("cpmla", other, "floor")}
@@ -196,9 +201,7 @@ def _quality_row(gpu, seeds, other, scale) -> Claim:
 def _inverse_row(gpu, seeds, scale) -> Claim:
     cfg = gpu["profile"]
     if not seeds:
-        missing = _unfinished(gpu)
-        return Claim(claim=INVERSE_CLAIM, paper=INVERSE_PAPER, measured=f"not recorded: did not finish: {missing}",
-                     scale=scale, judgement=not_run(f"no seed stage of the GPU study finished: {missing}"))
+        return _no_seed_row(INVERSE_CLAIM, INVERSE_PAPER, gpu, scale)
     inv = [s["inverse"]["cpmla"] for s in seeds]
     alone = [s["inverse"]["cpflow"] for s in seeds]
     worst = [r["max"] for r in inv]

@@ -40,6 +40,8 @@ run).
 
 from __future__ import annotations
 
+from functools import partial
+
 from companion.core.stages import Stage, study_functions
 from companion.cpmla import study as E
 
@@ -76,7 +78,7 @@ GPU_PROFILE = {
 SMOKE_PROFILE = {**GPU_PROFILE, "size": 8, "epochs": 1, "batch": 64, "flow_hidden": 16, "ebm_hidden": 32, "n_eval": 32,
                  "T_grid": [2, 4], "lbfgs_caps": [2, 5], "T": 2, "n_ablation": 8}
 STAGES = (
-    *(Stage(f"seed_{i}", E.seed_stage(i), needs_s=50) for i in range(N_SEEDS)),  # ≈ 25-40 s training + 3 s sampling each
+    *(Stage(f"seed_{i}", partial(E.seed_run, index=i), needs_s=50) for i in range(N_SEEDS)),  # ≈ 25-40 s training + 3 s sampling each
     Stage("sampling_time", E.sampling_time, needs_s=6),
     Stage("lbfgs_ablation", E.lbfgs_ablation, needs_s=6),
     Stage("hessian_ablation", E.hessian_ablation, needs_s=20),  # the full Hessian on 200 chains: ≈ 6-12 s

@@ -1,7 +1,7 @@
 """The stage bodies of paper 14's GPU study (:mod:`companion.cpmla.scale`): CPMLA on upsampled digits, each
 ``fn(ctx) -> dict``. No plotly import.
 
-One stage per seed (:func:`seed_stage`): it trains CPMLA (Alg. 2: mirror Langevin on the EBM through one CP-Flow
+One stage per seed (:func:`seed_run`): it trains CPMLA (Alg. 2: mirror Langevin on the EBM through one CP-Flow
 block at temperature τ, the flow fitted by Alg. 1, the EBM by contrastive divergence with the energy regulariser
 λ·E[f²]) and CP-Flow alone, then draws the three samplers from the same starting points:
 
@@ -131,18 +131,6 @@ def seed_run(ctx, index: int) -> dict:
     ctx.log(f"seed {seed}: energy distance " + ", ".join(f"{k} {result[k]['energy_distance']:.4g}"
                                                          for k in (*SAMPLERS, "floor")))
     return result
-
-
-def seed_stage(index: int):
-    """The stage body of the ``index``-th seed (:func:`seed_run`)."""
-    check_int("index", index, lo=0)
-
-    def run(ctx) -> dict:
-        return seed_run(ctx, index)
-
-    run.__name__ = f"seed_{index}"
-    run.__doc__ = seed_run.__doc__.replace("``seed + index``", f"``seed + {index}``")
-    return run
 
 
 def _trained(ctx) -> dict:

@@ -476,12 +476,13 @@ def reset_opacity(p: dict, opt: torch.optim.Adam) -> None:
     k = list(ATTRIBUTES).index("opacity")
     old = opt.param_groups[k]["params"][0]
     param = torch.minimum(old.detach(), torch.full_like(old, math.log(RESET_OPACITY / (1 - RESET_OPACITY))))
+    param.requires_grad_(True)
     state = opt.state.pop(old, None)
     if state:
         for m in ("exp_avg", "exp_avg_sq"):
             state[m] = torch.zeros_like(state[m])
-        opt.state[param.requires_grad_(True)] = state
-    opt.param_groups[k]["params"][0] = p["opacity"] = param.requires_grad_(True)
+        opt.state[param] = state
+    opt.param_groups[k]["params"][0] = p["opacity"] = param
 
 
 def view_grad_norms(infos: list, n: int, width: int, height: int) -> tuple[torch.Tensor, torch.Tensor]:

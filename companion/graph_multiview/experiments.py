@@ -12,14 +12,14 @@ then terminated) keeps whole folds. A method's summary (:func:`summarise`) holds
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
-import os
 import time
 from dataclasses import asdict
 
 import numpy as np
 
-from companion.core import ParameterError, check_choice, check_int, time_ms
+from companion.core import ParameterError, check_choice, check_int, gpu_hidden_from_children, time_ms
 from companion.graph_multiview.data import MotifDataset
 from companion.graph_multiview.models import GraphBatch, MultiHeadGNN
 from companion.graph_multiview.submix import WEIGHT_RULE
@@ -95,23 +95,13 @@ def _job(job: dict) -> dict:
 
 
 def _pool(ctx):
-    """The run's pool of ``workers`` processes, started at its first stage and kept for the others (multiprocessing
-    terminates it at exit). The workers are spawned, fresh interpreters: a child forked from a process that has
-    initialised CUDA fails in torch's optimisers, which query the CUDA stream even for CPU tensors. Workers on
-    ``"cpu"`` see no GPU at all (``CUDA_VISIBLE_DEVICES`` empty in their environment)."""
+    """The run's pool of ``workers`` spawned processes, started at its first stage and kept for the others
+    (multiprocessing terminates it at exit); workers on ``"cpu"`` see no GPU
+    (:func:`~companion.core.gpu_hidden_from_children`)."""
     if "pool" not in ctx.shared:
         p = ctx.profile
-        hide = p["worker_device"] == "cpu"
-        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if hide:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        try:
+        with gpu_hidden_from_children() if p["worker_device"] == "cpu" else contextlib.nullcontext():
             ctx.shared["pool"] = mp.get_context("spawn").Pool(p["workers"], _init_worker, (_data_args(p), ctx.seed))
-        finally:
-            if hide and saved is None:
-                del os.environ["CUDA_VISIBLE_DEVICES"]
-            elif hide:
-                os.environ["CUDA_VISIBLE_DEVICES"] = saved
     return ctx.shared["pool"]
 
 

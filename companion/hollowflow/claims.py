@@ -283,6 +283,11 @@ def toy_missing(gpu: dict, system: str) -> str:
     return ""
 
 
+def _not_recorded(claim: str, paper: str, gpu: dict, why: str) -> Claim:
+    """A GPU row whose stage is missing from the recorded study, or stale: not run here, saying why."""
+    return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL)
+
+
 def ess_rows(gpu: dict) -> list[Claim]:
     """One row per system and model of the GPU toy: the ESS in effective samples (ESS·N) with its 68 % bootstrap
     interval (1,000 resamples), judged by the one rule on the interval's two ends (one run; the spread is the
@@ -292,7 +297,7 @@ def ess_rows(gpu: dict) -> list[Claim]:
         claim = f"{system} {'hollow NoBGNN' if name == 'hollow' else 'fully connected baseline'}: ESS above the floor"
         why = toy_missing(gpu, system)
         if why:
-            out.append(Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL))
+            out.append(_not_recorded(claim, paper, gpu, why))
             continue
         t = gpu[f"toy_{system}"]
         r = t[name]
@@ -322,7 +327,7 @@ def toy_rows(gpu: dict) -> list[Claim]:
         claim = f"{system} EffSU of trained models on one H200"
         why = toy_missing(gpu, system)
         if why:
-            out.append(Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL))
+            out.append(_not_recorded(claim, paper, gpu, why))
             continue
         t = gpu[f"toy_{system}"]
         seeds = t.get("seeds") or [t]
@@ -352,7 +357,7 @@ def speedup64_row(gpu: dict) -> Claim:
     if not why and not any(r["n"] == 64 for r in gpu["likelihood_step"]["rows"]):
         why = "n = 64 was not timed in the recorded run"
     if why:
-        return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(why), cell=GPU_CELL)
+        return _not_recorded(claim, paper, gpu, why)
     rows = [r for r in gpu["likelihood_step"]["rows"] if r["n"] == 64]
     measured = "; ".join(f"k = {r['k']}: {r['speedup']:.0f}× ({r['baseline_ms']:.0f} vs {r['hollow_ms']:.1f} ms per "
                          f"{gpu['likelihood_step']['batch']} samples)" for r in rows)

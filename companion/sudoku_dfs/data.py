@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from companion.core import check_int
+from companion.core import check_int, gpu_hidden_from_children
 from companion.sudoku_dfs.board import PAD, VOCAB_SIZE
 from companion.sudoku_dfs.generator import generate_puzzle
 from companion.sudoku_dfs.solver import dfs_transcript
@@ -181,10 +181,8 @@ def stream_example(seed: int, worker: int, index: int, per_puzzle: int, max_len:
 
 def _stream_worker(seed, worker, per_puzzle, max_len, out, stop):
     """A stream worker process: examples 0, 1, 2, ... of ``worker`` into its bounded queue until ``stop``."""
-    import os
     import queue
 
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a data worker never touches the GPU
     torch.set_num_threads(1)
     index = 0
     while not stop.is_set():
@@ -222,11 +220,13 @@ class TranscriptStream:
         ctx = mp.get_context("spawn")
         self._stop = ctx.Event()
         self._queues = [ctx.Queue(self.queue_size) for _ in range(self.workers)]
-        for w, q in enumerate(self._queues):
-            p = ctx.Process(target=_stream_worker, daemon=True,
-                            args=(self.seed, self.shard * self.workers + w, self.per_puzzle, self.max_len, q, self._stop))
-            p.start()
-            self._procs.append(p)
+        with gpu_hidden_from_children():  # a data worker never touches the GPU
+            for w, q in enumerate(self._queues):
+                p = ctx.Process(target=_stream_worker, daemon=True,
+                                args=(self.seed, self.shard * self.workers + w, self.per_puzzle, self.max_len, q,
+                                      self._stop))
+                p.start()
+                self._procs.append(p)
         return self
 
     def _get(self, block: bool):

@@ -141,3 +141,37 @@ def test_claims_table_shows_every_cell_in_full():
     page = table._repr_html_()
     assert long.strip() in page and "white-space:normal" in page
     assert "background:#f8d7d3'>not reproduced" in page
+
+
+def test_gpu_hidden_from_children_hides_the_gpu_from_a_spawned_process_and_restores_the_environment(monkeypatch):
+    import multiprocessing as mp
+    import os
+
+    from companion.core import gpu_hidden_from_children
+
+    for before in (None, "0"):
+        if before is None:
+            monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", before)
+        with gpu_hidden_from_children():
+            assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+            if before is None:  # one spawned child (a fresh interpreter) reads the environment it inherited
+                ctx = mp.get_context("spawn")
+                q = ctx.Queue()
+                p = ctx.Process(target=_report_visible_devices, args=(q,))
+                p.start()
+                seen = q.get(timeout=60)
+                p.join(timeout=60)
+                assert seen == ""
+        assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+    with pytest.raises(RuntimeError):  # restored also when the block raises
+        with gpu_hidden_from_children():
+            raise RuntimeError("inside")
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == "0"
+
+
+def _report_visible_devices(q):
+    import os
+
+    q.put(os.environ.get("CUDA_VISIBLE_DEVICES"))
