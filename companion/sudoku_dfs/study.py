@@ -135,7 +135,8 @@ def training_stage(ctx: StageContext) -> dict:
     return {"model": {"config": gcfg.__dict__, "parameters": n_parameters(model)},
             "seconds": round(hist["seconds"], 1), "steps": hist["steps"], "batch_size": tcfg.batch_size,
             "ranks": ctx.shared["world"], "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
-            "bf16": tcfg.amp and dev.type == "cuda", "compiled": tcfg.compile,
+            "bf16": tcfg.amp and dev.type == "cuda", "compiled": hist["compiled"],
+            "compile_error": hist["compile_error"],
             "loss_curve": {"step": hist["step"], "loss": [round(x, 4) for x in hist["loss"]]},
             "final_loss": round(hist["loss"][-1], 4), "augmentation": "random Sudoku symmetry per sequence",
             "schedule": f"AdamW lr {tcfg.lr}, {tcfg.warmup} warm-up steps, constant, {tcfg.schedule} decay over the "

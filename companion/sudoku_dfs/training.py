@@ -104,6 +104,14 @@ def _param_groups(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def _forward_backward(step_fn, batch, opt, use_amp: bool) -> torch.Tensor:
+    with torch.autocast(batch.tokens.device.type, dtype=torch.bfloat16, enabled=use_amp):
+        loss = step_fn(batch.tokens, batch.labels)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    return loss
+
+
 def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> dict:
     """Imitation training (AdamW, warm-up then decay, clipping) on ``data``: anything with
     ``sample(batch_size, generator) -> TranscriptBatch`` (a :class:`~companion.sudoku_dfs.data.TranscriptBatch`
@@ -111,8 +119,9 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
     one rank the model trains under ``DistributedDataParallel`` (every rank calls this with its own data).
 
     Returns a history ``{"step": [...], "loss": [...], "seconds": float, "steps": int,
-    "sequences": int, "tokens": int}`` (this rank's sequences and tokens). ``progress(step, loss)`` is called
-    every ``log_every`` steps.
+    "sequences": int, "tokens": int, "compiled": bool, "compile_error": str | None}`` (this rank's sequences and
+    tokens; where ``torch.compile`` fails, the error and the eager steps that followed). ``progress(step, loss)`` is
+    called every ``log_every`` steps.
     """
     check_int("steps", cfg.steps, lo=1)
     check_int("batch_size", cfg.batch_size, lo=1)
@@ -124,11 +133,11 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
     rank = dist.get_rank() if world > 1 else 0
     model.to(device).train()
     opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.95), fused=True)
-    step_fn = _LossStep(model, cfg.loss)
+    eager = _LossStep(model, cfg.loss)
     if world > 1:
-        step_fn = torch.nn.parallel.DistributedDataParallel(step_fn, device_ids=[device] if device.type == "cuda" else None)
-    if cfg.compile:
-        step_fn = torch.compile(step_fn)
+        eager = torch.nn.parallel.DistributedDataParallel(eager, device_ids=[device] if device.type == "cuda" else None)
+    step_fn = torch.compile(eager) if cfg.compile else eager
+    compile_error = None
 
     t0 = time.perf_counter()
     use_amp = cfg.amp and device.type == "cuda"
@@ -147,17 +156,20 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
             step -= 1
             break
         batch = data.sample(cfg.batch_size, gen)
-        if cfg.augment:
-            batch = augment_batch(batch, symmetry_maps(batch.n, len(batch), gen))
         seen_tokens += int(batch.lengths.sum())
         batch = batch.to(device)
+        if cfg.augment:  # on the device: on the host the gather over [B, T, K] labels costs more than the step
+            batch = augment_batch(batch, symmetry_maps(batch.n, len(batch), gen))
         done = elapsed / cfg.seconds if cfg.seconds is not None else step / max(1, cfg.steps)
         for group in opt.param_groups:
             group["lr"] = cfg.lr * lr_factor(cfg, step, done)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-            loss = step_fn(batch.tokens, batch.labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        try:
+            loss = _forward_backward(step_fn, batch, opt, use_amp)
+        except Exception as exc:  # a torch.compile failure (any backend error): record it, train eagerly
+            if step_fn is eager:
+                raise
+            compile_error, step_fn = f"{type(exc).__name__}: {exc}"[:400], eager
+            loss = _forward_backward(step_fn, batch, opt, use_amp)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
@@ -166,5 +178,6 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
             if progress:
                 progress(step, hist["loss"][-1])
     model.eval()
-    hist.update(seconds=time.perf_counter() - t0, steps=step + 1, sequences=(step + 1) * cfg.batch_size, tokens=seen_tokens)
+    hist.update(seconds=time.perf_counter() - t0, steps=step + 1, sequences=(step + 1) * cfg.batch_size, tokens=seen_tokens,
+                compiled=step_fn is not eager, compile_error=compile_error)
     return hist

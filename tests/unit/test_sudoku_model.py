@@ -3,6 +3,7 @@ the explorer's pure update function."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -118,6 +119,23 @@ def test_greedy_decode_batched_equals_one_by_one():
             nxt = model(input_ids=ids).logits[0, -1].argmax()
             ids = torch.cat([ids, nxt.view(1, 1)], 1)
     assert ids[0].tolist() == batched[0][: ids.shape[1]]
+
+
+def test_a_failing_torch_compile_is_recorded_and_training_goes_on_eagerly(transcripts4, monkeypatch):
+    data = encode_transcripts(transcripts4)
+    cfg = TrainConfig(steps=4, batch_size=4, lr=3e-3, log_every=1, seed=0)
+
+    def broken(fn):
+        def run(*args):
+            raise RuntimeError("backend failed")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken)
+    compiled = train_model(build_model(TINY, seed=0), data, dataclasses.replace(cfg, compile=True))
+    eager = train_model(build_model(TINY, seed=0), data, cfg)
+    assert compiled["compiled"] is False and "backend failed" in compiled["compile_error"]
+    assert eager["compiled"] is False and eager["compile_error"] is None
+    assert compiled["loss"] == eager["loss"]  # the same steps, eagerly, from the first
 
 
 def test_tiny_training_reduces_the_loss_and_evaluation_runs(transcripts4, tmp_path):
