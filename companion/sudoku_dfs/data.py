@@ -285,8 +285,11 @@ class StreamPool:
     sampled uniformly for training. Puzzles in ``exclude`` (held-out ones) are dropped; the first ``keep_puzzles``
     kept puzzles are stored with their solutions in :attr:`puzzles`."""
 
-    def __init__(self, stream: TranscriptStream, *, capacity: int = 2_000_000, exclude=(), keep_puzzles: int = 0):
-        self.stream, self.capacity = stream, capacity
+    def __init__(self, stream: TranscriptStream, *, capacity: int = 2_000_000, exclude=(), keep_puzzles: int = 0,
+                 pad_to: int | None = None):
+        if pad_to is not None:
+            check_int("pad_to", pad_to, lo=stream.max_len if stream is not None else 1)
+        self.stream, self.capacity, self.pad_to = stream, capacity, pad_to
         self.exclude, self.keep_puzzles = frozenset(exclude), keep_puzzles
         self.items: list = []
         self.puzzles: list = []
@@ -316,9 +319,9 @@ class StreamPool:
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TranscriptBatch:
         """``batch_size`` transcripts drawn uniformly (with replacement) from the pool after taking new arrivals,
-        padded to a multiple of :data:`BUCKET` tokens."""
+        padded to ``pad_to`` tokens (one shape: one ``torch.compile`` graph), else to a multiple of :data:`BUCKET`."""
         self.fill(1)
         idx = torch.randint(len(self.items), (batch_size,), generator=generator).tolist()
         items = [self.items[i] for i in idx]
-        T = -(-max(len(tk) for tk, _, _ in items) // BUCKET) * BUCKET
+        T = self.pad_to or -(-max(len(tk) for tk, _, _ in items) // BUCKET) * BUCKET
         return stack_arrays(items, 9, T)

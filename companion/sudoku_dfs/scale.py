@@ -17,10 +17,14 @@ steps, about 168 GPU-hours); the stage bodies are in :mod:`companion.sudoku_dfs.
 5. ``propagation``: batched singles to a fixpoint on the GPU (``do_bench``) vs numpy and sequential Python;
 6. ``one_level_guessing``: the L1 vs L2 linear guess policy on the streamed puzzles' backdoors.
 
-The plan is one 10-minute call on one H200 (16 cores: 14 data workers, one trainer): ``DEADLINE_S`` leaves
-about 40 s for start-up and the last stage; training gets what the other stages' ``needs_s`` leave. Under
+The plan is one 10-minute call on one H200 (16 cores: 13 data workers, a trainer of two CPU threads):
+``DEADLINE_S`` leaves about 40 s for start-up and the last stage; training gets what the other stages' ``needs_s``
+leave. The trainer's threads and the fixed batch length (``pad_to``) come from the recorded run of this profile with
+14 workers, a trainer on torch's default 16 intra-op threads and batches bucketed to 64 tokens: 2,615 steps in
+470 s (180 ms a step, against 26 ms in an earlier run whose data were made before training), so the CPU work of
+each step contended with the stream for cores and ``torch.compile`` met several shapes. Under
 ``torchrun --nproc_per_node N`` every rank trains on its own stream shard and rank 0 alone evaluates and writes
-the checkpoint and the JSON (give each rank ``16 // N - 1`` workers).
+the checkpoint and the JSON (give each rank ``16 // N - 3`` workers).
 
 Not reproduced: the paper's scale (its 98.9 % board accuracy needs far more training than minutes) and its
 transformer guess head (the guess policy here is linear on hand features). Run it with
@@ -40,8 +44,9 @@ from companion.sudoku_dfs.training import PAPER_TRAIN
 RESULTS_NAME = "sudoku_train_gpu"
 DEADLINE_S = 560
 GPU_PROFILE = {
-    "workers": 14,  # stream processes per rank (the H200 machine has 16 cores; one is the trainer's)
+    "workers": 13,  # stream processes per rank (the H200 machine has 16 cores; the trainer keeps two threads)
     "transcripts_per_puzzle": 4,
+    "pad_to": 256,  # every batch padded to 256 tokens: one shape, one torch.compile graph (a batch's longest is ~250)
     "start_transcripts": 2048,  # training starts once the pool holds this many
     # many small heads trained faster in the 4x4 runs; the paper's own sizes are PAPER_PRESET
     "model": {"n_layer": 8, "n_head": 16, "n_embd": 256, "n_inner": 1024, "n_positions": 512, "dropout": 0.0},

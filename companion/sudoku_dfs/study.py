@@ -14,13 +14,14 @@ trained model and the streamed puzzles kept for the guess policy (``training``);
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from companion.core import repo_path, time_ms
+from companion.core import limit_threads, repo_path, time_ms
 from companion.core.stages import StageContext
 from companion.sudoku_dfs import policy as pol
 from companion.sudoku_dfs.backdoors import backdoors_reference, find_backdoors
@@ -80,7 +81,7 @@ def data_stage(ctx: StageContext) -> dict:
     ctx.shared.update(rank=rank, world=world, device=dev)
     stream = TranscriptStream(ctx.seed, P["workers"], shard=rank, per_puzzle=P["transcripts_per_puzzle"],
                               max_len=MAX_LEN).start()
-    pool = StreamPool(stream, exclude=_held_out(ctx), keep_puzzles=P["policy_puzzles"])
+    pool = StreamPool(stream, exclude=_held_out(ctx), keep_puzzles=P["policy_puzzles"], pad_to=P.get("pad_to"))
     ctx.shared["stream"], ctx.shared["pool"] = stream, pool
     t0 = time.perf_counter()
     pool.fill(P["start_transcripts"])
@@ -116,16 +117,23 @@ def training_stage(ctx: StageContext) -> dict:
     monitor = stack_arrays(monitor_items, 9, MAX_LEN) if monitor_items and _rank0(ctx) else None
     curve = []
 
+    t0 = time.perf_counter()
+
     def progress(step, loss):
-        ctx.log(f"[training] step {step} loss {loss:.3f} pool {len(pool.items)}")
+        seconds = time.perf_counter() - t0
+        ctx.log(f"[training] step {step} at {seconds:.0f} s loss {loss:.3f} pool {len(pool.items)}")
         if monitor is not None:
             acc = label_accuracy(model, monitor)
             model.train()
-            curve.append({"step": step, "sequences": step * tcfg.batch_size * ctx.shared["world"],
+            curve.append({"step": step, "seconds": round(seconds, 1),
+                          "sequences": step * tcfg.batch_size * ctx.shared["world"],
                           "loss": round(loss, 4), **{k: round(v, 4) for k, v in acc.items() if v == v}})
 
+    # the stream's workers hold most cores: more intra-op threads here would only contend with them
+    trainer_threads = max(1, (os.cpu_count() or 1) - P["workers"] - 1)
     try:
-        hist = train_model(model, pool, tcfg, device=dev, progress=progress)
+        with limit_threads(trainer_threads):
+            hist = train_model(model, pool, tcfg, device=dev, progress=progress)
     finally:
         pool.fill()
         stream.close()
@@ -134,7 +142,8 @@ def training_stage(ctx: StageContext) -> dict:
     gen_s = hist["seconds"] + ctx.results.get("data", {}).get("start_seconds", 0.0)
     return {"model": {"config": gcfg.__dict__, "parameters": n_parameters(model)},
             "seconds": round(hist["seconds"], 1), "steps": hist["steps"], "batch_size": tcfg.batch_size,
-            "ranks": ctx.shared["world"], "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
+            "ranks": ctx.shared["world"], "trainer_threads": trainer_threads, "padded_to": P.get("pad_to"),
+            "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
             "bf16": tcfg.amp and dev.type == "cuda", "compiled": hist["compiled"],
             "compile_error": hist["compile_error"],
             "loss_curve": {"step": hist["step"], "loss": [round(x, 4) for x in hist["loss"]]},

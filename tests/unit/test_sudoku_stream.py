@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as tmp
 
 from companion.core import ParameterError
-from companion.sudoku_dfs.board import final_board
+from companion.sudoku_dfs.board import PAD, final_board
 from companion.sudoku_dfs.data import BUCKET, StreamPool, TranscriptBatch, TranscriptStream, stream_example
 from companion.sudoku_dfs.model import GPTConfig, build_model
 from companion.sudoku_dfs.solver import State, Status
@@ -56,8 +56,15 @@ def test_pool_samples_without_held_out_puzzles():
         pool = StreamPool(stream, exclude=[held], keep_puzzles=1)
         pool.fill(3)
         batch = pool.sample(5, torch.Generator().manual_seed(0))
+        pool.pad_to = 256
+        fixed = pool.sample(5, torch.Generator().manual_seed(0))
+        with pytest.raises(ParameterError, match="pad_to"):
+            StreamPool(stream, pad_to=stream.max_len - 1)  # a transcript may be max_len tokens long
     assert held not in [p for p, _ in pool.puzzles] and len(pool.puzzles) == 1
     assert isinstance(batch, TranscriptBatch) and len(batch) == 5 and batch.tokens.shape[1] % BUCKET == 0
+    assert fixed.tokens.shape[1] == fixed.labels.shape[1] == 256
+    beyond = torch.arange(256)[None] >= fixed.lengths[:, None]
+    assert bool((fixed.tokens[beyond] == PAD).all()) and not bool((fixed.tokens[~beyond] == PAD).any())
     assert pool.n_transcripts >= 3 and len(pool.items) == pool.n_transcripts
 
 
