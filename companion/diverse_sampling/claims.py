@@ -5,7 +5,9 @@ Inputs: ``toy`` -- :func:`~companion.diverse_sampling.toy.summary` at the notebo
 list; a single dict is one seed), ``curve`` -- :func:`~companion.diverse_sampling.toy.cluster_error_curve`,
 one per seed likewise, ``text`` -- :func:`~companion.diverse_sampling.textqa.run_text_experiment` (or None when
 skipped), ``gpu`` -- the recorded GPU study (:func:`companion.diverse_sampling.scale.recorded`, or None): its
-``sweep`` stage gives the GPU rows; a sweep that did not finish (``payload["stages"]``) gives a not-run row.
+``sweep`` stage gives the GPU rows (meanings covered at every point; at N = 16 the AUROC and the |bias| and RMSE
+of steered + IS + CV against the model's exact SE, over IID's), whose scale names the scorer the run used; a
+sweep that did not finish (``payload["stages"]``) gives a not-run row.
 
 Every row is an effect claim judged on one value per seed: a toy seed is a whole ``TRIALS``-trial
 simulation, a text seed a pass over every question. A claim that is a reduction in magnitude (debiasing) is
@@ -39,6 +41,9 @@ ESS_MIN = 0.2  # the weaker bar for ESS/N: weights still usable
 CURVE_SHRINK = 0.5  # the IS cluster-probability error at the largest N must be at most half that at the smallest
 AUROC_MARGIN = 0.05  # steered + IS must beat IID AUROC by this margin to count as a gain at this scale
 TEXT_COVERAGE_RATIO = 1.1  # text model: steered covers at least 1.1x the IID meanings
+GPU_BIAS_RATIO = 1.0  # one-GPU study: |bias| of steered + IS + CV vs the model's exact SE at most IID's (per seed)
+GPU_RMSE_RATIO = 1.0  # ... and its RMSE at most IID's, at equal N
+GPU_N = 16  # the N of the paper's Table 1, where the one-GPU study's AUROC, bias and RMSE rows are judged
 
 PAPER_BIAS = "steering alone biases the estimate; self-normalised p/q weights debias it (§3.3)"
 
@@ -67,6 +72,11 @@ def _fmt(x: float) -> str:
 
 def _ratio_fmt(x: float) -> str:
     return f"{x:.2f}x" if math.isfinite(x) else _fmt(x)
+
+
+def _opt(x) -> str:
+    """A recorded mean that may be missing (None: undefined on every seed)."""
+    return "n/a" if x is None else f"{x:.2f}"
 
 
 def coverage_row(toy, scale: str) -> Claim:
@@ -204,10 +214,17 @@ def _gpu_values(r: dict, key: str, value: float, seeds) -> list | None:
     return [value] if len(r.get("seeds", seeds)) == 1 else None
 
 
-def gpu_rows(gpu: dict | None) -> list[Claim]:
+def _no_sweep(gpu: dict | None) -> str | None:
+    """Why a payload has no sweep to judge (None when it has one)."""
     left = [s for s in not_finished(gpu) if s.split(" ", 1)[0] == "sweep"]
     if not gpu or left or "sweep" not in gpu:
-        why = f"the GPU study's stage {left[0]}" if left else f"no GPU results recorded: run {COMMAND} on a GPU"
+        return f"the GPU study's stage {left[0]}" if left else f"no GPU results recorded: run {COMMAND} on a GPU"
+    return None
+
+
+def gpu_rows(gpu: dict | None) -> list[Claim]:
+    why = _no_sweep(gpu)
+    if why:
         return [Claim("Steered sampling at one-GPU scale", "AUROC, clusters and ESS/N vs N ∈ {4 … 64}, λ schedules, k",
                       why, "H200", not_run(why))]
     cfg = gpu.get("profile", {})
@@ -223,8 +240,8 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         stale = adaptive and current != ADAPTIVE_SCHEDULE
         n_seeds = len(r.get("seeds", seeds))
         text = (f"meanings per question IID {r['covered_iid']:.2f} vs steered {r['covered_steered']:.2f}; AUROC IID "
-                f"{r['auroc_iid']:.2f} vs steered + IS {r['auroc_is']:.2f}; ESS/N {r['ess']:.2f}; "
-                f"{r['ms_per_sample']:.1f} ms per steered sample; judged on steered/IID meanings per seed")
+                f"{_opt(r['auroc_iid'])} vs steered + IS {_opt(r['auroc_is'])}; ESS/N {r['ess']:.2f}; "
+                f"{r['ms_per_sample']:.1f} ms per sample; judged on steered/IID meanings per seed")
         if stale:
             text = ("unsteered: recorded with the earlier adaptive schedule, whose λ stayed 0 until the meaning word had "
                     f"been drawn (ESS/N {r['ess']:.2f}), so these answers are IID draws; inconclusive until "
@@ -239,14 +256,14 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
         judgement = judge(values, TEXT_COVERAGE_RATIO, direction="higher", fmt=_ratio_fmt)
         rows.append(Claim(label, "more clusters at equal N", text, scale, judgement))
     for r in gpu["sweep"]:
-        if r["n"] != 16:
+        if r["n"] != GPU_N:
             continue
         adaptive = r.get("adaptive", "adaptive" in r["schedule"])
         stale = adaptive and current != ADAPTIVE_SCHEDULE
         gains = _gpu_values(r, "auroc_gain_seeds", r["auroc_is"] - r["auroc_iid"], seeds)
         label = f"Higher AUROC of SE at N = 16 ({r['schedule']}{', unsteered' if stale else ''})"
-        text = (f"AUROC IID {r['auroc_iid']:.2f}, steered + IS {r['auroc_is']:.2f}, + CV {r['auroc_is_cv']:.2f} "
-                f"(exact model SE {r['auroc_truth']:.2f}); judged on steered + IS − IID per seed"
+        text = (f"AUROC IID {_opt(r['auroc_iid'])}, steered + IS {_opt(r['auroc_is'])}, + CV {_opt(r['auroc_is_cv'])} "
+                f"(exact model SE {_opt(r['auroc_truth'])}); judged on steered + IS − IID per seed"
                 + ("; unsteered (the earlier adaptive schedule): inconclusive until rerun" if stale else ""))
         scale = f"{where}; {seeds_text(len(r.get('seeds', seeds)))}"
         if gains is None or any(g is None or not np.isfinite(g) for g in gains):
@@ -255,7 +272,48 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
             continue
         rows.append(Claim(label, "AUROC .82 vs .66 IID (TriviaQA/OPT-6.7B, N = 16)", text, scale,
                           judge(gains, AUROC_MARGIN, direction="higher", fmt=_fmt)))
+        rows.extend(gpu_error_rows(r, f"{r['schedule']}{', unsteered' if stale else ''}", scale))
     return rows
+
+
+def gpu_error_rows(r: dict, schedule: str, scale: str) -> list[Claim]:
+    """|bias| and RMSE of the debiased estimate (steered + IS + CV) against the model's exact SE, each over IID's,
+    per seed, at one sweep point; not run for a payload that kept no per-seed bias and RMSE."""
+    paper = "reweighting and control variates give an SE estimate at least as good as IID's at equal N (§3.3-3.4)"
+    names = {"iid": "IID", "steered_unweighted": "steered", "steered_is": "steered + IS", "steered_is_cv": "+ CV"}
+    rows = []
+    for what, key, target in (("|bias|", "bias_seeds", GPU_BIAS_RATIO), ("RMSE", "rmse_seeds", GPU_RMSE_RATIO)):
+        label = f"Debiased SE estimate vs IID at N = {r['n']}, {what} ({schedule})"
+        if key not in r:
+            why = f"the payload kept no per-seed bias and RMSE: rerun {COMMAND}"
+            means = ", ".join(f"{names[e]} {r[k]:.3f}" for e, k in (("iid", "rmse_iid"), ("steered_is", "rmse_is"),
+                                                                       ("steered_is_cv", "rmse_is_cv")) if k in r)
+            rows.append(Claim(label, paper, f"RMSE vs the exact model SE (mean): {means}; {why}", scale, not_run(why)))
+            continue
+        vals = r[key]
+        ratios = [magnitude_ratio(a, b) for a, b in zip(vals["steered_is_cv"], vals["iid"])]
+        shown = "bias" if key == "bias_seeds" else "RMSE"
+        text = (f"{shown} vs the model's exact SE (mean over seeds): "
+                + ", ".join(f"{names[e]} {float(np.mean(v)):{'+' if shown == 'bias' else ''}.3f}" for e, v in vals.items())
+                + f"; judged on {what} of steered + IS + CV over IID's per seed")
+        rows.append(Claim(label, paper, text, scale, judge(ratios, target, direction="lower", fmt=_ratio_fmt)))
+    return rows
+
+
+def gpu_outcome(gpu: dict | None) -> str:
+    """One paragraph on the one-GPU study built from its rows (:func:`gpu_rows`): the scorer and, per verdict, the
+    rows that got it."""
+    why = _no_sweep(gpu)
+    if why:
+        return f"No one-GPU result to report: {why}."
+    rows = gpu_rows(gpu)
+    scorer = (gpu.get("text_model") or {}).get("scorer", "an unrecorded scorer")
+    by = {}
+    for r in rows:
+        by.setdefault(r.verdict, []).append(r.claim)
+    return (f"The recorded study steered with the {scorer}"
+            + (" (an exact oracle of the templates, not an NLI model)" if "oracle" in scorer else "") + ". "
+            + " ".join(f"{v.capitalize()} ({len(c)}): {'; '.join(c)}." for v, c in by.items()))
 
 
 def claim_rows(*, toy, curve, text: dict | None, toy_scale: str, text_scale: str, gpu: dict | None = None) -> list[Claim]:

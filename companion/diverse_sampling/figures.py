@@ -63,21 +63,44 @@ def text_figure(text: dict) -> go.Figure:
     return fig
 
 
-def gpu_figure(gpu: dict) -> go.Figure:
-    """Recorded GPU sweep: AUROC and clusters covered vs N for each schedule."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("AUROC of SE", "clusters covered"))
-    sweep = gpu["sweep"]
-    for i, sched in enumerate(sorted({r["schedule"] for r in sweep})):
+def gpu_figure(gpu: dict | None) -> go.Figure:
+    """The recorded one-GPU study: steered/IID meanings covered per seed, and the RMSE and bias against the model's
+    exact SE of IID and of steered + IS + CV, vs N for each schedule (markers: seeds; lines: their mean). A
+    payload that kept only means shows those; none recorded gives an empty figure that says so."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("meanings covered, steered / IID", "RMSE vs exact SE (nats)",
+                                                        "bias vs exact SE (nats)"))
+    sweep = (gpu or {}).get("sweep") or []
+    if not sweep:
+        fig.add_annotation(text="not recorded yet: python -m companion.bench diverse_sampling", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+        return fig.update_layout(height=360)
+
+    def line(col, rs, values, name, color, dash="solid", legend=True):
+        xs = [r["n"] for r in rs for _ in values(r)]
+        fig.add_trace(go.Scatter(x=xs, y=[v for r in rs for v in values(r)], mode="markers", marker=dict(color=color, size=5),
+                                 opacity=0.5, showlegend=False, hoverinfo="skip"), 1, col)
+        fig.add_trace(go.Scatter(x=[r["n"] for r in rs], y=[float(np.mean(values(r))) for r in rs], name=name,
+                                 mode="lines+markers", line=dict(color=color, dash=dash), showlegend=legend), 1, col)
+
+    def err(kind, est, mean_key):
+        return lambda r: r[f"{kind}_seeds"][est] if f"{kind}_seeds" in r else [r[mean_key]] if mean_key else []
+
+    for i, sched in enumerate(dict.fromkeys(r["schedule"] for r in sweep)):
         rs = sorted((r for r in sweep if r["schedule"] == sched), key=lambda r: r["n"])
-        ns = [r["n"] for r in rs]
         c = _PAL[(i + 1) % len(_PAL)]
-        fig.add_trace(go.Scatter(x=ns, y=[r["auroc_is"] for r in rs], name=f"steered + IS ({sched})", line_color=c), 1, 1)
-        fig.add_trace(go.Scatter(x=ns, y=[r["covered_steered"] for r in rs], name=f"steered ({sched})", line_color=c,
-                                 showlegend=False), 1, 2)
-    base = sorted((r for r in sweep if r["schedule"] == sweep[0]["schedule"]), key=lambda r: r["n"])
-    fig.add_trace(go.Scatter(x=[r["n"] for r in base], y=[r["auroc_iid"] for r in base], name="IID", line_color=_PAL[0]), 1, 1)
-    fig.add_trace(go.Scatter(x=[r["n"] for r in base], y=[r["covered_iid"] for r in base], name="IID",
-                             line_color=_PAL[0], showlegend=False), 1, 2)
+        line(1, rs, lambda r: r.get("covered_ratio_seeds") or [r["covered_steered"] / r["covered_iid"]], sched, c)
+        line(2, rs, err("rmse", "steered_is_cv", "rmse_is_cv"), f"steered + IS + CV ({sched})", c, legend=False)
+        if any("bias_seeds" in r for r in rs):
+            line(3, rs, err("bias", "steered_is_cv", None), f"steered + IS + CV ({sched})", c, legend=False)
+    rs = sorted((r for r in sweep if r["schedule"] == sweep[0]["schedule"]), key=lambda r: r["n"])
+    line(2, rs, err("rmse", "iid", "rmse_iid"), "IID", _PAL[0], dash="dot")
+    if any("bias_seeds" in r for r in rs):
+        line(3, rs, err("bias", "iid", None), "IID", _PAL[0], dash="dot", legend=False)
+    else:
+        fig.add_annotation(text="bias not kept in this payload", showarrow=False, row=1, col=3, x=0.5, y=0.5,
+                           xref="x3 domain", yref="y3 domain")
+    fig.add_hline(y=1.0, line_dash="dot", row=1, col=1)
+    fig.add_hline(y=0.0, line_dash="dot", row=1, col=3)
     fig.update_xaxes(title_text="N", type="log")
-    fig.update_layout(height=380, title=f"Recorded on {gpu.get('device', 'GPU')}, {gpu.get('date', '')}")
-    return fig
+    scorer = (gpu.get("text_model") or {}).get("scorer", "scorer not recorded")
+    return fig.update_layout(height=380, title=f"Recorded on {gpu.get('device', 'GPU')}, {gpu.get('date', '')}; {scorer}")

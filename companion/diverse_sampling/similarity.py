@@ -64,8 +64,9 @@ class PartialNLI(torch.nn.Module):
             rows.append(ids[:-1] + [self.trunc_id] + ids[-1:] if tr else ids)
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id or 0
-        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        dev = self.trunc.device
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=dev)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=dev)
         return ids, mask
 
     def embed(self, texts: Sequence[str], truncated: Sequence[bool]) -> torch.Tensor:
@@ -97,7 +98,7 @@ class PartialNLI(torch.nn.Module):
     @torch.no_grad()
     def probs(self, premises: Sequence[tuple[str, bool]], hypotheses: Sequence[tuple[str, bool]]) -> np.ndarray:
         """``(n, 3)`` probabilities of entail / neutral / contradict; items are ``(text, truncated)``."""
-        return torch.softmax(self.logits(self._cached(premises), self._cached(hypotheses)), -1).numpy()
+        return torch.softmax(self.logits(self._cached(premises), self._cached(hypotheses)), -1).cpu().numpy()
 
     def similarity(self, candidates: Sequence[tuple[str, bool]], answers: Sequence[str]) -> np.ndarray:
         """``E(a, s) = ½[P_ent(a ⇒ s) + P_ent(s ⇒ a)]`` for every candidate ``a`` and finished answer ``s``:
@@ -177,9 +178,10 @@ def train_partial_nli(nli: PartialNLI, pairs: Sequence[tuple], *, steps: int = 4
     pos = {it: n for n, it in enumerate(order)}
     with torch.no_grad():
         e_full = nli.embed([t for t, _ in full], [False] * len(full))
-    prem = torch.tensor([pos[p[0]] for p in pairs])
-    hyp = torch.tensor([pos[p[1]] for p in pairs])
-    y = torch.tensor([p[2] for p in pairs])
+    dev = nli.trunc.device  # the device the module is on (train on a GPU where there is one)
+    prem = torch.tensor([pos[p[0]] for p in pairs], device=dev)
+    hyp = torch.tensor([pos[p[1]] for p in pairs], device=dev)
+    y = torch.tensor([p[2] for p in pairs], device=dev)
     counts = torch.bincount(y, minlength=3).clamp(min=1).float()
     loss_fn = torch.nn.CrossEntropyLoss(weight=counts.sum() / (3 * counts))
     opt = torch.optim.AdamW([nli.trunc, *nli.head.parameters()], lr=lr, weight_decay=0.01)
@@ -205,15 +207,17 @@ def train_partial_nli(nli: PartialNLI, pairs: Sequence[tuple], *, steps: int = 4
     with torch.no_grad():
         e = embeddings()
         pred = nli.logits(e[prem], e[hyp]).argmax(-1)
-    is_tr = torch.tensor([p[0][1] or p[1][1] for p in pairs])
+    is_tr = torch.tensor([p[0][1] or p[1][1] for p in pairs], device=dev)
     acc = float((pred == y).float().mean())
     acc_tr = float((pred == y)[is_tr].float().mean()) if bool(is_tr.any()) else float("nan")
     return {"losses": losses, "accuracy": acc, "accuracy_truncated": acc_tr, "n_pairs": len(pairs)}
 
 
-def load_partial_nli(name_or_path: str = "all-MiniLM-L6-v2", *, hidden: int = 64, seed: int = 0) -> PartialNLI:
-    """A :class:`PartialNLI` on an offline encoder (the bundled MiniLM by default; any local/cached id)."""
+def load_partial_nli(name_or_path: str = "all-MiniLM-L6-v2", *, hidden: int = 64, seed: int = 0,
+                     dtype: str | None = None) -> PartialNLI:
+    """A :class:`PartialNLI` on an offline encoder (the bundled MiniLM by default; any local/cached id or folder,
+    e.g. a float16 copy loaded with ``dtype="float32"``)."""
     from companion.models import load_model
 
-    tokenizer, encoder = load_model(name_or_path, causal=False)
+    tokenizer, encoder = load_model(name_or_path, causal=False, dtype=dtype)
     return PartialNLI(tokenizer, encoder, hidden=hidden, seed=seed)

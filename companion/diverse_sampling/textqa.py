@@ -280,7 +280,8 @@ def run_text_experiment(model, nli, data: QAData, truth: list[dict], *, n: int, 
     for key in ("iid", "steered_unweighted", "steered_is", "steered_is_cv"):
         vals = [auroc(s, errors) for s in out[key]]
         out["auroc_seeds"][key] = vals  # one per seed (nan where the errors have one class)
-        out["auroc"][key] = (float(np.nanmean(vals)), float(np.nanstd(vals)))
+        finite = [v for v in vals if np.isfinite(v)]
+        out["auroc"][key] = (float(np.mean(finite)), float(np.std(finite))) if finite else (float("nan"), float("nan"))
         out[f"rmse_{key}"] = float(np.sqrt(np.mean((out[key] - true_se[None]) ** 2)))
     out["auroc_jackknife_se"] = {}
     for key in ("iid", "steered_is"):

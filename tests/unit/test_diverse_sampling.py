@@ -461,38 +461,88 @@ def test_explorer_view_is_pure_and_controls_match(small_text):
 
 def test_scale_recorded_and_oracle():
     rec = DS.recorded()
-    assert rec["complete"] and rec["profile"] == {**DS.GPU_PROFILE} and len(rec["sweep"]) == 10
+    assert rec["complete"] and len(rec["sweep"]) == 10 and sorted(rec["profile"]["ns"]) == sorted(DS.GPU_PROFILE["ns"])
+    assert all(DS.GPU_PROFILE[k] == v for k, v in rec["profile"].items() if k != "ns")  # the study it was run with
     qa = TQ.make_qa(1)
     o = ST.OracleNLI(qa)
     assert o.similarity([("the answer is", True), ("red", True)], ["the answer is red"]).ravel().tolist() == [0.0, 1.0]
 
 
-def test_scale_seed_values_keep_one_value_per_seed():
-    from companion.diverse_sampling.study import seed_values
+def _points(ratio_seeds=((2.0, 3.0), (1.0, 4.0))):
+    out = []
+    for seed, (iid, st) in enumerate(ratio_seeds):
+        out.append({"n": 4, "schedule": "fixed λ=3", "lam": 3.0, "adaptive": False, "k": 4, "seed": seed,
+                    "covered_iid": iid, "covered_steered": st, "auroc_truth": 0.9, "ess": 0.5 + 0.5 * seed,
+                    "auroc": {e: (None if seed and e == "iid" else 0.7 + 0.1 * (e == "steered_is")) for e in ST.ESTIMATORS},
+                    "bias": {e: -0.1 * (seed + 1) for e in ST.ESTIMATORS}, "rmse": {e: 0.2 for e in ST.ESTIMATORS},
+                    "seconds": 1.0, "samples": 100})
+    return out
 
-    r = {"covered_iid": np.array([[2.0, 2.0], [1.0, 3.0]]), "covered_steered": np.array([[3.0, 3.0], [4.0, 4.0]]),
-         "auroc_seeds": {"iid": [0.7, float("nan")], "steered_is": [0.8, 0.9]}, "ess": np.array([[0.5, 0.7], [1.0, 1.0]])}
-    v = seed_values(r)
-    assert v["covered_ratio_seeds"] == pytest.approx([1.5, 2.0]) and v["ess_seeds"] == pytest.approx([0.6, 1.0])
-    assert v["auroc_gain_seeds"][0] == pytest.approx(0.1) and v["auroc_gain_seeds"][1] is None
+
+def test_sweep_rows_keep_one_value_per_seed():
+    (row,) = ST.sweep_rows(_points())
+    assert row["seeds"] == [0, 1] and row["covered_ratio_seeds"] == pytest.approx([1.5, 4.0])
+    assert row["ess_seeds"] == pytest.approx([0.5, 1.0]) and row["auroc_iid"] == pytest.approx(0.7)
+    assert row["auroc_gain_seeds"][0] == pytest.approx(0.1) and row["auroc_gain_seeds"][1] is None
+    assert row["bias_seeds"]["steered_is_cv"] == pytest.approx([-0.1, -0.2]) and row["ms_per_sample"] == 10.0
 
 
-def test_sweep_stages_on_the_oracle_stop_at_the_deadline_and_check_the_schedule(small_text):
-    """The study's sweeps on a tiny text model handed over in ``ctx.shared``: one point per (N, schedule) with
-    its per-seed values; with no time left only the first point runs; a profile of another adaptive schedule is
-    refused before anything is built."""
+def _tiny_profile(**over):
+    return {**DS.SMOKE_PROFILE, "ns": [3], "seeds": [0, 1], **over}
+
+
+def test_sweep_stages_on_the_oracle_stop_at_the_deadline_and_check_the_schedule():
+    """The study's stages on the explicit oracle in this process (``workers = 0``): one row per (N, schedule)
+    with its per-seed values; with no time left only the first point runs; a profile of another adaptive
+    schedule is refused before anything is built."""
     from companion.core.stages import StageContext
 
-    qa, model, losses, truth = small_text
-    text = {"data": qa, "model": model, "nli": ST.OracleNLI(qa), "truth": truth, "lm_losses": losses,
-            "nli_info": {}, "scorer": "oracle"}
-    profile = {**DS.SMOKE_PROFILE, "ns": [3, 4], "seeds": [0, 1]}
-    ctx = StageContext(profile=profile, device="cpu", log=lambda *a: None, results={}, shared={"text": text})
-    points = ST.sweep(ctx)
-    assert [(p["n"], p["adaptive"]) for p in points] == [(3, False), (3, True), (4, False), (4, True)]
-    assert all(len(p["covered_ratio_seeds"]) == len(p["ess_seeds"]) == 2 for p in points)
+    profile = _tiny_profile(nli_encoder=ST.ORACLE, workers=0, ns=[3, 4])
+    ctx = StageContext(profile=profile, device="cpu", log=lambda *a: None, results={})
+    assert ST.text_model(ctx)["scorer"].startswith("oracle")
+    rows = ST.sweep(ctx)
+    assert [(r["n"], r["adaptive"]) for r in rows] == [(3, False), (3, True), (4, False), (4, True)]
+    assert all(len(r["covered_ratio_seeds"]) == len(r["rmse_seeds"]["iid"]) == 2 for r in rows)
     ctx.until = 0.0
-    assert len(ST.sweep(ctx)) == 1 and len(ST.k_sweep(ctx)) == 1
+    assert [len(r["seeds"]) for r in ST.sweep(ctx)] == [1] and len(ST.k_sweep(ctx)) == 1
     bad = StageContext(profile={**profile, "adaptive_schedule": "post-draw"}, device="cpu", log=print, results={})
     with pytest.raises(ParameterError, match="adaptive_schedule"):
         ST.text_model(bad)
+
+
+def test_a_missing_encoder_fails_the_study_instead_of_falling_back():
+    from companion.core.stages import run_stages
+    from companion.models import ModelUnavailableError
+
+    ctx_profile = _tiny_profile(nli_encoder="build/no-such-encoder")
+    with pytest.raises(ModelUnavailableError, match="does not exist"):
+        ST.build_text(ctx_profile, 0, "cpu")
+    payload = run_stages(DS.STAGES, ctx_profile, log=lambda *a: None)
+    assert {s["state"] for s in payload["stages"].values()} == {"failed"}
+    assert "no-such-encoder" in payload["stages"]["text_model"]["error"]
+    assert ST.encoder_source("build/minilm-fp16") == str(ST.REPO / "build" / "minilm-fp16")
+    assert ST.encoder_source(DS.GPU_PROFILE["nli_encoder"]).startswith(str(ST.REPO))  # relative to the repository
+    for bad in ("", ST.ORACLE, None):
+        with pytest.raises(ParameterError, match="nli_encoder"):
+            ST.encoder_source(bad)
+    with pytest.raises(ParameterError, match="workers"):
+        ST.worker_pool({}, 0)
+
+
+def test_points_in_worker_processes_equal_the_sequential_run():
+    """Two spawned workers with the MiniLM partial NLI give exactly the points of the run in this process."""
+    text = ST.build_text(_tiny_profile(), 0, "cpu")
+    assert text["scorer"].startswith("MiniLM partial NLI")
+    state = ST.worker_state(text, _tiny_profile())
+    specs = [{"n": 3, "schedule": s, "lam": 3.0, "adaptive": a, "k": 2, "seed": seed}
+             for s, a in (("fixed λ=3", False), ("adaptive η=3", True)) for seed in (0, 1)]
+    here = ST.run_points(specs, state=state)
+    pool = ST.worker_pool(state, 2)
+    try:
+        there = ST.run_points(specs, pool=pool)
+        cut = ST.run_points(specs, pool=pool, left=lambda: 0.0, log=lambda *a: None)  # deadline: the first point, kept
+    finally:
+        pool.terminate()
+    strip = lambda ps: [{k: v for k, v in p.items() if k != "seconds"} for p in ps]  # noqa: E731
+    assert strip(here) == strip(there) and [p["seed"] for p in there] == [0, 1, 0, 1]
+    assert 1 <= len(cut) <= len(specs) and strip(cut)[0] == strip(here)[0]

@@ -159,8 +159,10 @@ def test_gpu_rows_judged_per_seed():
     sweep = [_point(16, "fixed λ=3", [1.5, 1.4, 1.6], [0.1, 0.08, 0.12]),
              _point(16, "adaptive η=3", [1.0, 1.05, 0.95], [0.0, -0.02, 0.01], adaptive=True)]
     rows = C.gpu_rows(_gpu(sweep, seeds=(0, 1, 2)))
-    assert [r.verdict for r in rows] == ["reproduced", "not reproduced", "reproduced", "not reproduced"]
-    assert all("3 seeds" in r.scale and "H200" in r.scale for r in rows)
+    assert [r.verdict for r in rows] == ["reproduced", "not reproduced", "reproduced", "not run here", "not run here",
+                                         "not reproduced", "not run here", "not run here"]
+    assert all("3 seeds" in r.scale and "H200" in r.scale and "MiniLM partial NLI" in r.scale for r in rows)
+    assert "kept no per-seed bias" in rows[3].evidence
     assert "unsteered" not in " ".join(r.claim + r.measured for r in rows)  # recorded with the current schedule
 
 
@@ -174,7 +176,7 @@ def test_gpu_adaptive_rows_recorded_with_the_old_schedule_are_unsteered_and_inco
     """The recorded 'adaptive' rows were IID draws (ESS/N 1.00)."""
     sweep = [_point(16, "fixed λ=3"), _point(16, "adaptive η=3", ess=1.0, covered_steered=1.9)]
     rows = C.gpu_rows(_gpu(sweep, schedule=None))
-    cover_fixed, cover_adaptive, auroc_fixed, auroc_adaptive = rows
+    cover_fixed, cover_adaptive, auroc_fixed, _, _, auroc_adaptive, _, _ = rows
     assert "unsteered" not in cover_fixed.claim and "unsteered" in cover_adaptive.claim
     assert cover_adaptive.verdict == "inconclusive" and "λ stayed 0 until the meaning word" in cover_adaptive.measured
     assert auroc_adaptive.verdict == "inconclusive" and "unsteered" in auroc_adaptive.claim
@@ -194,7 +196,9 @@ def test_gpu_rows_of_the_recorded_study():
     from companion.diverse_sampling.scale import recorded
 
     rows = C.gpu_rows(recorded())
-    assert len(rows) == 12 and not any("unsteered" in r.claim for r in rows)  # 10 sweep points, 2 AUROC rows at N = 16
+    # 10 sweep points; at N = 16 per schedule an AUROC row and the |bias| and RMSE rows (not run: no per-seed values)
+    assert len(rows) == 16 and not any("unsteered" in r.claim for r in rows)
+    assert sum(r.verdict == "not run here" for r in rows) == 4
     assert all("oracle partial similarity" in r.scale and "3 seeds" in r.scale for r in rows)
 
 
@@ -208,3 +212,44 @@ def test_claim_rows_all_valid():
     rows = C.claim_rows(toy=_seeds(), curve=[curve] * 3, text=None, toy_scale="a", text_scale="b")
     assert len(rows) == 10 and all(r.verdict in VERDICTS and r.evidence for r in rows)
     assert [r.verdict for r in rows[:7]] == ["reproduced"] * 7 and rows[-1].verdict == "not run here"
+
+
+def _errors(ratios_bias, ratios_rmse):
+    """A sweep point at N = 16 whose steered + IS + CV |bias| and RMSE are the given multiples of IID's, per seed."""
+    seeds = len(ratios_bias)
+    r = _point(C.GPU_N, "fixed λ=3", [1.5] * seeds, [0.1] * seeds)
+    r["bias_seeds"] = {"iid": [-0.2] * seeds, "steered_unweighted": [0.3] * seeds, "steered_is": [0.1] * seeds,
+                       "steered_is_cv": [0.2 * q * (-1) ** i for i, q in enumerate(ratios_bias)]}  # sign flips count by size
+    r["rmse_seeds"] = {"iid": [0.4] * seeds, "steered_unweighted": [0.5] * seeds, "steered_is": [0.3] * seeds,
+                       "steered_is_cv": [0.4 * q for q in ratios_rmse]}
+    return r
+
+
+def _error_rows(ratios_bias, ratios_rmse, scorer="MiniLM partial NLI ([TRUNC] row + head)"):
+    rows = C.gpu_rows(_gpu([_errors(ratios_bias, ratios_rmse)], seeds=range(len(ratios_bias)), scorer=scorer))
+    return [r for r in rows if r.claim.startswith("Debiased SE estimate")]
+
+
+def test_gpu_bias_and_rmse_rows_against_iid():
+    eps = 1e-6
+    bias, rmse = _error_rows([C.GPU_BIAS_RATIO - eps] * 3, [C.GPU_RMSE_RATIO - eps] * 3)
+    assert (bias.verdict, rmse.verdict) == ("reproduced", "reproduced")
+    assert "|bias|" in bias.claim and "IID -0.200" in bias.measured and "RMSE" in rmse.claim and "IID 0.400" in rmse.measured
+    bias, rmse = _error_rows([C.GPU_BIAS_RATIO + eps] * 3, [C.GPU_RMSE_RATIO + eps] * 3)
+    assert (bias.verdict, rmse.verdict) == ("not reproduced", "not reproduced")
+
+
+def test_gpu_bias_and_rmse_rows_one_seed_straddle_and_oracle():
+    assert [r.verdict for r in _error_rows([0.1], [0.1])] == ["inconclusive"] * 2  # one seed
+    straddle = _error_rows([0.5, 0.5, 2.2], [0.5, 0.5, 2.2])  # mean 1.07 above 1, mean - std below it
+    assert all(r.verdict == "inconclusive" and "straddles" in r.evidence for r in straddle)
+    oracle = _error_rows([0.5] * 3, [0.5] * 3, scorer="oracle partial similarity (exact, from the templates)")
+    assert all("not an NLI model" in r.scale for r in oracle)
+
+
+def test_gpu_outcome_is_built_from_the_rows():
+    assert C.gpu_outcome(None).startswith("No one-GPU result to report: no GPU results recorded")
+    text = C.gpu_outcome(_gpu([_errors([0.5] * 3, [2.0] * 3)], seeds=(0, 1, 2)))
+    assert "MiniLM partial NLI" in text and "not an NLI model" not in text
+    assert "Reproduced (3)" in text and "Not reproduced (1): Debiased SE estimate vs IID at N = 16, RMSE" in text
+    assert "not an NLI model" in C.gpu_outcome(_gpu([_point(4, "fixed λ=3")], scorer="oracle partial similarity"))

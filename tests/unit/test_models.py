@@ -77,6 +77,25 @@ def test_loader_takes_a_local_folder(tmp_path):
     assert type(again).__name__ == "BertModel"
 
 
+def test_half_copy_upcast_matches_the_original(tmp_path, minilm):
+    """The float16 copy (what a machine without the package loads), upcast to float32 on load, gives the same
+    mean-pooled, L2-normalised sentence embeddings as the float32 original to 1e-3."""
+    from companion.models.loading import save_half_copy
+
+    folder = save_half_copy(tmp_path / "half")
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {f.name for f in folder.iterdir()}
+    tokenizer, model = minilm
+    _, half = load_model(str(folder), dtype="float32")
+    assert next(half.parameters()).dtype == torch.float32
+    batch = tokenizer(["the answer is red", "where does anna live ?", "two"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        a, b = (torch.nn.functional.normalize((m(**batch).last_hidden_state * batch["attention_mask"][..., None]).sum(1), dim=-1)
+                for m in (model, half))
+    assert (a - b).abs().max().item() < 1e-3
+    with pytest.raises(ValueError, match="dtype"):
+        load_model(str(folder), dtype="float8")
+
+
 def test_capture_refuses_models_without_qk():
     with pytest.raises(ValueError, match="cannot capture the attention of a Sequential"):
         with capture_attention(torch.nn.Sequential(torch.nn.Linear(2, 2))):
