@@ -43,6 +43,9 @@ over ``cams_per_step`` random training cameras per step; c^l the render of the G
 ≤ l per training pixel, every channel under uniform noise at its bitstream step) is on for the last
 ``rd_steps`` steps only (the paper: 12,000 colour steps, then 1,500 RD steps). Then Gaussians with
 α < ``prune_alpha`` are pruned, the final Ψ layering is computed and the Gaussians are sorted by layer.
+The fit records its training curve (the top layer's PSNR on each step's training cameras, averaged per
+``curve_every`` steps) and may end its colour steps early once that curve is flat (``stop_db``; training views
+only: the held-out cameras never steer the fit).
 
 **Inter-frames**: the rigid stage (:func:`fit_rigid`) learns a multi-resolution dense motion grid
 (levels ``motion_levels``, e.g. 4³ + 8³ + 16³, 6 channels: Δμ and a rotation vector v) trilinearly
@@ -69,11 +72,11 @@ coded in the header, so its bytes count); D-SSIM (``lambda_dssim``) in the keyfr
 use L1); RGB colours (SH degree 0); 3DGS's adaptive density control (``densify``: clone / split on the mean
 view-space gradient, prune α < ``prune_alpha`` and, after the first opacity reset, max scale > 0.1 × the scene
 extent but not 3DGS's screen-size rule; opacity reset; :func:`densify_and_prune`) with its schedule scaled to the
-run (:func:`schedule_3dgs`), then one prune of α < ``prune_alpha`` rather than the paper's lowest 40 %; a fresh fit
-per keyframe from that frame's point cloud (or ``init = "random"``: uniform in its bounding box); per step a
-random subset of training cameras; ANS instead of H.264; the rate in bits per training pixel with the
-unstated λ_rate_key, q and q_motion chosen here; training steps far below the paper's (12,000 + 1,500 key,
-800 + 2,000 inter) for time.
+run (:func:`schedule_3dgs`) and, where ``max_gaussians`` is set, a cap on the count that 3DGS does not have, then
+one prune of α < ``prune_alpha`` rather than the paper's lowest 40 %; a fresh fit per keyframe from that frame's
+point cloud (or ``init = "random"``: uniform in its bounding box); per step a random subset of training cameras;
+ANS instead of H.264; the rate in bits per training pixel with the unstated λ_rate_key, q and q_motion chosen here;
+training steps far below the paper's (12,000 + 1,500 key, 800 + 2,000 inter) for time.
 """
 
 from __future__ import annotations
@@ -154,6 +157,10 @@ class Config:
     opacity_reset: int = 3000    # opacities clamped to RESET_OPACITY every this many steps (before densify_until)
     grad_threshold: float = 2e-4  # mean view-space (NDC) positional gradient above which a Gaussian densifies
     percent_dense: float = 0.01  # clone if max scale <= this × scene extent, else split
+    max_gaussians: int | None = None  # densification adds no Gaussian beyond this count (None: no cap; not 3DGS)
+    curve_every: int = 50        # keyframe training curve: top-layer training-view PSNR averaged over this many steps
+    stop_db: float = 0.0         # colour steps stop early at a curve gain < this (dB) over stop_windows points (0: off)
+    stop_windows: int = 4        # ... the curve point compared with the one this many points earlier
     seed: int = 0
 
     def __post_init__(self):
@@ -188,6 +195,11 @@ class Config:
             check_int(k, getattr(self, k), lo=1)
         check_float("grad_threshold", self.grad_threshold, lo=0.0, lo_open=True)
         check_float("percent_dense", self.percent_dense, lo=0.0, hi=1.0, lo_open=True)
+        if self.max_gaussians is not None:
+            check_int("max_gaussians", self.max_gaussians, lo=1)
+        check_int("curve_every", self.curve_every, lo=1)
+        check_float("stop_db", self.stop_db, lo=0.0)
+        check_int("stop_windows", self.stop_windows, lo=1)
 
     def replace(self, **kw) -> "Config":
         return Config(**{**asdict(self), **kw})
@@ -449,11 +461,16 @@ def densify_and_prune(p: dict, opt: torch.optim.Adam, grad: torch.Tensor, extent
     (a copy) if their max scale ≤ ``percent_dense`` × ``extent``, else split: replaced by SPLIT_N = 2 Gaussians
     at positions drawn from N(μ, R diag(s²) Rᵀ) with scales s / 1.6, the other attributes copied. Then the
     Gaussians (new ones included) with opacity < ``prune_alpha`` are pruned, and with ``prune_big`` those of
-    max scale > BIG_SCALE × ``extent``. Returns the counts cloned, split and pruned."""
+    max scale > BIG_SCALE × ``extent``. Each clone or split adds one Gaussian; with ``cfg.max_gaussians`` only the
+    largest gradients above the threshold densify, as many as the cap leaves room for. Returns the counts cloned,
+    split and pruned."""
     with torch.no_grad():
         d = {k: v.detach() for k, v in p.items()}
         smax = torch.exp(d["log_scales"]).max(1).values
         hot = grad > cfg.grad_threshold
+        room = len(grad) if cfg.max_gaussians is None else max(0, cfg.max_gaussians - len(grad))
+        if int(hot.sum()) > room:
+            hot = torch.zeros_like(hot).scatter(0, torch.where(hot, grad, -1.0).topk(room).indices, True)
         clone, split = hot & (smax <= cfg.percent_dense * extent), hot & (smax > cfg.percent_dense * extent)
         s = torch.exp(d["log_scales"][split]).repeat(SPLIT_N, 1)
         R = quat_to_rotmat(d["quats"][split]).repeat(SPLIT_N, 1, 1)
@@ -503,10 +520,22 @@ def view_grad_norms(infos: list, n: int, width: int, height: int) -> tuple[torch
     return (g.norm(dim=-1) * vis).sum(0), vis.sum(0)
 
 
+def plateaued(curve: list, windows: int, db: float) -> bool:
+    """Whether a training curve (PSNR in dB per point) gained less than ``db`` over its last ``windows`` points."""
+    return len(curve) > windows and curve[-1] - curve[-1 - windows] < db
+
+
 def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Tensor, K: torch.Tensor, cfg: Config,
-                 backend: str, log=None) -> tuple[dict, torch.Tensor, list]:
+                 backend: str, log=None) -> tuple[dict, torch.Tensor, list, dict]:
     """Fit, prune, layer and sort one keyframe (module docstring) on the training views ``images``
-    ``[C, H, W, 3]``. Returns (parameters in layer order, layer index per Gaussian, loss per step)."""
+    ``[C, H, W, 3]``. Returns (parameters in layer order, layer index per Gaussian, loss per step, training curve).
+
+    The training curve: per ``curve_every`` steps (and the last, shorter window) the mean PSNR of the top-layer
+    render c^L of each step's training cameras against their images (under the rate noise in the RD steps), at
+    ``"step"`` (the steps done). It sees training views only. With ``stop_db`` > 0 the colour steps end early
+    once the curve has gained less than ``stop_db`` dB over ``stop_windows`` points (:func:`plateaued`; checked
+    from ``densify_until`` on when densifying, whose opacity resets dip it); the ``rd_steps`` RD steps follow,
+    and ``"stopped_at"`` is that step (None: the full ``key_steps``)."""
     check_views(images, viewmats)
     C, H, W, _ = images.shape
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -515,8 +544,10 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
            "colors": cfg.lr_colors}
     opt = torch.optim.Adam([{"params": [p[k]], "lr": lrs[k]} for k in ATTRIBUTES], eps=1e-15)
     extent = scene_extent(viewmats)
-    losses, layer, stats = [], None, None
-    for it in range(cfg.key_steps):
+    losses, layer, stats, window = [], None, None, []
+    curve = {"every": cfg.curve_every, "step": [], "train_psnr": [], "stopped_at": None}
+    rd_from, end, it = cfg.key_steps - cfg.rd_steps, cfg.key_steps, 0
+    while it < end:
         step = it + 1  # 3DGS counts steps from 1
         gather = cfg.densify and step < cfg.densify_until
         if stats is None and gather:
@@ -524,7 +555,7 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
         if it % cfg.relayer_every == 0 or layer is None or len(layer) != len(p["means"]):
             layer = layering(p, cfg.L, cfg.lambda_psi)
         cams = torch.randperm(C, generator=gen)[:cfg.cams_per_step].to(images.device)
-        rd = it >= cfg.key_steps - cfg.rd_steps and cfg.lambda_rate_key > 0
+        rd = it >= rd_from and cfg.lambda_rate_key > 0
         x = p
         rates = [0.0] * cfg.L
         if rd:
@@ -540,6 +571,17 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
+        window.append(psnr(imgs[-1].detach(), images[cams]))
+        it = step
+        if it % cfg.curve_every == 0 or it == end:
+            curve["step"].append(it)
+            curve["train_psnr"].append(float(np.mean(window)))
+            window = []
+            if (cfg.stop_db > 0 and it < rd_from and (not cfg.densify or it >= cfg.densify_until)
+                    and plateaued(curve["train_psnr"], cfg.stop_windows, cfg.stop_db)):
+                rd_from, end, curve["stopped_at"] = it, it + cfg.rd_steps, it
+                if log:
+                    log(f"keyframe: training curve flat at step {it}, {cfg.rd_steps} RD steps follow")
         if not gather:
             continue
         norms, seen = view_grad_norms(infos, len(p["means"]), W, H)
@@ -561,7 +603,7 @@ def fit_keyframe(points: torch.Tensor, images: torch.Tensor, viewmats: torch.Ten
     if log:
         log(f"keyframe: {len(order)} Gaussians after pruning, loss {losses[0] if losses else float('nan'):.4f} → "
             f"{losses[-1] if losses else float('nan'):.4f}")
-    return {k: v[order].contiguous() for k, v in p.items()}, layer[order], losses
+    return {k: v[order].contiguous() for k, v in p.items()}, layer[order], losses, curve
 
 
 # --- inter-frames --------------------------------------------------------------------------------
@@ -804,7 +846,7 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, deadline_s: floa
             if t not in motion_groups([0.0] * t + [mean_dmu], cfg.tau_mu):
                 kind = "inter"
         if kind == "key":
-            p, layer, lk = fit_keyframe(data["means"][t].to(dev), target, views[tr], K, cfg, backend, log)
+            p, layer, lk, curve = fit_keyframe(data["means"][t].to(dev), target, views[tr], K, cfg, backend, log)
             res.losses[f"key@{t}"] = lk
             t_code = time.perf_counter()
             enc, state = encode_key(p, layer.cpu(), cfg.L)
@@ -826,6 +868,8 @@ def encode_sequence3d(data: dict, cfg: Config, backend: str, *, deadline_s: floa
                "train_s": round(t_code - t_frame, 3), "code_s": round(t_eval - t_code, 3),
                "bytes": [enc.bytes_upto(l) for l in range(1, cfg.L + 1)],
                "psnr_test": evaluate(state, layer, cfg.L, images[t, te], views[te], K, backend)}
+        if kind == "key":
+            rec["curve"] = curve
         rec["eval_s"] = round(time.perf_counter() - t_eval, 3)
         res.frames.append(rec)
         res.encoded.append(enc)
@@ -857,7 +901,8 @@ def decode_sequence3d(encoded: list, cfg: Config, upto: int | None = None) -> li
 
 def results(seq: Sequence3D, data: dict) -> dict:
     """The ``sequence`` stage's result: per layer l the held-out PSNR (mean over frames), MB per frame (keyframes,
-    inter-frames, mean), Gaussians; the groups; training minutes per frame; the per-frame records."""
+    inter-frames, mean), Gaussians; the groups; training minutes per frame; the per-frame records (a keyframe's
+    with its training curve, :func:`fit_keyframe`, beside its held-out ``psnr_test``)."""
     L, fr = seq.cfg.L, seq.frames
     keys = [f for f in fr if f["kind"] == "key"]
     inters = [f for f in fr if f["kind"] == "inter"]
@@ -894,11 +939,30 @@ def _dataset(ctx: StageContext) -> dict:
     return ctx.shared["dataset"]
 
 
+def backend_fit_check(cfg: Config, backends, device, *, n_gt: int = 4000, width: int = 128, n_cameras: int = 16,
+                      steps: int = 300, seed: int = 0) -> dict:
+    """One keyframe fitted on the same small scene (``n_gt`` Gaussians at ``width``², every 4th of ``n_cameras``
+    held out) with each renderer of ``backends``: ``cfg`` with L = 1, ``steps`` steps, no rate term and no density
+    control. Per backend the last training-curve PSNR and the held-out PSNR: equal numbers say the renderer (its
+    gradients included) does not set the study's held-out PSNR."""
+    small = cfg.replace(L=1, key_steps=steps, rd_steps=0, densify=False, stop_db=0.0, curve_every=min(50, steps))
+    out = {"scene": {"n_gt": n_gt, "width": width, "n_cameras": n_cameras, "steps": steps}}
+    for backend in backends:
+        data = make_dataset(n_gt, 2, 1, n_cameras, width, 4, None, 0.0, backend, device, seed=seed)
+        tr, te = data["train"], data["test"]
+        p, layer, _, curve = fit_keyframe(data["means"][0].to(device), data["images"][0, tr], data["viewmats"][tr],
+                                          data["K"], small, backend)
+        psnr_test = evaluate(p, layer, 1, data["images"][0, te], data["viewmats"][te], data["K"], backend)[0]
+        out[backend] = {"train_psnr": round(curve["train_psnr"][-1], 2), "psnr_test": round(psnr_test, 2)}
+    return out
+
+
 def renderer_stage(ctx: StageContext) -> dict:
     """The renderer before any training: gsplat's load time (it compiles its CUDA extension on first import
     unless ``COMPANION_GSPLAT_SO`` points at a prebuilt one), the ground-truth renders of every camera and frame,
     forward + backward of the L progressive renders c^1..c^L of one training camera (median ms) and, with
-    gsplat, its agreement with the torch backend on 4000 Gaussians at 128² (:func:`backend_agreement`)."""
+    gsplat, its agreement with the torch backend on 4000 Gaussians at 128² (:func:`backend_agreement`) and the
+    same small keyframe fitted with each (:func:`backend_fit_check`)."""
     P, cfg, dev = ctx.profile, Config.from_profile(ctx.profile), torch.device(ctx.device)
     backend = check_choice("backend", P["backend"], BACKENDS)
     out = {}
@@ -927,6 +991,7 @@ def renderer_stage(ctx: StageContext) -> dict:
     if backend == "gsplat":  # the two backends' conventions on a 128² pair of cameras (the torch path is dense)
         views, K = cameras(2, 128)
         out["agreement"] = backend_agreement(data["means"][0][:4000].to(dev), views.to(dev), K.to(dev), 128)
+        out["fit_check"] = backend_fit_check(cfg, ("gsplat", "torch"), dev, seed=ctx.seed)
     ctx.log(f"[renderer] {out}")
     return out
 

@@ -109,8 +109,8 @@ def test_constant_motion_grid_translates_and_rotates_every_gaussian_exactly():
 def test_training_lowers_the_loss_and_psnr_grows_with_layers_on_training_views(data):
     tr = data["train"]
     cfg = CFG.replace(rd_steps=0)
-    p, layer, losses = T.fit_keyframe(data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"], cfg,
-                                      "torch")
+    p, layer, losses, _ = T.fit_keyframe(data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"],
+                                         cfg, "torch")
     assert sum(losses[-5:]) < 0.7 * sum(losses[:5])
     ps = T.evaluate(p, layer, cfg.L, data["images"][0, tr], data["viewmats"][tr], data["K"], "torch")
     assert all(b >= a for a, b in zip(ps, ps[1:])), ps
@@ -120,7 +120,7 @@ def test_training_lowers_the_loss_and_psnr_grows_with_layers_on_training_views(d
 def test_residual_stage_lowers_its_loss(data):
     tr = data["train"]
     cfg = CFG.replace(rd_steps=0, key_steps=20)
-    p, layer, _ = T.fit_keyframe(data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"], cfg, "torch")
+    p, layer, *_ = T.fit_keyframe(data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"], cfg, "torch")
     p["colors"] = p["colors"] + 0.2  # a colour offset the residuals must undo
     _, losses = T.fit_residual(p, layer, data["images"][0, tr], data["viewmats"][tr], data["K"],
                                cfg.replace(residual_steps=15, lr_residual=0.02), "torch", torch.Generator().manual_seed(0))
@@ -312,8 +312,8 @@ def test_view_space_gradient_statistics_of_the_torch_renderer(data):
 def test_keyframe_fit_with_densification_and_dssim_keeps_every_tensor_aligned(data):
     cfg = CFG.replace(key_steps=30, rd_steps=5, lambda_dssim=0.2, densify=True, densify_from=5, densify_every=5,
                       densify_until=25, opacity_reset=20, grad_threshold=1e-3)
-    p, layer, losses = T.fit_keyframe(data["means"][0], data["images"][0, data["train"]], data["viewmats"][data["train"]],
-                                      data["K"], cfg, "torch")
+    p, layer, losses, _ = T.fit_keyframe(data["means"][0], data["images"][0, data["train"]],
+                                         data["viewmats"][data["train"]], data["K"], cfg, "torch")
     assert {len(v) for v in p.values()} == {len(layer)} and len(losses) == 30
     assert all(math.isfinite(x) for x in losses)
     assert len(layer) != int(round(CFG.init_fraction * SCENE["n_gt"]))  # the population changed
@@ -338,7 +338,8 @@ def test_schedule_3dgs_scales_the_3dgs_defaults():
 
 @pytest.mark.parametrize("kw", [{"init": "mesh"}, {"init_count": 0}, {"lambda_dssim": 1.5}, {"densify": 1},
                                 {"densify_every": 0}, {"opacity_reset": 0}, {"grad_threshold": 0.0},
-                                {"percent_dense": 0.0}, {"densify_from": -1}])
+                                {"percent_dense": 0.0}, {"densify_from": -1}, {"curve_every": 0}, {"stop_db": -0.1},
+                                {"stop_windows": 0}, {"max_gaussians": 0}])
 def test_bad_densification_config_raises(kw):
     with pytest.raises(ParameterError) as err:
         T.Config(**kw)
@@ -364,6 +365,59 @@ def test_densification_and_dssim_raise_the_held_out_psnr_of_a_short_fit():
                         opacity_reset=100, grad_threshold=2e-3)
     psnr = []
     for cfg in (base, dens):
-        p, layer, _ = T.fit_keyframe(d["means"][0], d["images"][0, tr], d["viewmats"][tr], d["K"], cfg, "torch")
+        p, layer, *_ = T.fit_keyframe(d["means"][0], d["images"][0, tr], d["viewmats"][tr], d["K"], cfg, "torch")
         psnr.append(T.evaluate(p, layer, cfg.L, d["images"][0, te], d["viewmats"][te], d["K"], "torch")[-1])
     assert psnr[1] > psnr[0] + 0.5, psnr
+
+
+def test_plateau_rule():
+    assert not T.plateaued([10.0, 11.0], 2, 0.1)  # fewer points than the window
+    assert not T.plateaued([10.0, 11.0, 11.2], 2, 0.1)  # gained 1.2 dB over 2 points
+    assert T.plateaued([10.0, 11.0, 11.05, 11.08], 2, 0.1)  # gained 0.08 dB over 2 points
+    assert T.plateaued([12.0, 11.0, 11.5], 2, 0.1)  # fell
+
+
+def test_keyframe_curve_counts_the_steps_and_rises(data):
+    tr = data["train"]
+    cfg = CFG.replace(key_steps=23, rd_steps=3, curve_every=5)
+    *_, curve = T.fit_keyframe(data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"], cfg, "torch")
+    assert curve["step"] == [5, 10, 15, 20, 23] and curve["every"] == 5 and curve["stopped_at"] is None
+    assert curve["train_psnr"][-1] > curve["train_psnr"][0]
+
+
+def test_early_stop_ends_the_colour_steps_and_keeps_the_rd_steps(data):
+    tr = data["train"]
+    args = (data["means"][0], data["images"][0, tr], data["viewmats"][tr], data["K"])
+    cfg = CFG.replace(key_steps=200, rd_steps=4, curve_every=5, stop_windows=1, stop_db=100.0)  # any gain is too small
+    _, _, losses, curve = T.fit_keyframe(*args, cfg, "torch")
+    assert curve["stopped_at"] == 10 and len(losses) == 14 and curve["step"] == [5, 10, 14]
+    dens = cfg.replace(densify=True, densify_from=2, densify_every=5, densify_until=20, opacity_reset=50)
+    assert T.fit_keyframe(*args, dens, "torch")[3]["stopped_at"] == 20  # not before densification ends
+    never = cfg.replace(key_steps=12, stop_db=0.0)
+    assert T.fit_keyframe(*args, never, "torch")[3]["stopped_at"] is None
+
+
+def test_densification_cap_keeps_the_largest_gradients():
+    p, opt = _model()
+    n = len(p["means"])
+    with torch.no_grad():
+        p["log_scales"][:10] = math.log(0.5)   # large: split
+        p["log_scales"][10:] = math.log(0.05)  # small: clone
+        p["opacity"][:] = 0.0
+    grad = torch.zeros(n)
+    grad[[0, 1, 20, 21]] = torch.tensor([3.0, 1.0, 2.0, 1.0])
+    out = T.densify_and_prune(p, opt, grad, 10.0, T.Config(L=2, max_gaussians=n + 2), torch.Generator().manual_seed(1),
+                              prune_big=False)
+    assert out == {"cloned": 1, "split": 1, "pruned": 0} and len(p["means"]) == n + 2 and _lengths(p, opt) == {n + 2}
+    full = T.densify_and_prune(p, opt, torch.ones(n + 2), 10.0, T.Config(L=2, max_gaussians=n),
+                               torch.Generator().manual_seed(1), prune_big=False)
+    assert full == {"cloned": 0, "split": 0, "pruned": 0}  # already above the cap: nothing added
+
+
+def test_backend_fit_check_fits_the_small_scene_with_each_backend_it_is_given():
+    cfg = T.Config(lr_means=0.005)
+    out = T.backend_fit_check(cfg, ("torch",), "cpu", n_gt=60, width=12, n_cameras=8, steps=20)
+    assert out["scene"] == {"n_gt": 60, "width": 12, "n_cameras": 8, "steps": 20}
+    assert set(out) == {"scene", "torch"}
+    start = T.backend_fit_check(cfg, ("torch",), "cpu", n_gt=60, width=12, n_cameras=8, steps=1)["torch"]
+    assert out["torch"]["psnr_test"] > start["psnr_test"]  # the fit learns the held-out views too
