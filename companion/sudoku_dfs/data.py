@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import time
+
 import numpy as np
 import torch
 
@@ -184,6 +186,7 @@ def _stream_worker(seed, worker, per_puzzle, max_len, out, stop):
     import queue
 
     torch.set_num_threads(1)
+    out.cancel_join_thread()  # at stop, exit without waiting to flush examples nobody will read
     index = 0
     while not stop.is_set():
         example = (index, *stream_example(seed, worker, index, per_puzzle, max_len))
@@ -263,8 +266,10 @@ class TranscriptStream:
         if not self._procs:
             return
         self._stop.set()
+        until = time.monotonic() + 2.0  # one grace period for all the workers, then terminate
         for p in self._procs:
-            p.join(timeout=2.0)
+            p.join(timeout=max(0.0, until - time.monotonic()))
+        for p in self._procs:
             if p.is_alive():
                 p.terminate()
                 p.join()
