@@ -19,6 +19,7 @@ is judged beside it. Every threshold is a named constant, tested just inside and
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -300,20 +301,31 @@ def gpu_error_rows(r: dict, schedule: str, scale: str) -> list[Claim]:
     return rows
 
 
+_POINT = re.compile(r"^(?P<family>.*?) at N = (?P<n>\d+)(?P<measure>[^()]*) \((?P<schedule>[^()]*)\)$")
+
+
 def gpu_outcome(gpu: dict | None) -> str:
-    """One paragraph on the one-GPU study built from its rows (:func:`gpu_rows`): the scorer and, per verdict, the
-    rows that got it."""
+    """The one-GPU study's outcome built from its rows (:func:`gpu_rows`): the scorer, then one line per kind of row
+    saying at which (N, schedule) points each verdict fell."""
     why = _no_sweep(gpu)
     if why:
         return f"No one-GPU result to report: {why}."
-    rows = gpu_rows(gpu)
     scorer = (gpu.get("text_model") or {}).get("scorer", "an unrecorded scorer")
-    by = {}
-    for r in rows:
-        by.setdefault(r.verdict, []).append(r.claim)
-    return (f"The recorded study steered with the {scorer}"
-            + (" (an exact oracle of the templates, not an NLI model)" if "oracle" in scorer else "") + ". "
-            + " ".join(f"{v.capitalize()} ({len(c)}): {'; '.join(c)}." for v, c in by.items()))
+    kinds: dict = {}
+    for r in gpu_rows(gpu):
+        m = _POINT.match(r.claim)
+        kind = m["family"] + m["measure"] if m else r.claim
+        points = kinds.setdefault(kind, {}).setdefault(r.verdict, {})
+        if m:
+            points.setdefault(m["schedule"], []).append(m["n"])
+    lines = [f"The recorded study steered with the {scorer}"
+             + (" (an exact oracle of the templates, not an NLI model)" if "oracle" in scorer else "") + "."]
+    for kind, verdicts in kinds.items():
+        said = [verdict + "".join(f" at N = {', '.join(ns)} ({schedule})" if i == 0 else
+                                  f" and N = {', '.join(ns)} ({schedule})" for i, (schedule, ns) in enumerate(at.items()))
+                for verdict, at in verdicts.items()]
+        lines.append(f"{kind}: {'; '.join(said)}.")
+    return "\n".join(lines)
 
 
 def claim_rows(*, toy, curve, text: dict | None, toy_scale: str, text_scale: str, gpu: dict | None = None) -> list[Claim]:

@@ -101,6 +101,7 @@ def gpu_figure(gpu: dict | None) -> go.Figure:
                            xref="x3 domain", yref="y3 domain")
     fig.add_hline(y=1.0, line_dash="dot", row=1, col=1)
     fig.add_hline(y=0.0, line_dash="dot", row=1, col=3)
-    fig.update_xaxes(title_text="N", type="log")
+    ns = sorted({r["n"] for r in sweep})
+    fig.update_xaxes(title_text="N", type="log", tickvals=ns, ticktext=[str(n) for n in ns])
     scorer = (gpu.get("text_model") or {}).get("scorer", "scorer not recorded")
     return fig.update_layout(height=380, title=f"Recorded on {gpu.get('device', 'GPU')}, {gpu.get('date', '')}; {scorer}")

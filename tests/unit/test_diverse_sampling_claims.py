@@ -196,10 +196,10 @@ def test_gpu_rows_of_the_recorded_study():
     from companion.diverse_sampling.scale import recorded
 
     rows = C.gpu_rows(recorded())
-    # 10 sweep points; at N = 16 per schedule an AUROC row and the |bias| and RMSE rows (not run: no per-seed values)
+    # 10 sweep points; at N = 16 per schedule an AUROC row and the |bias| and RMSE rows, each judged on 3 seeds
     assert len(rows) == 16 and not any("unsteered" in r.claim for r in rows)
-    assert sum(r.verdict == "not run here" for r in rows) == 4
-    assert all("oracle partial similarity" in r.scale and "3 seeds" in r.scale for r in rows)
+    assert not any(r.verdict == "not run here" for r in rows) and all("n=3" in r.evidence for r in rows)
+    assert all("MiniLM partial NLI" in r.scale and "3 seeds" in r.scale for r in rows)
 
 
 def test_gpu_rows_without_per_seed_values_are_not_judged_on_a_mean():
@@ -251,5 +251,8 @@ def test_gpu_outcome_is_built_from_the_rows():
     assert C.gpu_outcome(None).startswith("No one-GPU result to report: no GPU results recorded")
     text = C.gpu_outcome(_gpu([_errors([0.5] * 3, [2.0] * 3)], seeds=(0, 1, 2)))
     assert "MiniLM partial NLI" in text and "not an NLI model" not in text
-    assert "Reproduced (3)" in text and "Not reproduced (1): Debiased SE estimate vs IID at N = 16, RMSE" in text
+    assert text.splitlines()[1:] == ["Steered sampling: reproduced at N = 16 (fixed λ=3).",
+                                     "Higher AUROC of SE: reproduced at N = 16 (fixed λ=3).",
+                                     "Debiased SE estimate vs IID, |bias|: reproduced at N = 16 (fixed λ=3).",
+                                     "Debiased SE estimate vs IID, RMSE: not reproduced at N = 16 (fixed λ=3)."]
     assert "not an NLI model" in C.gpu_outcome(_gpu([_point(4, "fixed λ=3")], scorer="oracle partial similarity"))
