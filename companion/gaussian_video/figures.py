@@ -1,11 +1,13 @@
-"""Figures of paper 05's Scale-up section, from the recorded GPU studies (progressive decode, 3-D training)."""
+"""Figures of paper 05's Scale-up section, from the recorded GPU studies (progressive decode, 3-D training and the
+quality it reaches)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-import companion.viz  # noqa: F401  (the theme and the mode bar)
+from companion.gaussian_video.claims import TRAIN3D_TARGET_DB
+from companion.viz import COLORS  # the theme and the mode bar
 
 
 def decode_figure(gpu: dict) -> go.Figure:
@@ -57,4 +59,49 @@ def train3d_figure(payload: dict) -> go.Figure:
     fig.update_layout(height=380, showlegend=False,
                       title=f"3-D training: {sc['n_cameras']} cameras at {sc['width']}², {seq['n_frames_done']} "
                             f"frames ({payload.get('device', '?')}, {payload.get('date', '?')})")
+    return fig
+
+
+def train3d_quality_figure(payload: dict) -> go.Figure:
+    """Quality of the trained 3-D model (the 3-D study's ``sequence`` stage). Left: each keyframe's training curve
+    (top-layer PSNR on its training views per ``curve_every`` steps) with its held-out PSNR after coding (layers
+    1..L, dashed, same colour) and the run's target; right: held-out PSNR per frame with all layers and with layer 1
+    (keyframes marked), which shows what the inter-frames (rigid motion + residuals) keep of their keyframe."""
+    seq = payload["sequence"]
+    frames = seq["frames"]
+    keys = [f for f in frames if f["kind"] == "key"]
+    L = len(frames[0]["psnr_test"])
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5],
+                        subplot_titles=("keyframe training curves (training views, top layer)",
+                                        "held-out PSNR per frame"))
+    for i, f in enumerate(keys):
+        color = COLORS[i % len(COLORS)]
+        if "curve" in f:
+            fig.add_scatter(x=f["curve"]["step"], y=f["curve"]["train_psnr"], mode="lines+markers",
+                            line_color=color, name=f"keyframe t = {f['t']}: training views", row=1, col=1)
+        fig.add_hline(y=f["psnr_test"][-1], line_dash="dash", line_color=color, row=1, col=1,
+                      exclude_empty_subplots=False,
+                      annotation_text=f"t = {f['t']} held-out {f['psnr_test'][-1]:.2f} dB",
+                      annotation_position="top right" if i % 2 else "bottom right")
+    if not all("curve" in f for f in keys):
+        fig.add_annotation(text="training curve not recorded in this run", x=0.22, y=0.5, xref="paper", yref="paper",
+                           showarrow=False)
+    fig.add_hline(y=TRAIN3D_TARGET_DB, line_dash="dot", line_color="#777777", row=1, col=1,
+                  exclude_empty_subplots=False,
+                  annotation_text=f"target {TRAIN3D_TARGET_DB:g} dB", annotation_position="top left")
+    t = [f["t"] for f in frames]
+    fig.add_scatter(x=t, y=[f["psnr_test"][-1] for f in frames], mode="lines+markers", line_color=COLORS[0],
+                    marker=dict(size=[12 if f["kind"] == "key" else 6 for f in frames],
+                                symbol=["diamond" if f["kind"] == "key" else "circle" for f in frames]),
+                    name=f"layers 1..{L}", row=1, col=2)
+    fig.add_scatter(x=t, y=[f["psnr_test"][0] for f in frames], mode="lines+markers", line_color=COLORS[2],
+                    name="layer 1", row=1, col=2)
+    fig.add_hline(y=TRAIN3D_TARGET_DB, line_dash="dot", line_color="#777777", row=1, col=2,
+                  annotation_text=f"target {TRAIN3D_TARGET_DB:g} dB", annotation_position="top right")
+    fig.update_xaxes(title_text="keyframe step", row=1, col=1)
+    fig.update_xaxes(title_text="frame t (diamonds: keyframes)", row=1, col=2)
+    fig.update_yaxes(title_text="PSNR (dB)", row=1, col=1)
+    fig.update_yaxes(title_text="held-out PSNR (dB)", row=1, col=2)
+    fig.update_layout(height=420, title=f"3-D training, quality per keyframe and per frame ({payload.get('device', '?')}, "
+                                        f"{payload.get('date', '?')})")
     return fig

@@ -249,7 +249,9 @@ def test_train3d_row_one_seed_smoke_unfinished_and_none():
     assert row.verdict == "inconclusive" and row.evidence.startswith("n=1:")
     assert f"{seq['per_layer'][0]['psnr_test']:.2f} dB" in row.measured and "worst step in l" in row.details
     assert row.scale.startswith(f"{payload['device']}, one seed")
-    assert "100000 ground-truth" in row.scale and "(4 held out)" in row.scale and "30 of 30 frames, gsplat" in row.scale
+    sc = payload["profile"]["scene"]
+    assert f"{sc['n_gt']} ground-truth" in row.scale and f"({len(seq['test_cameras'])} held out)" in row.scale
+    assert f"{seq['n_frames_done']} of {seq['n_frames_planned']} frames" in row.scale and "gsplat renderer" in row.scale
     smoke = C.train3d_row({**payload, "smoke": True})
     assert smoke.verdict == "inconclusive" and smoke.scale.startswith("smoke run (CPU)")
     flat = {**payload, "sequence": {**seq, "psnr_monotone_in_l": False}}
@@ -278,3 +280,97 @@ def test_rate_row_without_a_common_range_writes_n_a():
     row = C.rate_row([k] * SEEDS)
     assert row.verdict == "inconclusive" and "n/a" in row.measured
     assert "nan" not in (row.measured + row.details + row.evidence).lower()
+
+
+def t3d(key_top=(28.0, 29.0), inter_top=23.0, gain=0.5, curve=True, n_frames=6, groups=(0, 3)):
+    """A constructed 3-D study payload (L = 2): keyframes at ``groups`` with held-out PSNR ``key_top`` at the top
+    layer, inter-frames at ``inter_top``; each keyframe's training curve (every 50 steps to 1,000) gains ``gain`` dB
+    over its last 200 steps."""
+    keys = iter(key_top)
+    frames = []
+    for t in range(n_frames):
+        top = next(keys) if t in groups else inter_top
+        f = {"t": t, "kind": "key" if t in groups else "inter", "psnr_test": [top - 3.0, top]}
+        if curve and t in groups:
+            steps = list(range(50, 1001, 50))
+            f["curve"] = {"every": 50, "step": steps, "train_psnr": [top + 1.0 + gain * (s - 1000) / 200 for s in steps],
+                          "stopped_at": None}
+        frames.append(f)
+    per_layer = [{"l": l + 1, "psnr_test": sum(f["psnr_test"][l] for f in frames) / n_frames, "mb_per_frame": 0.1 * (l + 1),
+                  "n_gaussians": 500.0 * (l + 1)} for l in range(2)]
+    return {"device": "GPU X", "stages": {"sequence": {"state": "done"}},
+            "profile": {"backend": "gsplat", "scene": {"n_gt": 1000, "n_cameras": 8, "width": 64},
+                        "train": {"key_steps": 1000, "L": 2}},
+            "sequence": {"frames": frames, "per_layer": per_layer, "groups": list(groups), "test_cameras": [3, 7],
+                         "n_frames_done": n_frames, "n_frames_planned": n_frames, "psnr_monotone_in_l": True,
+                         "train_min_per_frame": 0.1}}
+
+
+def test_keyframe_row_target_just_inside_and_outside():
+    t = C.TRAIN3D_TARGET_DB
+    assert C.keyframe_row([t3d(key_top=(t + 0.01, t + 0.01))] * SEEDS).verdict == "reproduced"
+    assert C.keyframe_row([t3d(key_top=(t - 0.01, t - 0.01))] * SEEDS).verdict == "not reproduced"
+    # one value per seed, the mean over its keyframes: one keyframe below the target, the mean above it
+    assert C.keyframe_row([t3d(key_top=(t - 0.5, t + 0.6))] * SEEDS).verdict == "reproduced"
+
+
+def test_keyframe_row_one_seed_straddle_and_missing_curve():
+    t = C.TRAIN3D_TARGET_DB
+    one = C.keyframe_row(t3d(key_top=(t + 2, t + 2)))
+    assert one.verdict == "inconclusive" and one.evidence.startswith("n=1:")
+    assert "one seed" in one.scale and one.scale.endswith("2 keyframes")
+    assert f"t = 0 {t + 2:.2f} dB, t = 3 {t + 2:.2f} dB" in one.measured
+    spread = [t3d(key_top=(v, v)) for v in (t - 1.5, t - 0.2, t + 1.0)]
+    assert C.keyframe_row(spread).verdict == "inconclusive" and "straddles" in C.keyframe_row(spread).evidence
+    old = C.keyframe_row(t3d(curve=False))
+    assert old.verdict == "not run here" and "no keyframe training curve" in old.evidence
+    assert C.keyframe_row(None).verdict == "not run here"
+    killed = {**t3d(), "stages": {"sequence": {"state": "unfinished"}}}
+    assert C.keyframe_row(killed).verdict == "not run here" and C.sequence_row(killed).verdict == "not run here"
+    assert C.keyframe_row({**t3d(), "smoke": True}).verdict == "inconclusive"
+
+
+def test_keyframe_curve_plateau_threshold():
+    g, w = C.PLATEAU_GAIN_DB, C.PLATEAU_WINDOW_STEPS
+    rising = C.keyframe_row(t3d(gain=g + 0.01)).details
+    flat = C.keyframe_row(t3d(gain=g - 0.01)).details
+    assert f"over the last {w} steps (still rising" in rising and "(plateaued" not in rising
+    assert f"over the last {w} steps (plateaued" in flat and "still rising" not in flat
+    # the training curve ends 1 dB above the held-out PSNR in the constructed payload
+    assert "+1.00 dB above held-out" in flat
+
+
+def test_sequence_row_high_target_and_partly_bar():
+    hi, t = C.PAPER_HIGH_DB, C.TRAIN3D_TARGET_DB
+
+    def flat(v):
+        return [t3d(key_top=(v, v), inter_top=v)] * SEEDS
+
+    assert C.sequence_row(flat(hi + 0.01)).verdict == "reproduced"
+    assert C.sequence_row(flat(hi - 0.01)).verdict == "partly reproduced"
+    assert C.sequence_row(flat(t + 0.01)).verdict == "partly reproduced"
+    assert C.sequence_row(flat(t - 0.01)).verdict == "not reproduced"
+    assert C.sequence_row(t3d(key_top=(hi + 1, hi + 1), inter_top=hi + 1)).verdict == "inconclusive"  # one seed
+    # below the partly bar on the mean, but a spread that reaches past the target
+    spread = [t3d(key_top=(v, v), inter_top=v) for v in (t - 3.0, t - 1.0, hi + 0.5)]
+    assert C.sequence_row(spread).verdict == "inconclusive" and "straddles" in C.sequence_row(spread).evidence
+
+
+def test_sequence_row_names_the_keyframe_to_inter_drop():
+    row = C.sequence_row(t3d(key_top=(29.0, 28.0), inter_top=23.0))
+    assert "keyframes 28.50 dB, inter-frames 23.00 dB" in row.measured
+    assert "group from t = 0: keyframe 29.00 dB, its 2 inter-frames 23.00 dB (-6.00 dB" in row.details
+    assert "group from t = 3: keyframe 28.00 dB, its 2 inter-frames 23.00 dB (-5.00 dB" in row.details
+    assert C.sequence_row(None).verdict == "not run here"
+
+
+def test_quality_rows_on_the_recorded_run():
+    from companion.gaussian_video.scale_train3d import recorded
+
+    payload = recorded()
+    keys = [f for f in payload["sequence"]["frames"] if f["kind"] == "key"]
+    key, seq = C.keyframe_row(payload), C.sequence_row(payload)
+    assert key.verdict == seq.verdict == "inconclusive" and "fewer than 3 seeds" in key.evidence
+    assert all(f"t = {f['t']} {f['psnr_test'][-1]:.2f} dB" in key.measured for f in keys)
+    assert f"{len(keys)} keyframes" in key.scale and "one seed" in seq.scale
+    assert f"{payload['sequence']['per_layer'][-1]['psnr_test']:.2f} dB" in seq.measured

@@ -127,6 +127,27 @@ def test_scale_up_figures_from_the_recorded_runs():
     assert len(fig.data[0].x) == len(seq["per_layer"]) and len(fig.data[1].x) == seq["n_frames_done"]
 
 
+def test_quality_figure_with_and_without_the_training_curve():
+    import copy
+
+    from companion.gaussian_video.figures import train3d_quality_figure
+    from companion.gaussian_video.scale_train3d import recorded as recorded_train3d
+
+    train = recorded_train3d()
+    keys = [f for f in train["sequence"]["frames"] if f["kind"] == "key"]
+    fig = train3d_quality_figure(train)
+    notes = [a.text for a in fig.layout.annotations]
+    assert [t.name for t in fig.data][:len(keys)] == [f"keyframe t = {f['t']}: training views" for f in keys]
+    assert all(f"t = {f['t']} held-out {f['psnr_test'][-1]:.2f} dB" in notes for f in keys) and "target 27 dB" in notes
+    assert len(fig.data[-1].x) == train["sequence"]["n_frames_done"]
+    old = copy.deepcopy(train)
+    for f in old["sequence"]["frames"]:
+        f.pop("curve", None)
+    fig = train3d_quality_figure(old)
+    assert "training curve not recorded in this run" in [a.text for a in fig.layout.annotations]
+    assert [t.name for t in fig.data] == ["layers 1..6", "layer 1"]
+
+
 def _ctx(profile, until=math.inf, states=None):
     return StageContext(profile={**profile}, device="cpu", log=lambda *a: None,
                         results={"stages": {k: {"state": v} for k, v in (states or {}).items()}}, until=until)

@@ -347,12 +347,15 @@ def test_bad_densification_config_raises(kw):
 
 
 def test_an_old_recorded_profile_still_loads_with_the_old_recipe():
-    from companion.gaussian_video.scale_train3d import recorded
-    payload = recorded()
-    if payload is None:
-        pytest.skip("no committed results")
-    cfg = T.Config.from_profile(payload["profile"])
-    assert cfg.densify is False and cfg.lambda_dssim == 0.0 and cfg.init == "points"
+    # the profile of the first recorded H200 run, before D-SSIM, density control and the training curve
+    old = {"backend": "gsplat", "workers": 16, "seed": 0, "train": {
+        "init_fraction": 0.6, "init_noise": 0.01, "L": 6, "lambda_psi": 100000.0, "key_steps": 900, "rd_steps": 150,
+        "relayer_every": 50, "rigid_steps": 40, "residual_steps": 40, "cams_per_step": 3, "lambda_rate_key": 0.01,
+        "lambda_rate_inter": 0.01, "lambda_reg": 0.001, "q": 0.015625, "q_motion": 0.0005, "motion_levels": [4, 8, 16],
+        "tau_mu": 0.03, "prune_alpha": 0.005, "lr_means": 0.001, "lr_quats": 0.001, "lr_scales": 0.005,
+        "lr_opacity": 0.05, "lr_colors": 0.01, "lr_motion": 0.002, "lr_residual": 0.01}}
+    cfg = T.Config.from_profile(old)
+    assert cfg.densify is False and cfg.lambda_dssim == 0.0 and cfg.init == "points" and cfg.key_steps == 900
 
 
 def test_densification_and_dssim_raise_the_held_out_psnr_of_a_short_fit():
