@@ -168,7 +168,8 @@ def trace_figure(transcript, step: int, probs=None, title: str | None = None, mo
     object with ``tokens``, ``n`` and optionally ``kinds``/``choices``) at ``step`` (a token index).
 
     ``probs`` (``[T, VOCAB]``) are a model's next-token distributions along the transcript; without them
-    the third panel says that no model of this board size is trained.
+    the third panel says that no model of this board size is trained, and at a step past them (a transcript
+    longer than the model's context) that the model does not read that far.
     """
     tokens, n = list(transcript.tokens), transcript.n
     kinds, choices = getattr(transcript, "kinds", None), getattr(transcript, "choices", None)
@@ -232,8 +233,8 @@ def trace_figure(transcript, step: int, probs=None, title: str | None = None, mo
     readout = (f"Step {step} of {len(steps) - 1}: {describe_step(tokens, kinds, choices, n, step, steps)}. "
                f"Depth {cur.depth}; so far {guesses} guesses, {dead} dead ends.")
     valid = choices[step + 1] if choices is not None and step + 1 < len(choices) and choices[step + 1] else frozenset()
-    if probs is not None:
-        p = np.asarray(probs[step]) if step < len(probs) else np.zeros(probs.shape[-1])
+    if probs is not None and step < len(probs):
+        p = np.asarray(probs[step])
         top = np.argsort(-p)[:top_k]
         colors = [EVENT_COLORS["solved"] if int(t) in valid else "#9e9e9e" for t in top]
         fig.add_trace(go.Bar(x=[float(p[t]) for t in top], y=[token_name(int(t), n) for t in top], orientation="h",
@@ -248,13 +249,18 @@ def trace_figure(transcript, step: int, probs=None, title: str | None = None, mo
             readout += (f" {who[0].upper() + who[1:]}: {mass:.0%} of its probability on the {len(valid)} valid next "
                         f"token{'s' if len(valid) > 1 else ''}; its top choice, {token_name(pick, n)}, is {verdict}.")
     else:
-        fig.add_annotation(text=f"No {n}x{n} model is trained in this run.<br>"
-                                + ("The 9x9 GPT-2 is trained by<br>python -m companion.bench sudoku_dfs on a GPU;<br>pass its checkpoint with<br>-p CHECKPOINT /path/to/file.safetensors"
-                                   if n == 9 else "Run the training cell above."),
-                           x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False, font=dict(size=12, color="#555"))
+        if probs is not None:  # a transcript longer than the model's context (the hard 9x9 boards)
+            text = f"Step {step} lies past the {len(probs)} positions<br>the model reads."
+            readout += f" The model reads the first {len(probs)} tokens only."
+        else:
+            text = f"No {n}x{n} model is trained in this run.<br>" + (
+                "The 9x9 GPT-2 is trained by<br>python -m companion.bench sudoku_dfs on a GPU;<br>pass its checkpoint with<br>"
+                "-p CHECKPOINT /path/to/file.safetensors" if n == 9 else "Run the training cell above.")
+            readout += f" No {n}x{n} model is trained in this run."
+        fig.add_annotation(text=text, x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False,
+                           font=dict(size=12, color="#555"))
         fig.update_xaxes(visible=False, row=1, col=3)
         fig.update_yaxes(visible=False, row=1, col=3)
-        readout += f" No {n}x{n} model is trained in this run."
     fig.update_layout(title=title or "DFS transcript, step by step", height=440, margin=dict(l=30, r=20, t=70, b=40))
     return fig, readout
 

@@ -6,7 +6,9 @@ Paper: Giannoulis, Pantis, Tzamos, NeurIPS 2025 (arXiv 2509.22023).
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from companion.sudoku_dfs.claims import TOKEN_TYPES
 from companion.sudoku_dfs.replay import EVENT_COLORS, replay
 import companion.viz  # noqa: F401  (the theme and the mode bar)
 
@@ -30,7 +32,8 @@ def transcript_depth_figure(transcript, title: str) -> go.Figure:
 def scale_table(r: dict):
     """The GPU study's payload (:func:`companion.sudoku_dfs.scale.run_scale_up`, or its recorded JSON) as a
     two-column table, a row per finished stage and one naming the stages that did not finish; L1 vs L2 shows the
-    median and the mean (they can disagree)."""
+    median and the mean (they can disagree). The training data are counted by the data stage where they were made
+    before training, by the training stage where a stream made them during it."""
     import pandas as pd
 
     from companion.core.stages import not_finished, stage_states
@@ -41,8 +44,12 @@ def scale_table(r: dict):
     if "training" in done:
         rows.append(("configuration that ran", recorded_config(r)))
     if "data" in done:
-        rows.append(("training data", f"{r['data']['puzzles']} generated puzzles, {r['data']['transcripts']} "
-                                      f"transcripts ({r['data']['filter']})"))
+        d = r["data"]
+        made = d if "puzzles" in d else (r.get("training") or {}).get("data", {})  # made before / streamed during training
+        rows.append(("training data", f"{made['puzzles']} generated puzzles, {made['transcripts']} transcripts "
+                                      f"({d['filter']})" if "puzzles" in made else
+                     f"stream started ({d['start_puzzles']} puzzles, {d['start_transcripts']} transcripts in "
+                     f"{d['start_seconds']:.0f} s; {d['filter']})"))
     if "evaluation" in done:
         ev = r["evaluation"]
         rows += [
@@ -74,16 +81,35 @@ def scale_table(r: dict):
 
 
 def scale_figure(r: dict) -> go.Figure:
-    """Training loss and teacher-forced accuracy on held-out transcripts of the GPU study (its ``training`` stage)."""
-    tr = r["training"]
-    fig = go.Figure()
-    fig.add_scatter(x=tr["loss_curve"]["step"], y=tr["loss_curve"]["loss"], mode="lines", name="training loss", yaxis="y")
+    """The GPU study's training (its ``training`` stage) against the optimiser step: the teacher-forced accuracy
+    on held-out transcripts with a guess per token type (top: moves and all tokens; 101 and 102 in the legend) and
+    the training loss (bottom); hovering a point gives its seconds into training. A payload without the accuracy
+    curve or the loss (a layout older than the curve, a training stage that did not finish) shows where each is
+    not recorded."""
+    tr = r.get("training") or {}
     curve = tr.get("rule_accuracy_curve") or []
-    for key, name in (("move", "rule/guess moves"), ("101", "101 (no rule applies)"), ("102", "102 (dead end)")):
-        pts = [(c["step"], c[key]) for c in curve if key in c]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    for key, visible in (("move", True), ("all", True), ("101", "legendonly"), ("102", "legendonly")):
+        pts = [c for c in curve if key in c]
         if pts:
-            fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=f"accuracy: {name}", yaxis="y2")
-    fig.update_layout(title="9x9 GPT-2 on one GPU: loss and teacher-forced accuracy on held-out transcripts",
-                      xaxis_title="step", yaxis=dict(title="loss"),
-                      yaxis2=dict(title="accuracy", overlaying="y", side="right", range=[0, 1]), height=340)
+            fig.add_scatter(x=[c["step"] for c in pts], y=[c[key] for c in pts], mode="lines+markers",
+                            text=[f", {c['seconds']:.0f} s" if "seconds" in c else "" for c in pts],  # older curves: steps only
+                            name=f"accuracy: {TOKEN_TYPES[key]}", visible=visible,
+                            hovertemplate="step %{x}%{text}: %{y:.3f}", row=1, col=1)
+    if tr.get("loss_curve"):
+        fig.add_scatter(x=tr["loss_curve"]["step"], y=tr["loss_curve"]["loss"], mode="lines", name="training loss",
+                        row=2, col=1)
+    for row, shown, what in ((1, any("move" in c for c in curve), "teacher-forced accuracy"),
+                             (2, bool(tr.get("loss_curve")), "training loss")):
+        if not shown:
+            axis = "" if row == 1 else "2"
+            fig.add_annotation(text=f"{what}: not recorded in this run", x=0.5, y=0.5, xref=f"x{axis} domain",
+                               yref=f"y{axis} domain", showarrow=False, font=dict(size=14))
+    title = (f"9x9 GPT-2 on {r.get('device', 'an unnamed device')}: {tr['steps']} steps in {tr['seconds']:.0f} s, "
+             f"teacher-forced accuracy on held-out transcripts" if "steps" in tr else
+             "9x9 GPT-2 training: not recorded (the training stage did not finish)")
+    fig.update_yaxes(title_text="teacher-forced accuracy", range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(title_text="training loss", row=2, col=1)
+    fig.update_xaxes(title_text="optimiser step", row=2, col=1)
+    fig.update_layout(title=title, height=460)
     return fig

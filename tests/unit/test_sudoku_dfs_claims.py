@@ -18,6 +18,7 @@ from companion.sudoku_dfs.claims import (
     MAX_LABEL_PROBLEMS,
     MIN_BOARD_ACCURACY_4X4,
     MIN_BOARD_ACCURACY_9X9,
+    MIN_MOVE_ACCURACY_9X9,
     MIN_ONE_GUESS_SHARE,
     MIN_OPEN_ACCURACY_4X4,
     ONE_GUESS_CHUNKS,
@@ -111,13 +112,79 @@ def test_nine_by_nine_row_when_a_recorded_stage_did_not_finish():
     assert "training (failed: OutOfMemoryError: CUDA); evaluation (not run)" in row.measured
 
 
-def test_nine_by_nine_row_from_the_recorded_json():
+def _curve(moves, seconds_per_step=0.04):
+    """A training curve (``rule_accuracy_curve``) with these move accuracies, one point per 500 steps."""
+    return [{"step": 500 * k, "seconds": round(500 * k * seconds_per_step, 1), "loss": 6.0 - k, "all": m - 0.01,
+             "move": m, "101": 0.5, "102": 0.25, "0": 1.0, "level": 1.0} for k, m in enumerate(moves)]
+
+
+SKIPPED = {**RECORDED,
+           "stages": {"training": {"state": "done"}, "evaluation": {"state": "skipped", "reason": "deadline: 23 s left"}},
+           "training": {**RECORDED["training"], "rule_accuracy_curve": _curve([0.01, 0.3, 0.74])}}
+SKIPPED.pop("evaluation")
+
+
+def test_nine_by_nine_row_says_what_a_run_without_evaluation_reached():
+    """Evaluation skipped: no board accuracy (not run), but the headline gives the training's last teacher-forced
+    move accuracy, steps and seconds, the details why there is no board accuracy."""
+    row = c.nine_by_nine_row(recorded=SKIPPED)
+    assert row.verdict == "not run here"
+    assert row.measured == ("no board accuracy (evaluation did not finish); the recorded run's training reached "
+                            "teacher-forced move accuracy 0.74 in 4460 steps (115 s)")
+    assert row.details == "no checkpoint given; in the recorded GPU run: evaluation (skipped: deadline: 23 s left)"
+    assert row.scale.startswith("NVIDIA H200, one seed")
+    # a layout without the curve: the row names the stage and nothing more
+    old = {**SKIPPED, "training": RECORDED["training"]}
+    row = c.nine_by_nine_row(recorded=old)
+    assert row.verdict == "not run here" and row.details == "" and "move accuracy" not in row.measured
+
+
+def test_move_accuracy_row_threshold_and_one_seed():
+    """The last curve point's move accuracy against MIN_MOVE_ACCURACY_9X9: one training run is one seed, so
+    inconclusive on both sides; the evidence carries the number and the target."""
+    inside = c.move_accuracy_row({**SKIPPED, "training": {**SKIPPED["training"],
+                                                          "rule_accuracy_curve": _curve([0.1, MIN_MOVE_ACCURACY_9X9])}})
+    outside = c.move_accuracy_row({**SKIPPED, "training": {**SKIPPED["training"], "rule_accuracy_curve": _curve(
+        [0.1, MIN_MOVE_ACCURACY_9X9 - 0.01])}})
+    assert inside.verdict == outside.verdict == "inconclusive"
+    assert inside.evidence == f"n=1: 0.90 vs ≥ {MIN_MOVE_ACCURACY_9X9:.2f}; fewer than 3 seeds"
+    assert outside.evidence.startswith("n=1: 0.89 vs")
+    row = c.move_accuracy_row(SKIPPED)
+    assert row.measured == "move accuracy 0.74 at step 1000 of 4460"
+    assert row.details.startswith("40 s into the training stage; all token types at that step: moves 0.74")
+    assert "moves 0.74, all tokens 0.73, 101 (no rule applies) 0.50" in row.details and "the first at move accuracy 0.01" in row.details
+    assert row.scale.startswith("NVIDIA H200, one seed, recorded run: 8 layers") and "98.9%" in row.paper
+
+
+def test_move_accuracy_row_without_a_curve_is_not_run_and_older_curves_read():
+    assert c.move_accuracy_row(None).verdict == "not run here"
+    steps_only = [{k: v for k, v in p.items() if k != "seconds"} for p in _curve([0.2, 0.5])]  # an older curve
+    row = c.move_accuracy_row({**SKIPPED, "training": {**SKIPPED["training"], "rule_accuracy_curve": steps_only}})
+    assert row.verdict == "inconclusive" and row.details.startswith("all token types at that step: moves 0.50")
+    old = c.move_accuracy_row({**SKIPPED, "training": RECORDED["training"]})  # a layout older than the curve
+    assert old.verdict == "not run here" and "not recorded in its layout" in old.measured
+    failed = {**SKIPPED, "stages": {"training": {"state": "failed", "error": "OutOfMemoryError: CUDA"}}}
+    failed.pop("training")
+    row = c.move_accuracy_row(failed)
+    assert row.verdict == "not run here" and "training (failed: OutOfMemoryError: CUDA)" in row.measured
+    # a curve without move accuracies (the monitor had no transcripts) is no measurement either
+    empty = {**SKIPPED, "training": {**SKIPPED["training"], "rule_accuracy_curve": [{"step": 0, "seconds": 1.0, "loss": 7.0}]}}
+    assert c.move_accuracy_row(empty).verdict == "not run here"
+
+
+def test_nine_by_nine_rows_from_the_recorded_json():
     from companion.sudoku_dfs.scale import recorded
 
     rec = recorded()
     row = c.nine_by_nine_row(recorded=rec)
-    assert row.verdict == "inconclusive"  # one training run
-    assert f"{rec['evaluation']['board_accuracy']:.1%}" in row.evidence
+    end = rec["training"]["rule_accuracy_curve"][-1]
+    if rec["stages"]["evaluation"]["state"] == "done":
+        assert row.verdict == "inconclusive"  # one training run
+        assert f"{rec['evaluation']['board_accuracy']:.1%}" in row.evidence
+    else:
+        assert row.verdict == "not run here" and f"move accuracy {end['move']:.2f}" in row.measured
+    move = c.move_accuracy_row(rec)
+    assert move.verdict == "inconclusive" and move.evidence.startswith(f"n=1: {end['move']:.2f}")
 
 
 def _flags(per_chunk, size=200):
@@ -215,4 +282,4 @@ def test_claim_rows_assemble_valid_claims(rec):
         one_guess=([True] * 39 + [False], 5), guessing=_guessing([0.5] * 5),
         theory=(mssc.example_e1_table([3, 100]), [_e2()] * 30),
     )
-    assert len(rows) == 8 and all(isinstance(r, Claim) and r.verdict in VERDICTS and r.evidence for r in rows)
+    assert len(rows) == 9 and all(isinstance(r, Claim) and r.verdict in VERDICTS and r.evidence for r in rows)

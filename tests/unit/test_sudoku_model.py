@@ -252,6 +252,22 @@ def test_explorer_model_pane_and_tree_growth(transcripts4):
     assert nodes(first_guess - 1) == 1 and nodes(first_guess) == 2 and nodes(len(t) - 1) == 1 + t.n_guesses
 
 
+def test_explorer_model_pane_past_the_models_context(transcripts4):
+    """A transcript longer than the model's positions (the hard 9x9 boards at 512): past them the pane says the
+    model does not read that far instead of drawing a distribution."""
+    pytest.importorskip("plotly")
+    from companion.sudoku_dfs.explorer import trace_figure
+
+    t = transcripts4[-1]
+    probs = np.full((len(t) - 3, 1001), 1 / 1001)  # a model that read all but the last 3 tokens
+    fig, readout = trace_figure(t, len(t) - 3, probs=probs)
+    assert not [tr for tr in fig.data if tr.type == "bar"]
+    assert f"The model reads the first {len(t) - 3} tokens only." in readout
+    assert any(f"past the {len(t) - 3} positions" in a.text for a in fig.layout.annotations)
+    fig, readout = trace_figure(t, len(t) - 4, probs=probs)
+    assert len([tr for tr in fig.data if tr.type == "bar"]) == 1 and "reads the first" not in readout
+
+
 def test_explorer_board_shading_is_in_data_coordinates(transcripts4):
     """The given cells' shading is a heatmap over the grid's own coordinates (aligned at any size)."""
     pytest.importorskip("plotly")
@@ -310,12 +326,71 @@ def test_scale_table_shows_the_finished_stages_and_names_the_others():
     from companion.sudoku_dfs.figures import scale_table
     from companion.sudoku_dfs.scale import recorded
 
+    from companion.core.stages import not_finished
+    from companion.sudoku_dfs.scale import recorded_config
+
     rec = recorded()
     table = scale_table(rec)
-    assert table["what"].iloc[0] == "configuration that ran" and "8 heads" in table["value"].iloc[0]
-    assert "one guess: median expected guesses" in set(table["what"]) and "stages not finished" not in set(table["what"])
+    assert table["what"].iloc[0] == "configuration that ran" and table["value"].iloc[0] == recorded_config(rec)
+    assert "one guess: median expected guesses" in set(table["what"])
+    assert ("stages not finished" in set(table["what"])) == bool(not_finished(rec))
     cut = {k: v for k, v in rec.items() if k != "propagation"}
     cut["stages"] = {**rec["stages"], "propagation": {"state": "skipped", "reason": "deadline: 2 s left, needs 10 s"}}
     table = scale_table(cut)
     assert not any(w.startswith("propagation") for w in table["what"])
-    assert table["value"].iloc[-1] == "propagation (skipped: deadline: 2 s left, needs 10 s)"
+    assert table["value"].iloc[-1] == "; ".join(not_finished(cut))
+    assert table["value"].iloc[-1].endswith("propagation (skipped: deadline: 2 s left, needs 10 s)")
+
+
+def _training_payload(curve=True, loss=True):
+    tr = {"model": {"config": {"n_layer": 2, "n_head": 2, "n_embd": 32}, "parameters": 30_000}, "batch_size": 8,
+          "lr": 1e-3, "steps": 1000, "seconds": 40.0, "data": {"puzzles": 90, "transcripts": 200}}
+    if loss:
+        tr["loss_curve"] = {"step": [0, 500, 1000], "loss": [7.0, 5.0, 4.0]}
+    if curve:
+        tr["rule_accuracy_curve"] = [{"step": 500 * k, "seconds": 20.0 * k + 5, "loss": 7.0 - k, "move": 0.1 + 0.3 * k,
+                                      "all": 0.2 + 0.3 * k, "101": 0.5, "102": 0.2} for k in range(3)]
+    return {"device": "NVIDIA H200", "date": "2026-12-04", "training": tr,
+            "stages": {"data": {"state": "done"}, "training": {"state": "done"},
+                       "evaluation": {"state": "skipped", "reason": "deadline"}},
+            "data": {"workers_per_rank": 2, "start_seconds": 3.0, "start_transcripts": 16, "start_puzzles": 7,
+                     "filter": "contains a guess"}}
+
+
+def test_scale_table_counts_streamed_data_from_the_training_stage():
+    from companion.sudoku_dfs.figures import scale_table
+
+    table = scale_table(_training_payload()).set_index("what")["value"]
+    assert table["training data"] == "90 generated puzzles, 200 transcripts (contains a guess)"
+    assert table["stages not finished"] == "evaluation (skipped: deadline)"
+
+
+def test_scale_figure_draws_the_training_curve():
+    """Accuracy per token type on the top panel (moves and all tokens shown, 101 and 102 in the legend), the loss
+    on the bottom one, against the step; the seconds in the hover text."""
+    from companion.sudoku_dfs.figures import scale_figure
+
+    fig = scale_figure(_training_payload())
+    by_name = {t.name: t for t in fig.data}
+    move = by_name["accuracy: moves"]
+    assert list(move.x) == [0, 500, 1000] and list(move.y) == pytest.approx([0.1, 0.4, 0.7])
+    assert list(move.text) == [", 5 s", ", 25 s", ", 45 s"] and move.visible is True and move.yaxis == "y"
+    assert by_name["accuracy: all tokens"].visible is True
+    assert by_name["accuracy: 101 (no rule applies)"].visible == "legendonly"
+    loss = by_name["training loss"]
+    assert loss.yaxis == "y2" and list(loss.y) == [7.0, 5.0, 4.0]
+    assert fig.layout.title.text.startswith("9x9 GPT-2 on NVIDIA H200: 1000 steps in 40 s")
+    assert fig.layout.yaxis.title.text == "teacher-forced accuracy" and fig.layout.yaxis2.title.text == "training loss"
+    assert fig.layout.xaxis2.title.text == "optimiser step" and not fig.layout.annotations
+
+
+def test_scale_figure_says_what_was_not_recorded():
+    from companion.sudoku_dfs.figures import scale_figure
+
+    old = scale_figure(_training_payload(curve=False))  # a layout older than the accuracy curve
+    assert [t.name for t in old.data] == ["training loss"]
+    assert [(a.text, a.yref) for a in old.layout.annotations] == [("teacher-forced accuracy: not recorded in this run",
+                                                                   "y domain")]
+    bare = scale_figure({"device": "NVIDIA H200", "stages": {"training": {"state": "failed", "error": "OOM"}}})
+    assert not bare.data and len(bare.layout.annotations) == 2
+    assert bare.layout.title.text == "9x9 GPT-2 training: not recorded (the training stage did not finish)"
