@@ -19,7 +19,6 @@ is judged beside it. Every threshold is a named constant, tested just inside and
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -301,7 +300,15 @@ def gpu_error_rows(r: dict, schedule: str, scale: str) -> list[Claim]:
     return rows
 
 
-_POINT = re.compile(r"^(?P<family>.*?) at N = (?P<n>\d+)(?P<measure>[^()]*) \((?P<schedule>[^()]*)\)$")
+def _point(claim: str) -> tuple[str, str, str] | None:
+    """``(kind, N, schedule)`` of a sweep row's claim ``"<family> at N = <n>[, <measure>] (<schedule>)"``; None for
+    another claim."""
+    head, paren, schedule = claim.rpartition(" (")
+    family, at, rest = head.partition(" at N = ")
+    if not (paren and at and schedule.endswith(")")):
+        return None
+    n, comma, measure = rest.partition(",")
+    return family + comma + measure, n, schedule[:-1]
 
 
 def gpu_outcome(gpu: dict | None) -> str:
@@ -313,11 +320,10 @@ def gpu_outcome(gpu: dict | None) -> str:
     scorer = (gpu.get("text_model") or {}).get("scorer", "an unrecorded scorer")
     kinds: dict = {}
     for r in gpu_rows(gpu):
-        m = _POINT.match(r.claim)
-        kind = m["family"] + m["measure"] if m else r.claim
-        points = kinds.setdefault(kind, {}).setdefault(r.verdict, {})
-        if m:
-            points.setdefault(m["schedule"], []).append(m["n"])
+        point = _point(r.claim)
+        points = kinds.setdefault(point[0] if point else r.claim, {}).setdefault(r.verdict, {})
+        if point:
+            points.setdefault(point[2], []).append(point[1])
     lines = [f"The recorded study steered with the {scorer}"
              + (" (an exact oracle of the templates, not an NLI model)" if "oracle" in scorer else "") + "."]
     for kind, verdicts in kinds.items():
