@@ -62,6 +62,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "rasteriser vs gsplat and the PyTorch splatter"),
     _paper("gaussian_video", "a dynamic 3D scene trained per frame group: PSNR against size per level",
            module="scale_train3d", name="gaussian_video_train3d"),
+    _paper("gaussian_video", "the RD ablations on the trained 3-D model, 3 seeds: no rate term vs the full keyframe, "
+           "the progressive curve per layer, motion-aware vs fixed groups of 1 and 5 (BD-rate)",
+           module="scale_rd3d", name="gaussian_video_rd3d"),
     _paper("sudoku_dfs", "9×9 GPT-2 trained on DFS transcripts; board accuracy; propagation throughput; L1 vs L2 "
            "one-level guessing; the checkpoint"),
     _paper("graph_multiview", "GCN × every method, GIN and GraphGPS × {vanilla, ensemble, G-MIMO, GMV} on noisy "

@@ -4,7 +4,9 @@
 Inputs: ``key`` — :class:`~companion.gaussian_video.experiments.KeyframeStudy` (the keyframe ablations),
 ``groups`` — :func:`~companion.gaussian_video.experiments.grouping_study` (sequence RD curves), ``gpu`` — the
 recorded GPU decode study (:func:`companion.gaussian_video.scale.recorded`) or None, ``train3d`` — the
-recorded 3-D training study (:func:`companion.gaussian_video.scale_train3d.recorded`) or None. ``key`` and ``groups``
+recorded 3-D training study (:func:`companion.gaussian_video.scale_train3d.recorded`) or None, ``rd3d`` — the recorded
+3-D RD study (:func:`companion.gaussian_video.scale_rd3d.recorded`: the rate-term, progressive and grouping
+comparisons on the trained 3-D model, one value per recorded seed, the same targets as the CPU rows) or None. ``key`` and ``groups``
 may also be lists, one study per seed (the notebook's ``N_SEEDS``): every row then takes one value per seed; so may
 ``train3d`` for its quality rows (one recorded run per seed).
 
@@ -20,6 +22,7 @@ are checks of this project's kernel, not paper claims: the notebook's Checks sho
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -408,9 +411,124 @@ def sequence_row(train3d) -> Claim:
                  judgement=judge(values, PAPER_HIGH_DB, direction="higher", weaker=TRAIN3D_TARGET_DB, fmt=_db))
 
 
-def claim_rows(key, groups, gpu=None, train3d=None) -> list[Claim]:
-    """The Reproduce table's rows (``gpu``: the decode benchmark's JSON, ``train3d``: the 3-D training run's)."""
+_RD3D_RUN = "needs `python -m companion.bench gaussian_video_rd3d` on one GPU"
+
+
+def _rd3d_seeds(payload, stage: str) -> tuple[list, str | None]:
+    """(the per-seed results of the recorded 3-D RD study's ``stage``, None), or ([], why there are none)."""
+    if payload is None:
+        return [], "no GPU run recorded yet"
+    if stage_states(payload).get(stage) != "done":
+        return [], f"the recorded run's stage {_unfinished(payload, stage) or stage + ' (not run)'}"
+    if not payload[stage]["seeds"]:
+        return [], f"the recorded run's stage {stage} finished no seed"
+    return payload[stage]["seeds"], None
+
+
+def _rd3d_scale(payload: dict, stage: str) -> str:
+    """Where and how much the 3-D RD study's ``stage`` ran (its profile; the seeds finished of those planned)."""
+    P, done = payload["profile"], payload[stage]
+    sc, tr = P["scene"], P["train"]
+    n, planned = len(done["seeds"]), len(done["seeds_planned"])
+    where = "smoke run (CPU)" if payload.get("smoke") else payload.get("device", "one GPU")
+    return (f"{where}, {seeds_text(n)}{'' if n == planned else f' of {planned} planned'}, synthetic 3-D scene, "
+            f"{sc['n_gt']} ground-truth Gaussians, {sc['n_cameras']} cameras at {sc['width']}² (1 in "
+            f"{sc['test_every']} held out), {tr['key_steps']} keyframe steps ({tr['rd_steps']} with the rate term), "
+            f"L = {tr['L']}, {P['backend']} renderer")
+
+
+def _rd3d(rows: list[Claim], payload: dict) -> list[Claim]:
+    """``rows`` as judged, or each inconclusive where the payload is a smoke run."""
+    return [replace(r, judgement=inconclusive(_SMOKE)) for r in rows] if payload.get("smoke") else rows
+
+
+def _rd3d_not_run(claim: str, paper: str, why: str) -> Claim:
+    return Claim(claim=claim, paper=paper, measured=why, scale="—", judgement=not_run(_RD3D_RUN))
+
+
+def _bd_values(seeds: list, name: str | None = None) -> list[float]:
+    """The per-seed BD-rates (%) of the curve ``name`` (None: the only one), NaN where the record has none."""
+    bds = [s["bd"] if name is None else s["bd"][name] for s in seeds]
+    return [math.nan if b["bd_rate"] is None else b["bd_rate"] for b in bds]
+
+
+def _bd_texts(bd: dict, names: tuple, curves: dict, n: int) -> tuple[str, str]:
+    """(measured, details) of one BD comparison of the first seed: ``names`` = (reference, curve)."""
+    psnr = "BD-PSNR n/a: no common rate range" if bd["bd_psnr"] is None else f"{bd['bd_psnr']:+.3f} dB BD-PSNR"
+    rate = "n/a" if bd["bd_rate"] is None else f"{bd['bd_rate']:+.1f}"
+    return (f"{names[1]} against {names[0]}: {rate} % BD-rate, {psnr}{_shown(n)}",
+            f"{_envelope_note(tuple(bd['dropped']), names)}{names[0]} {_curve_text(curves[names[0]])}, "
+            f"{names[1]} {_curve_text(curves[names[1]])}")
+
+
+def rd3d_rate_row(payload) -> Claim:
+    """No rate term against the full 3-D keyframe: BD-rate on the monotone envelopes, one per recorded seed, against
+    the CPU row's ``RATE_TERM_MIN_BDRATE`` (partly ``RATE_TERM_PARTLY_BDRATE``)."""
+    seeds, why = _rd3d_seeds(payload, "rate_term")
+    row = dict(claim="the entropy (rate) term in training saves bytes (3-D keyframes)", paper="no rate term: +32.73 % BD-rate")
+    if why:
+        return _rd3d_not_run(**row, why=why)
+    measured, details = _bd_texts(seeds[0]["bd"], ("full", "no rate term"), seeds[0]["curves"], len(seeds))
+    return _rd3d([_bd_row(_bd_values(seeds), RATE_TERM_MIN_BDRATE, RATE_TERM_PARTLY_BDRATE, **row, measured=measured,
+                          details=details, scale=_rd3d_scale(payload, "rate_term") + " (keyframe of frame 0)")],
+                 payload)[0]
+
+
+def rd3d_progressive_rows(payload) -> list[Claim]:
+    """The full 3-D keyframes' RD curves: worst PSNR step in l, the base layer's share of the bytes and its PSNR gap
+    to all layers, one value of each per recorded seed, against the CPU rows' targets."""
+    seeds, why = _rd3d_seeds(payload, "progressive")
+    claims = ("one 3-D keyframe stream, any layer prefix decodes, and PSNR rises with the layers received",
+              "the base layer alone is a small part of the 3-D stream",
+              "the base layer alone stays usable (3-D, PSNR close to all layers')")
+    papers = ("own set High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB per frame",
+              "Low 0.33 of High's 1.31 MB per frame (0.25×)", "Low 27.69 dB, 1.78 dB below High")
+    if why:
+        return [_rd3d_not_run(c, p, why) for c, p in zip(claims, papers)]
+    c, n = seeds[0]["curve"], len(seeds)
+    first, scale = seeds[0], _rd3d_scale(payload, "progressive") + " (keyframe of frame 0)"
+    measured = (f"{_curve_text(c)}{_shown(n)}; worst step {first['worst_step_db']:+.3f} dB",
+                f"l = 1: {c['bytes'][0]:.0f} B of {c['bytes'][-1]:.0f} B at l = {len(c['bytes'])} "
+                f"({first['byte_ratio']:.2f}×){_shown(n)}",
+                f"l = 1: {c['psnr'][0]:.2f} dB, {first['gap_db']:.2f} dB below l = {len(c['psnr'])} "
+                f"({c['psnr'][-1]:.2f} dB){_shown(n)}")
+    judged = (judge([s["worst_step_db"] for s in seeds], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db),
+              judge([s["byte_ratio"] for s in seeds], MAX_LOW_BYTE_RATIO, direction="lower", fmt=_ratio),
+              judge([s["gap_db"] for s in seeds], MAX_LOW_GAP_DB, direction="lower", fmt=_db))
+    return _rd3d([Claim(claim=cl, paper=p, measured=m, scale=scale, judgement=j)
+                  for cl, p, m, j in zip(claims, papers, measured, judged)], payload)
+
+
+def rd3d_grouping_rows(payload) -> list[Claim]:
+    """Motion-aware grouping against fixed groups of 1 and of 5 frames on the 3-D sequence: BD-rate of the fixed
+    grouping against motion-aware, one per recorded seed, against the CPU rows' targets."""
+    seeds, why = _rd3d_seeds(payload, "grouping")
+    spec = (("fixed group of 1", GROUP1_MIN_BDRATE, GROUP1_PARTLY_BDRATE,
+             "motion-aware grouping beats fixed groups of one frame (3-D sequence)", "group size 1: +48.37 % BD-rate"),
+            ("fixed group of 5", GROUP5_MIN_BDRATE, None, "motion-aware grouping beats fixed groups of 5 frames (3-D "
+             "sequence)", "(no number for size 5; the paper chooses motion-aware grouping over fixed groups)"))
+    if why:
+        return [_rd3d_not_run(c, p, why) for *_, c, p in spec]
+    first, scale = seeds[0], _rd3d_scale(payload, "grouping")
+    rows = []
+    for name, target, weaker, claim, paper in spec:
+        measured, details = _bd_texts(first["bd"][name], ("motion-aware", name), first["curves"], len(seeds))
+        groups = "; ".join(f"{k} at frames {', '.join(map(str, g))}" for k, g in first["groups"].items())
+        rows.append(_bd_row(_bd_values(seeds, name), target, weaker, claim=claim, paper=paper, measured=measured,
+                            details=f"keyframes: {groups}; {details}", scale=scale))
+    return _rd3d(rows, payload)
+
+
+def rd3d_rows(payload) -> list[Claim]:
+    """Every row of the recorded 3-D RD study (``python -m companion.bench gaussian_video_rd3d``), or each not run."""
+    return [rd3d_rate_row(payload), *rd3d_progressive_rows(payload), *rd3d_grouping_rows(payload)]
+
+
+def claim_rows(key, groups, gpu=None, train3d=None, rd3d=None) -> list[Claim]:
+    """The Reproduce table's rows (``gpu``: the decode benchmark's JSON, ``train3d``: the 3-D training run's,
+    ``rd3d``: the 3-D RD study's)."""
     return [*at_cell(GROUPS_CELL, progressive_rows(groups)),
             *at_cell(KEY_CELL, [psi_row(key), hierarchy_row(key), rate_row(key)]),
             *at_cell(GROUPS_CELL, grouping_rows(groups)),
-            *at_cell(GPU_CELL, [*gpu_rows(gpu), train3d_row(train3d), keyframe_row(train3d), sequence_row(train3d)])]
+            *at_cell(GPU_CELL, [*gpu_rows(gpu), train3d_row(train3d), keyframe_row(train3d), sequence_row(train3d),
+                                *rd3d_rows(rd3d)])]
