@@ -402,6 +402,10 @@ def sequence_row(train3d) -> Claim:
                          f"inter-frames {np.mean(rest):.2f} dB ({np.mean(rest) - frames[a]['psnr_test'][-1]:+.2f} dB; "
                          f"t = {a + 1}: {rest[0]:.2f} dB, t = {b - 1}: {rest[-1]:.2f} dB)")
     details = "; ".join(drops) or "every frame is a keyframe"
+    if runs[0]["profile"]["scene"].get("layout", "overlapping") == "overlapping":
+        details += ("; the scene's parts interpenetrate (layout 'overlapping'), and no motion field looked up by "
+                    "position can move two touching parts apart: the inter-frames are bounded by the scene, not the "
+                    "method (companion.gaussian_video.scene3d.make_scene)")
     scale = _train3d_scale(runs[0], len(runs))
     if runs[0].get("smoke"):
         return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,

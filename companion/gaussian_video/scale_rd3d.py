@@ -51,7 +51,7 @@ KEY_STEPS = 600
 GPU_PROFILE = {
     "backend": "gsplat",
     "scene": {"n_gt": 25_000, "n_parts": 12, "n_frames": 6, "n_cameras": 32, "width": 256, "test_every": 4,
-              "jump_at": 3, "jump": 0.04},
+              "jump_at": 3, "jump": 0.04, "layout": "separated"},
     # the 3-D study's keyframe recipe (scale_train3d.GPU_PROFILE["train"]) at 600 steps, 15 % of them with the rate
     # term as there, 3DGS's schedule scaled to 600, capped at 4/3 of the 15,000 starting points
     "train": {**T.GPU_PROFILE["train"], "key_steps": KEY_STEPS, "rd_steps": 90, **E.schedule_3dgs(KEY_STEPS),

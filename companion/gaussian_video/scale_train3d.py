@@ -15,7 +15,11 @@ motion-aware grouping, exact bitstream, decoding; paper Sec. 3.1–3.4) on a syn
 The profile (chosen on CPU pilots of a scaled-down analogue of this scene; the time plan below): 48 cameras of
 which every 4th is held out (36 training views; with 12 the pilots' training and held-out PSNR were 3–6 dB apart,
 with 36 about 1 dB, and the held-out PSNR 1–2 dB higher; more ground-truth views cost nothing per step), 16 frames
-with the jump at frame 8 (two groups, as 30 frames with the jump at 15 gave, in half the inter-frames), 1,000
+with the jump at frame 8 (two groups, as 30 frames with the jump at 15 gave, in half the inter-frames), the parts
+kept apart (``layout`` "separated" of :func:`~companion.gaussian_video.scene3d.make_scene`: the committed run of
+2026-12-04 had them interpenetrate, and its inter-frames fell 4–6 dB under their keyframes because no motion field
+looked up by position can move two touching parts apart; fitted directly to that scene's true motion, the 16³
+grid reaches only about 24 dB), 1,000
 keyframe steps each (L1 + 0.2·D-SSIM, 3DGS's density control on its schedule scaled to the 1,000 steps, at most
 80,000 Gaussians so that a step costs at most 4/3 of one at the 60,000 of the start), the start the SfM-like noisy
 subset of the ground-truth centres (uniform random starts were 0.7–0.8 dB lower in the pilots). Each keyframe
@@ -53,7 +57,7 @@ KEY_STEPS = 1000
 GPU_PROFILE = {
     "backend": "gsplat",  # the renderer: "gsplat" (CUDA) or "torch" (dense, tiny sizes only)
     "scene": {"n_gt": 100_000, "n_parts": 12, "n_frames": 16, "n_cameras": 48, "width": 512, "test_every": 4,
-              "jump_at": 8, "jump": 0.04},
+              "jump_at": 8, "jump": 0.04, "layout": "separated"},
     # every knob of train3d.Config; the keyframe recipe of 3DGS: L1 + 0.2·D-SSIM and adaptive density control on
     # 3DGS's schedule scaled to the 1,000 keyframe steps (E.schedule_3dgs: 1,000 / 30,000 of 500, 100, 15,000,
     # 3,000 → densify from step 17 every 3 steps until 500, opacity reset every 100), gradient threshold 2e-4,
@@ -68,7 +72,7 @@ GPU_PROFILE = {
 SMOKE_PROFILE = {
     **GPU_PROFILE, "backend": "torch",
     "scene": {"n_gt": 60, "n_parts": 2, "n_frames": 3, "n_cameras": 8, "width": 12, "test_every": 4, "jump_at": 2,
-              "jump": 0.04},
+              "jump": 0.04, "layout": "separated"},
     "train": {**GPU_PROFILE["train"], "L": 2, "key_steps": 6, "rd_steps": 2, "relayer_every": 3, "rigid_steps": 2,
               "residual_steps": 2, "motion_levels": (2,), "tau_mu": 0.02, "densify_from": 1, "densify_every": 2,
               "densify_until": 5, "opacity_reset": 4,  # densifies at steps 2 and 4, resets the opacities at 4

@@ -295,8 +295,10 @@ def render_layers(p: dict, layer: torch.Tensor, L: int, viewmats, K, width, heig
 # --- the scene -----------------------------------------------------------------------------------
 
 def make_dataset(n_gt: int, n_parts: int, n_frames: int, n_cameras: int, width: int, test_every: int,
-                 jump_at: int | None, jump: float, backend: str, device, seed: int = 0) -> dict:
-    """Ground-truth Gaussians per frame, cameras, and images ``[T, C, H, W, 3]`` (module docstring)."""
+                 jump_at: int | None, jump: float, backend: str, device, seed: int = 0,
+                 layout: str = "overlapping") -> dict:
+    """Ground-truth Gaussians per frame, cameras, and images ``[T, C, H, W, 3]`` (module docstring; ``layout`` of
+    the parts: :func:`.scene3d.make_scene`)."""
     check_int("n_gt", n_gt, lo=8)
     check_int("n_parts", n_parts, lo=1)
     check_int("n_frames", n_frames, lo=1)
@@ -306,7 +308,7 @@ def make_dataset(n_gt: int, n_parts: int, n_frames: int, n_cameras: int, width: 
     if jump_at is not None:
         check_int("jump_at", jump_at, lo=1)
     check_float("jump", jump, lo=0.0)
-    gt = make_scene(n_gt, n_parts, n_frames, seed=seed)
+    gt = make_scene(n_gt, n_parts, n_frames, seed=seed, layout=layout)
     means = gt["means"].clone()
     if jump_at is not None and jump_at < n_frames:
         means[jump_at:] += torch.tensor([jump, 0.0, 0.0])

@@ -446,3 +446,25 @@ def test_an_inter_frame_without_motion_keeps_the_keyframe_quality():
     res_sym, _ = T.fit_residual(base, layer, img, views, K, CFG, "torch", gen)
     inter = held_out(T.apply_inter(state, box, grid_sym, res_sym, CFG.q, CFG.q_motion))
     assert inter[-1] > key[-1] - 0.1, (key, inter)
+
+
+def test_separated_parts_keep_motion_a_function_of_position():
+    """In the "separated" layout no Gaussian's nearest neighbour belongs to another part, first frame to last (in
+    the "overlapping" one a good share does); more parts than fit apart are refused by name."""
+    from companion.core import ParameterError
+    from companion.gaussian_video.scene3d import make_scene
+
+    def cross_part_share(layout):
+        sc = make_scene(3000, 12, 16, seed=0, layout=layout)
+        shares = []
+        for t in (0, 15):
+            d = torch.cdist(sc["means"][t], sc["means"][t])
+            d.fill_diagonal_(float("inf"))
+            nn = d.argmin(1)
+            shares.append(float((sc["part"][nn] != sc["part"]).float().mean()))
+        return shares
+
+    assert cross_part_share("separated") == [0.0, 0.0]
+    assert min(cross_part_share("overlapping")) > 0.05
+    with pytest.raises(ParameterError, match="n_parts"):
+        make_scene(100, 60, 1, layout="separated")
