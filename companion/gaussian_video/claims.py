@@ -302,6 +302,16 @@ _TRAIN3D_RUN = "needs `python -m companion.bench gaussian_video_train3d` on one 
 _SMOKE = "the recorded run is a smoke run (CPU, a few steps)"
 
 
+def _not_run_row(claim: str, paper: str, why: str, run: str) -> Claim:
+    """A row of a GPU study that gives no numbers (``why``): not run here, with the command ``run`` that records it."""
+    return Claim(claim=claim, paper=paper, measured=why, scale="—", judgement=not_run(run))
+
+
+def _unless_smoke(rows: list[Claim], payload: dict) -> list[Claim]:
+    """``rows`` as judged, or each inconclusive where the payload is a smoke run."""
+    return [replace(r, judgement=inconclusive(_SMOKE)) for r in rows] if payload.get("smoke") else rows
+
+
 def train3d_row(payload) -> Claim:
     """The recorded 3-D training study (``python -m companion.bench gaussian_video_train3d``): held-out PSNR per
     layer count from its ``sequence`` stage, judged on its worst step in l; one seed."""
@@ -309,19 +319,18 @@ def train3d_row(payload) -> Claim:
     paper = "High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB/frame; 4.3 min/frame training"
     missing = _train3d_missing(payload)
     if missing:
-        return Claim(claim=claim, paper=paper, measured=missing, scale="—", judgement=not_run(_TRAIN3D_RUN))
+        return _not_run_row(claim, paper, missing, _TRAIN3D_RUN)
     seq = payload["sequence"]
     first, last = seq["per_layer"][0], seq["per_layer"][-1]
     measured = (f"layer 1: {first['psnr_test']:.2f} dB at {first['mb_per_frame']:.3f} MB/frame, layers 1..{last['l']}: "
                 f"{last['psnr_test']:.2f} dB at {last['mb_per_frame']:.3f} MB/frame")
     details = (f"PSNR {'non-decreasing' if seq['psnr_monotone_in_l'] else 'NOT monotone'} in l; groups start at "
                f"frames {', '.join(map(str, seq['groups']))}; training {seq['train_min_per_frame']:.3f} min/frame")
-    row = {"claim": claim, "paper": paper, "measured": measured, "scale": _train3d_scale(payload)}
-    if payload.get("smoke"):
-        return Claim(**row, details=details, judgement=inconclusive(_SMOKE))
     worst = float(np.diff([p["psnr_test"] for p in seq["per_layer"]]).min())
-    return Claim(**row, details=f"{details}; worst step in l {worst:+.3f} dB",
-                 judgement=judge([worst], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db))
+    return _unless_smoke([Claim(claim=claim, paper=paper, measured=measured, scale=_train3d_scale(payload),
+                                details=f"{details}; worst step in l {worst:+.3f} dB",
+                                judgement=judge([worst], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db))],
+                         payload)[0]
 
 
 def _keyframes(payload: dict) -> list[dict]:
@@ -357,7 +366,7 @@ def keyframe_row(train3d) -> Claim:
     paper = f"High 29.47 dB (all layers); this run's target: held-out PSNR ≥ {TRAIN3D_TARGET_DB:g} dB"
     missing = _train3d_missing(runs[0])
     if missing:
-        return Claim(claim=claim, paper=paper, measured=missing, scale="—", judgement=not_run(_TRAIN3D_RUN))
+        return _not_run_row(claim, paper, missing, _TRAIN3D_RUN)
     keys = _keyframes(runs[0])
     scale = f"{_train3d_scale(runs[0], len(runs))}, {len(keys)} keyframes"
     tops = ", ".join(f"t = {f['t']} {f['psnr_test'][-1]:.2f} dB" for f in keys)
@@ -368,12 +377,9 @@ def keyframe_row(train3d) -> Claim:
                      judgement=not_run("the recorded run has no keyframe training curve (an earlier profile): "
                                        "rerun `python -m companion.bench gaussian_video_train3d`"))
     details = "; ".join(_training_text(f) for f in keys)
-    if runs[0].get("smoke"):
-        return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
-                     judgement=inconclusive(_SMOKE))
     values = [float(np.mean([f["psnr_test"][-1] for f in _keyframes(r)])) for r in runs]
-    return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
-                 judgement=judge(values, TRAIN3D_TARGET_DB, direction="higher", fmt=_db))
+    return _unless_smoke([Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
+                                judgement=judge(values, TRAIN3D_TARGET_DB, direction="higher", fmt=_db))], runs[0])[0]
 
 
 def sequence_row(train3d) -> Claim:
@@ -385,7 +391,7 @@ def sequence_row(train3d) -> Claim:
     paper = f"High {PAPER_HIGH_DB} dB (mean over the sequence); this run's target ≥ {TRAIN3D_TARGET_DB:g} dB"
     missing = _train3d_missing(runs[0])
     if missing:
-        return Claim(claim=claim, paper=paper, measured=missing, scale="—", judgement=not_run(_TRAIN3D_RUN))
+        return _not_run_row(claim, paper, missing, _TRAIN3D_RUN)
     seq = runs[0]["sequence"]
     frames, top = seq["frames"], seq["per_layer"][-1]
     inter = [f["psnr_test"][-1] for f in frames if f["kind"] == "inter"]
@@ -406,13 +412,11 @@ def sequence_row(train3d) -> Claim:
         details += ("; the scene's parts interpenetrate (layout 'overlapping'), and no motion field looked up by "
                     "position can move two touching parts apart: the inter-frames are bounded by the scene, not the "
                     "method (companion.gaussian_video.scene3d.make_scene)")
-    scale = _train3d_scale(runs[0], len(runs))
-    if runs[0].get("smoke"):
-        return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
-                     judgement=inconclusive(_SMOKE))
     values = [r["sequence"]["per_layer"][-1]["psnr_test"] for r in runs]
-    return Claim(claim=claim, paper=paper, measured=measured, details=details, scale=scale,
-                 judgement=judge(values, PAPER_HIGH_DB, direction="higher", weaker=TRAIN3D_TARGET_DB, fmt=_db))
+    return _unless_smoke([Claim(claim=claim, paper=paper, measured=measured, details=details,
+                                scale=_train3d_scale(runs[0], len(runs)),
+                                judgement=judge(values, PAPER_HIGH_DB, direction="higher", weaker=TRAIN3D_TARGET_DB,
+                                                fmt=_db))], runs[0])[0]
 
 
 _RD3D_RUN = "needs `python -m companion.bench gaussian_video_rd3d` on one GPU"
@@ -441,15 +445,6 @@ def _rd3d_scale(payload: dict, stage: str) -> str:
             f"L = {tr['L']}, {P['backend']} renderer")
 
 
-def _rd3d(rows: list[Claim], payload: dict) -> list[Claim]:
-    """``rows`` as judged, or each inconclusive where the payload is a smoke run."""
-    return [replace(r, judgement=inconclusive(_SMOKE)) for r in rows] if payload.get("smoke") else rows
-
-
-def _rd3d_not_run(claim: str, paper: str, why: str) -> Claim:
-    return Claim(claim=claim, paper=paper, measured=why, scale="—", judgement=not_run(_RD3D_RUN))
-
-
 def _bd_values(seeds: list, name: str | None = None) -> list[float]:
     """The per-seed BD-rates (%) of the curve ``name`` (None: the only one), NaN where the record has none."""
     bds = [s["bd"] if name is None else s["bd"][name] for s in seeds]
@@ -471,11 +466,11 @@ def rd3d_rate_row(payload) -> Claim:
     seeds, why = _rd3d_seeds(payload, "rate_term")
     row = dict(claim="the entropy (rate) term in training saves bytes (3-D keyframes)", paper="no rate term: +32.73 % BD-rate")
     if why:
-        return _rd3d_not_run(**row, why=why)
+        return _not_run_row(**row, why=why, run=_RD3D_RUN)
     measured, details = _bd_texts(seeds[0]["bd"], ("full", "no rate term"), seeds[0]["curves"], len(seeds))
-    return _rd3d([_bd_row(_bd_values(seeds), RATE_TERM_MIN_BDRATE, RATE_TERM_PARTLY_BDRATE, **row, measured=measured,
-                          details=details, scale=_rd3d_scale(payload, "rate_term") + " (keyframe of frame 0)")],
-                 payload)[0]
+    judged = _bd_row(_bd_values(seeds), RATE_TERM_MIN_BDRATE, RATE_TERM_PARTLY_BDRATE, **row, measured=measured,
+                     details=details, scale=_rd3d_scale(payload, "rate_term") + " (keyframe of frame 0)")
+    return _unless_smoke([judged], payload)[0]
 
 
 def rd3d_progressive_rows(payload) -> list[Claim]:
@@ -488,7 +483,7 @@ def rd3d_progressive_rows(payload) -> list[Claim]:
     papers = ("own set High/Mid/Low 29.47/28.68/27.69 dB at 1.31/0.66/0.33 MB per frame",
               "Low 0.33 of High's 1.31 MB per frame (0.25×)", "Low 27.69 dB, 1.78 dB below High")
     if why:
-        return [_rd3d_not_run(c, p, why) for c, p in zip(claims, papers)]
+        return [_not_run_row(c, p, why, _RD3D_RUN) for c, p in zip(claims, papers)]
     c, n = seeds[0]["curve"], len(seeds)
     first, scale = seeds[0], _rd3d_scale(payload, "progressive") + " (keyframe of frame 0)"
     measured = (f"{_curve_text(c)}{_shown(n)}; worst step {first['worst_step_db']:+.3f} dB",
@@ -499,8 +494,8 @@ def rd3d_progressive_rows(payload) -> list[Claim]:
     judged = (judge([s["worst_step_db"] for s in seeds], -PSNR_MONOTONE_TOL_DB, direction="higher", fmt=_db),
               judge([s["byte_ratio"] for s in seeds], MAX_LOW_BYTE_RATIO, direction="lower", fmt=_ratio),
               judge([s["gap_db"] for s in seeds], MAX_LOW_GAP_DB, direction="lower", fmt=_db))
-    return _rd3d([Claim(claim=cl, paper=p, measured=m, scale=scale, judgement=j)
-                  for cl, p, m, j in zip(claims, papers, measured, judged)], payload)
+    return _unless_smoke([Claim(claim=cl, paper=p, measured=m, scale=scale, judgement=j)
+                          for cl, p, m, j in zip(claims, papers, measured, judged)], payload)
 
 
 def rd3d_grouping_rows(payload) -> list[Claim]:
@@ -512,7 +507,7 @@ def rd3d_grouping_rows(payload) -> list[Claim]:
             ("fixed group of 5", GROUP5_MIN_BDRATE, None, "motion-aware grouping beats fixed groups of 5 frames (3-D "
              "sequence)", "(no number for size 5; the paper chooses motion-aware grouping over fixed groups)"))
     if why:
-        return [_rd3d_not_run(c, p, why) for *_, c, p in spec]
+        return [_not_run_row(c, p, why, _RD3D_RUN) for *_, c, p in spec]
     first, scale = seeds[0], _rd3d_scale(payload, "grouping")
     rows = []
     for name, target, weaker, claim, paper in spec:
@@ -520,7 +515,7 @@ def rd3d_grouping_rows(payload) -> list[Claim]:
         groups = "; ".join(f"{k} at frames {', '.join(map(str, g))}" for k, g in first["groups"].items())
         rows.append(_bd_row(_bd_values(seeds, name), target, weaker, claim=claim, paper=paper, measured=measured,
                             details=f"keyframes: {groups}; {details}", scale=scale))
-    return _rd3d(rows, payload)
+    return _unless_smoke(rows, payload)
 
 
 def rd3d_rows(payload) -> list[Claim]:
