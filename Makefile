@@ -15,6 +15,11 @@ VALUE ?=
 YES ?=
 TIMEOUT ?=
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# A download cut off part-way is resumed many times, and an install that still fails is retried afresh
+export PIP_RESUME_RETRIES := 20
+EXTRAS := papers,notebooks,test
+PIP_INSTALL = for attempt in 1 2 3; do $(PY) -m pip install -q $(1) && break; \
+	[ $$attempt = 3 ] && exit 1; echo "==> pip install failed (attempt $$attempt of 3); trying again in 20 s"; sleep 20; done
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: help setup run sweep test test-unit test-kernels test-notebooks test-ui lab bench bench-gpu clean
@@ -27,13 +32,13 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	@echo "==> setting up $(VENV) (CPU torch 2.13.0, the project editable with its extras)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[papers,notebooks,test]"
+	$(call PIP_INSTALL,--upgrade pip)
+	$(call PIP_INSTALL,"torch==2.13.0")
+	$(call PIP_INSTALL,-e ".[$(EXTRAS)]")
 	@# Two test peers without their dependencies (pyproject.toml cannot say --no-deps): vit-pytorch (paper 10),
 	@# whose PyPI torchvision beside the CPU torch breaks transformers' imports, and lm-polygraph (paper 19),
 	@# whose estimator the test imports without the package's openai, datasets, spacy, ...
-	$(PY) -m pip install -q --no-deps "vit-pytorch==1.26.14" "lm-polygraph==0.7.0"
+	$(call PIP_INSTALL,--no-deps "vit-pytorch==1.26.14" "lm-polygraph==0.7.0")
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
 	touch $(STAMP)
 
