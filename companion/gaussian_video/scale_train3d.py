@@ -7,7 +7,8 @@ motion-aware grouping, exact bitstream, decoding; paper Sec. 3.1–3.4) on a syn
 ``test_every``-th camera held out). Stage by stage (bodies in :mod:`companion.gaussian_video.train3d`):
 
 1. ``renderer``: gsplat's load time, the ground-truth renders, forward + backward of the L progressive renders of
-   one camera (the renderer, timed before any training), and gsplat's agreement with the torch backend;
+   one camera (the renderer, timed before any training; with gsplat, the same step with this project's
+   ``"tiles"`` renderer beside it), and gsplat's agreement with the torch backend;
 2. ``sequence``: train and code frame by frame until the deadline: per layer l the held-out PSNR, MB per frame
    and Gaussians, the groups, training minutes per frame;
 3. ``decode``: every frame decoded from its bytes alone, and whether it equals the encoder's state bit for bit.
@@ -55,7 +56,8 @@ RESULTS_NAME = "gaussian_video_train3d"
 DEADLINE_S = 360
 KEY_STEPS = 1000
 GPU_PROFILE = {
-    "backend": "gsplat",  # the renderer: "gsplat" (CUDA) or "torch" (dense, tiny sizes only)
+    # the renderer: "gsplat" (CUDA), "tiles" (this project's tile rasteriser) or "torch" (dense, tiny sizes only)
+    "backend": "gsplat",
     "scene": {"n_gt": 100_000, "n_parts": 12, "n_frames": 16, "n_cameras": 48, "width": 512, "test_every": 4,
               "jump_at": 8, "jump": 0.04, "layout": "separated"},
     # every knob of train3d.Config; the keyframe recipe of 3DGS: L1 + 0.2·D-SSIM and adaptive density control on

@@ -9,7 +9,7 @@ models (:mod:`.rate`), the quantiser and constriction's ANS coder under the KDE 
 the EWA projection and the differentiable splatter (:mod:`.splat`), the scene and cameras (:mod:`.scene3d`).
 The GPU study :mod:`companion.gaussian_video.scale_train3d` runs it in three stages (the bodies at the end).
 
-**Renderer** (:func:`render`): one signature, two backends. ``"gsplat"`` (CUDA) calls
+**Renderer** (:func:`render`): one signature, three backends. ``"gsplat"`` (CUDA) calls
 ``gsplat.rasterization`` (forward and backward in CUDA, 16 × 16 tiles, classic mode, black background,
 ``eps2d`` = 0.3 px blur, near plane 0.01); ``"torch"`` (CPU or CUDA, tiny sizes only: it is dense in pixels ×
 Gaussians) projects with :func:`~.splat.project_ewa` (the same 0.3 px blur) and composites with
@@ -21,7 +21,11 @@ cut-off); gsplat clamps the camera-space position used in the EWA Jacobian to 1.
 culls outside the image, the torch path only culls depth ≤ 0.01. Both take quaternions (w, x, y, z),
 linear scales, opacities in [0, 1], world-to-camera view matrices and pinhole K, and return
 ``[C, H, W, 3]``. They agree to within those cut-offs (:func:`backend_agreement`, run by the study and a
-``gpu`` test on CUDA; not here: gsplat has no CPU path).
+``gpu`` test on CUDA; not here: gsplat has no CPU path). ``"tiles"`` is this project's own tile renderer with
+gsplat's conventions: :func:`~.splat.project_ewa` with the Jacobian clamp (autograd), 16 × 16 tile binning, and
+``companion_kernels.gaussian_splat.rasterize_binned`` (the Triton kernels forward and backward on CUDA, the
+per-tile PyTorch version elsewhere); it differs from gsplat only in the binning bound (every tile where
+α' ≥ 1/255, against gsplat's 3.33σ cap) and in float rounding.
 
 **Scene** (:func:`make_dataset`): the ground-truth Gaussians of :func:`.scene3d.make_scene` (articulated parts,
 rigid rotation + drift + a non-rigid wobble) plus a global jump of ``jump`` scene units from frame
@@ -112,7 +116,7 @@ ATTRIBUTES = {"means": 3, "quats": 4, "log_scales": 3, "opacity": 1, "colors": 3
 KEY_BITS = {"means": 16}  # everything else 8 bits (paper Sec. 3.4)
 RESIDUAL = ("log_scales", "opacity", "colors")
 MOTION_CHANNELS = 6  # Δμ (3) and the rotation vector v (3)
-BACKENDS = ("gsplat", "torch")
+BACKENDS = ("gsplat", "torch", "tiles")
 INITS = ("points", "random")
 NEAR = 0.01
 SSIM_WINDOW, SSIM_SIGMA = 11, 1.5  # 3DGS's SSIM: an 11 × 11 Gaussian window of σ 1.5, zero padding
@@ -242,6 +246,8 @@ def render(means, quats, scales, opacities, colors, viewmats, K, width: int, hei
             radii = meta["radii"]
             info.update(means2d=[meta["means2d"]], visible=(radii > 0).all(-1) if radii.dim() == 3 else radii > 0)
         return img
+    if backend == "tiles":
+        return _render_tiles(means, quats, scales, opacities, colors, viewmats, K, width, height, info)
     cov = covariance_3d(quats, scales)
     out, m2s, vis = [], [], []
     for view in viewmats:
@@ -252,6 +258,30 @@ def render(means, quats, scales, opacities, colors, viewmats, K, width: int, hei
             m2s.append(m2)
             vis.append(keep)
         out.append(splat(m2[keep], conics(cov2[keep]), opacities[keep], colors[keep], depth[keep], height, width))
+    if m2s:
+        info.update(means2d=m2s, visible=torch.stack(vis))
+    return torch.stack(out)
+
+
+def _render_tiles(means, quats, scales, opacities, colors, viewmats, K, width: int, height: int, info) -> torch.Tensor:
+    """The ``"tiles"`` backend of :func:`render` (module docstring): per camera, the EWA projection of all N
+    Gaussians (a culled one, depth ≤ NEAR, is binned into no tile, so the 2-D means keep their N rows), tile
+    lists from the detached projection, and the differentiable tile rasteriser."""
+    from companion_kernels.gaussian_splat import bin_gaussians, rasterize_binned
+
+    cov = covariance_3d(quats, scales)
+    out, m2s, vis = [], [], []
+    for view in viewmats:
+        m2, cov2, depth = project_ewa(means, cov, view, K, image_size=(width, height))
+        con, keep = conics(cov2), depth > NEAR
+        offsets, ids = bin_gaussians(m2.detach(), con.detach(), torch.where(keep, opacities, 0.0).detach(),
+                                     depth.detach(), height, width)
+        if info is not None and m2.requires_grad:
+            m2.retain_grad()
+            m2s.append(m2)
+            vis.append(keep)
+        out.append(rasterize_binned(m2.contiguous(), con.contiguous(), opacities.contiguous(), colors.contiguous(),
+                                    offsets, ids, height, width))
     if m2s:
         info.update(means2d=m2s, visible=torch.stack(vis))
     return torch.stack(out)
@@ -986,13 +1016,15 @@ def renderer_stage(ctx: StageContext) -> dict:
     layer = layering(p, cfg.L, cfg.lambda_psi)
     cam, W = data["train"][:1], data["width"]
 
-    def step():
-        imgs = render_layers(p, layer, cfg.L, data["viewmats"][cam], data["K"], W, W, backend)
+    def step(renderer):
+        imgs = render_layers(p, layer, cfg.L, data["viewmats"][cam], data["K"], W, W, renderer)
         sum(img.sum() for img in imgs).backward()
 
-    out["render_layers_fwd_bwd_ms"] = round(time_ms(step, dev, warmup=3, rep=10), 3)
+    out["render_layers_fwd_bwd_ms"] = round(time_ms(lambda: step(backend), dev, warmup=3, rep=10), 3)
     out["render_note"] = (f"forward + backward of the {cfg.L} progressive renders c^1..c^L of one camera, "
                           f"{len(layer)} Gaussians at {W}², {backend}")
+    if backend == "gsplat":  # the same training step with this project's tile renderer (Triton forward and backward)
+        out["tiles_render_layers_fwd_bwd_ms"] = round(time_ms(lambda: step("tiles"), dev, warmup=3, rep=10), 3)
     out["agreement"] = None
     if backend == "gsplat":  # the two backends' conventions on a 128² pair of cameras (the torch path is dense)
         views, K = cameras(2, 128)
