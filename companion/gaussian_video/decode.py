@@ -39,7 +39,8 @@ nearby Gaussians, which an image codec needs):
 **Rasterisers** at l = L on the zlib-decoded scene, strongest peer first: gsplat (:func:`versus_gsplat`),
 timed end to end (``rasterization``) and ``rasterize_to_pixels`` alone on its own projection and tile lists,
 then ours on those same projected inputs and lists (``rasterize_binned``) and end to end (:func:`project` +
-binning + Triton); then the per-tile PyTorch splatter against ours (:func:`rasterizer_stage`).
+binning + Triton); the same pairs forward + backward, with the kernels' gradients compared; then the per-tile
+PyTorch splatter against ours (:func:`rasterizer_stage`).
 
 Conventions aligned with gsplat 1.5.3 (its defaults in ``rasterization``): 0.3 px blur added to Σ' (eps2d)
 without opacity compensation ("classic"), near plane 0.01 (:data:`NEAR_PLANE`), the EWA Jacobian at t_x/t_z
@@ -245,7 +246,8 @@ def versus_gsplat(gsplat, g: dict, view, K, width: int, impl: str = "triton") ->
     gsplat: ``rasterization`` with its defaults end to end, and ``rasterize_to_pixels`` alone on the
     means2d, conics, opacities and tile lists of a ``packed=False`` call (its tensors indexed by Gaussian).
     Ours: ``rasterize_binned`` on exactly those inputs and lists (the kernel comparison), and
-    :func:`project` + binning + Triton end to end."""
+    :func:`project` + binning + Triton end to end. Then forward + backward, the kernels and end to end
+    (:func:`_versus_gsplat_backward`)."""
     from companion_kernels.gaussian_splat import rasterize, rasterize_binned
 
     dev = g["means"].device
@@ -275,7 +277,54 @@ def versus_gsplat(gsplat, g: dict, view, K, width: int, impl: str = "triton") ->
     out.update(_diff(ours(), gs_raster(), "kernel"))
     out.update(_diff(rasterize(*project(g, view, K, width), width, width, impl=impl), img[0], "end_to_end"))
     out["gsplat_n_intersections"] = int(ids.numel())
+    out.update(_versus_gsplat_backward(gsplat, g, view, K, width, (m2, con, col, op), (tile_offsets, offsets, ids), impl))
     return {k: round(v, 4) if k.endswith("_ms") else v for k, v in out.items()}
+
+
+def _versus_gsplat_backward(gsplat, g: dict, view, K, width: int, inputs, lists, impl: str) -> dict:
+    """Forward + backward of a fixed random weighting of the image (the loss Σ w·c), gsplat first: the kernels
+    alone on gsplat's projected inputs and tile lists (gradients of means2d, conics, colours, opacities), and end
+    to end from the 3-D Gaussians (gsplat's ``rasterization`` against the ``"tiles"`` renderer of
+    :mod:`.train3d`: PyTorch EWA projection with autograd, binning, our kernels); the relative max |Δ| of each
+    kernel gradient (max |ours − gsplat| / max |gsplat|)."""
+    from companion.gaussian_video.train3d import render
+    from companion_kernels.gaussian_splat import rasterize_binned
+
+    dev = g["means"].device
+    tile_offsets, offsets, ids = lists
+    weight = torch.rand(width, width, 3, generator=torch.Generator(device=dev).manual_seed(0), device=dev)
+    leaves = {who: [t.detach().clone().requires_grad_(True) for t in inputs] for who in ("gsplat", "ours")}
+
+    def gs_kernel(m2, con, col, op):
+        return gsplat.rasterize_to_pixels(m2, con, col, op, width, width, TILE, tile_offsets, ids)[0][0]
+
+    def our_kernel(m2, con, col, op):
+        return rasterize_binned(m2[0], con[0], op[0], col[0], offsets, ids, width, width, impl=impl)
+
+    def kernel_step(who, fn):
+        return lambda: (fn(*leaves[who]) * weight).sum().backward()
+
+    out = {"gsplat_rasterize_to_pixels_fwd_bwd_ms": time_ms(kernel_step("gsplat", gs_kernel), dev, warmup=5, rep=20,
+                                                            grad_to_none=leaves["gsplat"]),
+           "triton_fwd_bwd_on_gsplat_lists_ms": time_ms(kernel_step("ours", our_kernel), dev, warmup=5, rep=20,
+                                                        grad_to_none=leaves["ours"])}
+    for who, fn in (("gsplat", gs_kernel), ("ours", our_kernel)):
+        for t in leaves[who]:
+            t.grad = None
+        kernel_step(who, fn)()
+    for name, a, b in zip(("means2d", "conics", "colors", "opacities"), leaves["ours"], leaves["gsplat"]):
+        out[f"grad_{name}_rel_max_abs_diff"] = float((a.grad - b.grad).abs().max() / b.grad.abs().max().clamp(min=1e-30))
+    params = [g[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "colors")]
+
+    def gs_end_to_end():
+        (gsplat.rasterization(*params, view[None], K[None], width, width)[0][0] * weight).sum().backward()
+
+    def tiles_end_to_end():
+        (render(*params, view[None], K, width, width, backend="tiles")[0] * weight).sum().backward()
+
+    out["gsplat_rasterization_fwd_bwd_ms"] = time_ms(gs_end_to_end, dev, warmup=5, rep=20, grad_to_none=params)
+    out["tiles_end_to_end_fwd_bwd_ms"] = time_ms(tiles_end_to_end, dev, warmup=5, rep=20, grad_to_none=params)
+    return out
 
 
 

@@ -73,6 +73,14 @@ def rasterizer_summary(gpu: dict) -> dict | None:
                 f"end {gs['triton_end_to_end_ms']:.2f} vs {gs['gsplat_rasterization_ms']:.2f} ms: {e2e:.2f}×; "
                 f"mean |Δ| {gs['kernel_mean_abs_diff']:.2g} (max {gs['kernel_max_abs_diff']:.2g}; target < "
                 f"{GSPLAT_MAX_MEAN_ABS_DIFF:g}), end to end mean {gs['end_to_end_mean_abs_diff']:.2g}")
+        if gs.get("triton_fwd_bwd_on_gsplat_lists_ms"):
+            grads = max(v for k, v in gs.items() if k.startswith("grad_") and k.endswith("_rel_max_abs_diff"))
+            text += (f"; forward + backward: kernels {gs['triton_fwd_bwd_on_gsplat_lists_ms']:.2f} vs "
+                     f"{gs['gsplat_rasterize_to_pixels_fwd_bwd_ms']:.2f} ms "
+                     f"({gs['gsplat_rasterize_to_pixels_fwd_bwd_ms'] / gs['triton_fwd_bwd_on_gsplat_lists_ms']:.2f}×), "
+                     f"end to end {gs['tiles_end_to_end_fwd_bwd_ms']:.2f} vs {gs['gsplat_rasterization_fwd_bwd_ms']:.2f} ms "
+                     f"({gs['gsplat_rasterization_fwd_bwd_ms'] / gs['tiles_end_to_end_fwd_bwd_ms']:.2f}×), gradients "
+                     f"within {grads:.2g} of gsplat's (relative max |Δ|)")
         return {"peer": gs["gsplat"], "speed": speed, "mean_abs_diff": gs["kernel_mean_abs_diff"], "text": text}
     if not (ras.get("triton_ms") and ras.get("peer_ms")):
         return None

@@ -109,8 +109,11 @@ def test_versus_gsplat_glue_on_the_cpu():
     out = versus_gsplat(StandInGsplat, g, views[0], K, 40, impl="reference")
     assert out["gsplat"] == "gsplat stand-in" and out["gsplat_n_intersections"] > 300
     for key in ("gsplat_rasterization_ms", "gsplat_rasterize_to_pixels_ms", "triton_on_gsplat_lists_ms",
-                "triton_end_to_end_ms"):
+                "triton_end_to_end_ms", "gsplat_rasterize_to_pixels_fwd_bwd_ms", "triton_fwd_bwd_on_gsplat_lists_ms",
+                "gsplat_rasterization_fwd_bwd_ms", "tiles_end_to_end_fwd_bwd_ms"):
         assert out[key] > 0, key
+    for name in ("means2d", "conics", "colors", "opacities"):  # the same kernel on both sides: equal gradients
+        assert out[f"grad_{name}_rel_max_abs_diff"] < 1e-6, name
     assert out["kernel_max_abs_diff"] < 1e-6 and out["end_to_end_max_abs_diff"] < 1e-5
     assert 0 <= out["kernel_mean_abs_diff"] <= out["kernel_max_abs_diff"]
 
@@ -184,3 +187,9 @@ def test_rasterizer_summary_for_the_checks():
     assert rasterizer_summary({"gsplat": {"gsplat": "off in this profile (gsplat needs CUDA)"}}) is None
     rec = rasterizer_summary(recorded())
     assert rec["peer"] == "gsplat 1.5.3" and rec["mean_abs_diff"] < GSPLAT_MAX_MEAN_ABS_DIFF
+    backward = {**gs, "triton_on_gsplat_lists_ms": 1.0, "triton_fwd_bwd_on_gsplat_lists_ms": 3.0,
+                "gsplat_rasterize_to_pixels_fwd_bwd_ms": 1.5, "tiles_end_to_end_fwd_bwd_ms": 10.0,
+                "gsplat_rasterization_fwd_bwd_ms": 5.0, "grad_means2d_rel_max_abs_diff": 1e-4,
+                "grad_conics_rel_max_abs_diff": 3e-4, "grad_colors_rel_max_abs_diff": 1e-6}
+    text = rasterizer_summary({"gsplat": backward})["text"]
+    assert "kernels 3.00 vs 1.50 ms (0.50×), end to end 10.00 vs 5.00 ms (0.50×)" in text and "within 0.0003" in text
