@@ -32,14 +32,14 @@ nearby Gaussians, which an image codec needs):
   t_last's planes + dequantisation;
 * zlib: ``decode_ms`` = inflate frame t_last's chunks of layers ≤ l + copy + add the deltas to frame
   t_last − 1 (``keyframe_decode_ms``: inflate + copy + dequantise of the keyframe);
-* ``render_ms``: EWA projection (:func:`project`) + 16 × 16 tile binning + the Triton rasteriser
+* ``render_ms``: EWA projection + 16 × 16 tile binning (one call, Triton) + the Triton rasteriser
   (``companion_kernels.gaussian_splat``) of one ``width²`` view; PSNR of c^l against the unquantised all-layer
   render of the same frame and view.
 
 **Rasterisers** at l = L on the zlib-decoded scene, strongest peer first: gsplat (:func:`versus_gsplat`),
 timed end to end (``rasterization``) and ``rasterize_to_pixels`` alone on its own projection and tile lists,
-then ours on those same projected inputs and lists (``rasterize_binned``) and end to end (:func:`project` +
-binning + Triton); the same pairs forward + backward, with the kernels' gradients compared; then the per-tile
+then ours on those same projected inputs and lists (``rasterize_binned``) and end to end (:func:`render_view`:
+projection + binning, then the rasteriser, each part also timed alone); the same pairs forward + backward, with the kernels' gradients compared; then the per-tile
 PyTorch splatter against ours (:func:`rasterizer_stage`).
 
 Conventions aligned with gsplat 1.5.3 (its defaults in ``rasterization``): 0.3 px blur added to Σ' (eps2d)
@@ -49,9 +49,8 @@ skipped, a pixel stopping before its transmittance would reach ≤ 1e-4, 16 × 1
 Differences that remain: (a) gsplat caps a Gaussian's footprint at 3.33σ, ours bins every tile where
 α' ≥ 1/255, which differs only for opacities above 0.997 (none here: opacities ≤ 0.99), and only end to end;
 (b) gsplat skips a pixel where σ < 0 (a non-positive-definite conic) where ours clamps σ at 0 (the same for
-valid Gaussians); (c) gsplat computes the projection fused in CUDA float32 with fast ``__expf``, ours in
-PyTorch float32 ops (rounding); (d) a tile of ours reads its whole list even once every pixel is done
-(speed only).
+valid Gaussians); (c) gsplat computes the projection in CUDA float32 with fast ``__expf``, ours in a Triton
+float32 kernel (``companion_kernels.gaussian_splat.project``; rounding differs).
 """
 
 from __future__ import annotations
@@ -71,10 +70,7 @@ from companion.gaussian_video.bitstream import _varint, attribute_frames, attrib
 from companion.gaussian_video.gsplat_peer import load_gsplat
 from companion.gaussian_video.scene3d import cameras, make_scene
 from companion.gaussian_video.significance import significance, split_layers
-from companion.gaussian_video.splat import conics as to_conics
-from companion.gaussian_video.splat import covariance_3d, project_ewa
-
-NEAR_PLANE = 0.01  # gsplat's default: Gaussians nearer the camera than this are culled
+from companion_kernels.gaussian_splat import NEAR_PLANE, project_and_bin, project_gaussians, rasterize_binned
 TILE = 16
 
 # --- the bitstream -------------------------------------------------------------------------------
@@ -222,12 +218,20 @@ class H264Decoder:
 
 def project(g: dict, view: torch.Tensor, K: torch.Tensor, width: int):
     """EWA projection of decoded Gaussians for a ``width``² camera to (means2d, conics, opacities, colors,
-    depths), gsplat's way (module docstring): 0.3 px blur, clamped Jacobian, culling depth < NEAR_PLANE."""
-    cov = covariance_3d(g["quats"], g["scales"])
-    m2, c2, depth = project_ewa(g["means"], cov, view, K, image_size=(width, width))
-    keep = depth >= NEAR_PLANE
-    return (m2[keep].contiguous(), to_conics(c2[keep]).contiguous(), g["opacities"][keep].contiguous(),
+    depths) of the Gaussians kept, gsplat's way (module docstring): 0.3 px blur, clamped Jacobian, culling
+    depth < NEAR_PLANE (and a non-invertible Σ'); ``companion_kernels.gaussian_splat.project`` (Triton on CUDA)."""
+    m2, con, depth, keep = project_gaussians(g["means"], g["quats"], g["scales"], view, K, width, width,
+                                             near_plane=NEAR_PLANE)
+    return (m2[keep].contiguous(), con[keep].contiguous(), g["opacities"][keep].contiguous(),
             g["colors"][keep].contiguous(), depth[keep].contiguous())
+
+
+def render_view(g: dict, view: torch.Tensor, K: torch.Tensor, width: int, impl: str = "triton") -> torch.Tensor:
+    """One ``width``² render of the Gaussians ``g``: projection and tile binning in one call, then the tile
+    rasteriser (``companion_kernels.gaussian_splat``; ``impl`` "triton": the kernels, "reference": PyTorch)."""
+    m2, con, _, offsets, ids = project_and_bin(g["means"], g["quats"], g["scales"], g["opacities"], view, K, width,
+                                               width, near_plane=NEAR_PLANE, impl=impl)
+    return rasterize_binned(m2, con, g["opacities"], g["colors"], offsets, ids, width, width, impl=impl)
 
 
 def _psnr(a, b):
@@ -246,10 +250,8 @@ def versus_gsplat(gsplat, g: dict, view, K, width: int, impl: str = "triton") ->
     gsplat: ``rasterization`` with its defaults end to end, and ``rasterize_to_pixels`` alone on the
     means2d, conics, opacities and tile lists of a ``packed=False`` call (its tensors indexed by Gaussian).
     Ours: ``rasterize_binned`` on exactly those inputs and lists (the kernel comparison), and
-    :func:`project` + binning + Triton end to end. Then forward + backward, the kernels and end to end
-    (:func:`_versus_gsplat_backward`)."""
-    from companion_kernels.gaussian_splat import rasterize, rasterize_binned
-
+    :func:`render_view` end to end, with its two parts timed alone (projection + binning, rasteriser). Then
+    forward + backward, the kernels and end to end (:func:`_versus_gsplat_backward`)."""
     dev = g["means"].device
 
     def gs_full(packed=True):
@@ -272,10 +274,20 @@ def versus_gsplat(gsplat, g: dict, view, K, width: int, impl: str = "triton") ->
         return rasterize_binned(m2[0], con[0], op[0], col[0], offsets, ids, width, width, impl=impl)
 
     out["triton_on_gsplat_lists_ms"] = time_ms(ours, dev, warmup=5, rep=20)
-    out["triton_end_to_end_ms"] = time_ms(lambda: rasterize(*project(g, view, K, width), width, width, impl=impl),
-                                          dev, warmup=5, rep=20)
+    out["triton_end_to_end_ms"] = time_ms(lambda: render_view(g, view, K, width, impl), dev, warmup=5, rep=20)
+
+    def project_bin():
+        return project_and_bin(g["means"], g["quats"], g["scales"], g["opacities"], view, K, width, width,
+                               near_plane=NEAR_PLANE, impl=impl)
+
+    out["triton_project_and_bin_ms"] = time_ms(project_bin, dev, warmup=5, rep=20)
+    own = project_bin()
+    out["triton_on_own_lists_ms"] = time_ms(
+        lambda: rasterize_binned(own[0], own[1], g["opacities"], g["colors"], own[3], own[4], width, width, impl=impl),
+        dev, warmup=5, rep=20)
+    out["own_n_intersections"] = int(own[4].numel())
     out.update(_diff(ours(), gs_raster(), "kernel"))
-    out.update(_diff(rasterize(*project(g, view, K, width), width, width, impl=impl), img[0], "end_to_end"))
+    out.update(_diff(render_view(g, view, K, width, impl), img[0], "end_to_end"))
     out["gsplat_n_intersections"] = int(ids.numel())
     out.update(_versus_gsplat_backward(gsplat, g, view, K, width, (m2, con, col, op), (tile_offsets, offsets, ids), impl))
     return {k: round(v, 4) if k.endswith("_ms") else v for k, v in out.items()}
@@ -288,8 +300,6 @@ def _versus_gsplat_backward(gsplat, g: dict, view, K, width: int, inputs, lists,
     :mod:`.train3d`: PyTorch EWA projection with autograd, binning, our kernels); the relative max |Δ| of each
     kernel gradient (max |ours − gsplat| / max |gsplat|)."""
     from companion.gaussian_video.train3d import render
-    from companion_kernels.gaussian_splat import rasterize_binned
-
     dev = g["means"].device
     tile_offsets, offsets, ids = lists
     weight = torch.rand(width, width, 3, generator=torch.Generator(device=dev).manual_seed(0), device=dev)
@@ -337,10 +347,7 @@ def _ms(fn, device, warmup: int = 5, rep: int = 20) -> float:
 
 
 def _render(s: dict, g: dict, impl: str = "triton") -> torch.Tensor:
-    from companion_kernels.gaussian_splat import rasterize
-
-    W = s["width"]
-    return rasterize(*project(g, s["view"], s["K"], W), W, W, impl=impl)
+    return render_view(g, s["view"], s["K"], s["width"], impl)
 
 
 def setup(ctx: StageContext) -> dict:

@@ -67,20 +67,23 @@ def rasterizer_summary(gpu: dict) -> dict | None:
     if gs.get("triton_on_gsplat_lists_ms"):
         speed = gs["gsplat_rasterize_to_pixels_ms"] / gs["triton_on_gsplat_lists_ms"]
         e2e = gs["gsplat_rasterization_ms"] / gs["triton_end_to_end_ms"]
-        text = (f"on gsplat's projected inputs and tile lists: Triton {gs['triton_on_gsplat_lists_ms']:.2f} ms vs "
-                f"{gs['gsplat']} rasterize_to_pixels {gs['gsplat_rasterize_to_pixels_ms']:.2f} ms: {speed:.2f}× "
-                f"(target ≥ {TRITON_MIN_SPEED}×: {'met' if speed >= TRITON_MIN_SPEED else 'not met'}); end to "
-                f"end {gs['triton_end_to_end_ms']:.2f} vs {gs['gsplat_rasterization_ms']:.2f} ms: {e2e:.2f}×; "
-                f"mean |Δ| {gs['kernel_mean_abs_diff']:.2g} (max {gs['kernel_max_abs_diff']:.2g}; target < "
-                f"{GSPLAT_MAX_MEAN_ABS_DIFF:g}), end to end mean {gs['end_to_end_mean_abs_diff']:.2g}")
+        parts = [f"on gsplat's projected inputs and tile lists: Triton {gs['triton_on_gsplat_lists_ms']:.2f} ms vs "
+                 f"{gs['gsplat']} rasterize_to_pixels {gs['gsplat_rasterize_to_pixels_ms']:.2f} ms: {speed:.2f}× "
+                 f"(target ≥ {TRITON_MIN_SPEED}×: {'met' if speed >= TRITON_MIN_SPEED else 'not met'})",
+                 f"end to end {gs['triton_end_to_end_ms']:.2f} vs {gs['gsplat_rasterization_ms']:.2f} ms: {e2e:.2f}×"]
+        if gs.get("triton_project_and_bin_ms"):
+            parts[-1] += (f" (projection + binning {gs['triton_project_and_bin_ms']:.2f} ms, rasteriser on those "
+                          f"lists {gs['triton_on_own_lists_ms']:.2f} ms)")
+        parts.append(f"mean |Δ| {gs['kernel_mean_abs_diff']:.2g} (max {gs['kernel_max_abs_diff']:.2g}; target < "
+                     f"{GSPLAT_MAX_MEAN_ABS_DIFF:g}), end to end mean {gs['end_to_end_mean_abs_diff']:.2g}")
         if gs.get("triton_fwd_bwd_on_gsplat_lists_ms"):
+            kern, gs_kern = gs["triton_fwd_bwd_on_gsplat_lists_ms"], gs["gsplat_rasterize_to_pixels_fwd_bwd_ms"]
+            full, gs_full = gs["tiles_end_to_end_fwd_bwd_ms"], gs["gsplat_rasterization_fwd_bwd_ms"]
             grads = max(v for k, v in gs.items() if k.startswith("grad_") and k.endswith("_rel_max_abs_diff"))
-            text += (f"; forward + backward: kernels {gs['triton_fwd_bwd_on_gsplat_lists_ms']:.2f} vs "
-                     f"{gs['gsplat_rasterize_to_pixels_fwd_bwd_ms']:.2f} ms "
-                     f"({gs['gsplat_rasterize_to_pixels_fwd_bwd_ms'] / gs['triton_fwd_bwd_on_gsplat_lists_ms']:.2f}×), "
-                     f"end to end {gs['tiles_end_to_end_fwd_bwd_ms']:.2f} vs {gs['gsplat_rasterization_fwd_bwd_ms']:.2f} ms "
-                     f"({gs['gsplat_rasterization_fwd_bwd_ms'] / gs['tiles_end_to_end_fwd_bwd_ms']:.2f}×), gradients "
-                     f"within {grads:.2g} of gsplat's (relative max |Δ|)")
+            parts.append(f"forward + backward: kernels {kern:.2f} vs {gs_kern:.2f} ms ({gs_kern / kern:.2f}×), end to "
+                         f"end {full:.2f} vs {gs_full:.2f} ms ({gs_full / full:.2f}×), gradients within {grads:.2g} of "
+                         f"gsplat's (relative max |Δ|)")
+        text = "; ".join(parts)
         return {"peer": gs["gsplat"], "speed": speed, "mean_abs_diff": gs["kernel_mean_abs_diff"], "text": text}
     if not (ras.get("triton_ms") and ras.get("peer_ms")):
         return None

@@ -1,10 +1,16 @@
-"""Validated entry point of the Gaussian tile rasteriser (dispatch: ``companion_kernels.dispatch``)."""
+"""Validated entry point of the Gaussian tile rasteriser (dispatch: ``companion_kernels.dispatch``).
+
+Both paths are differentiable in ``means2d``, ``conics``, ``opacities`` and ``colors`` (the background is a
+constant): the reference by autograd, the Triton path by its backward kernel (:mod:`.triton`), once: a
+double backward (``create_graph=True``) of the Triton path raises, use ``impl="reference"`` for that.
+"""
 
 from __future__ import annotations
 
 import math
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..dispatch import IMPLS, check_impl, check_int, check_same, check_tensor, resolve_impl  # noqa: F401 (IMPLS re-exported)
 from .binning import bin_gaussians
@@ -33,6 +39,34 @@ def _check_projected(means2d, conics, opacities, colors, height, width, block_g,
         raise ValueError(f"{_OP}: block_g={block_g} must be a power of two")
 
 
+class _Rasterize(torch.autograd.Function):
+    """The Triton forward, which also keeps each pixel's T_final and used-entry count, and its backward kernel."""
+
+    @staticmethod
+    def forward(ctx, means2d, conics, opacities, colors, offsets, ids, height, width, background, block_g):
+        from .triton import rasterize_triton
+
+        final_t = torch.empty(height, width, device=means2d.device, dtype=torch.float32)
+        n_used = torch.empty(height, width, device=means2d.device, dtype=torch.int32)
+        out = rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, TILE, background,
+                               block_g=block_g, final_t=final_t, n_used=n_used)
+        ctx.save_for_backward(means2d, conics, opacities, colors, offsets, ids, final_t, n_used)
+        ctx.args = (height, width, background, block_g)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        from .triton import rasterize_backward_triton
+
+        height, width, background, block_g = ctx.args
+        means2d, conics, opacities, colors, offsets, ids, final_t, n_used = ctx.saved_tensors
+        grads = rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used,
+                                          grad_out, height, width, TILE, background, block_g=block_g)
+        grads = [g if need else None for g, need in zip(grads, ctx.needs_input_grad)]
+        return (*grads, None, None, None, None, None, None)  # offsets, ids, height, width, background, block_g
+
+
 def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, colors: torch.Tensor,
               depths: torch.Tensor, height: int, width: int, *, background: float = 0.0, impl: str = "auto",
               block_g: int = 16) -> torch.Tensor:
@@ -41,7 +75,8 @@ def rasterize(means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tens
     :func:`rasterize_binned`."""
     check_impl(impl, op=_OP)
     _check_projected(means2d, conics, opacities, colors, height, width, block_g, (("depths", depths, (means2d.shape[0],)),))
-    offsets, ids = bin_gaussians(means2d, conics, opacities, depths, height, width, TILE)
+    offsets, ids = bin_gaussians(means2d.detach(), conics.detach(), opacities.detach(), depths.detach(), height, width,
+                                 TILE, impl=impl)
     return rasterize_binned(means2d, conics, opacities, colors, offsets, ids, height, width, background=background,
                             impl=impl, block_g=block_g)
 
@@ -66,7 +101,10 @@ def rasterize_binned(means2d: torch.Tensor, conics: torch.Tensor, opacities: tor
     if impl == "reference":
         return reference.rasterize_tiles_torch(means2d, conics, opacities, colors, offsets, ids, height, width,
                                                TILE, background)
+    args = (means2d.contiguous(), conics.contiguous(), opacities.contiguous(), colors.contiguous(),
+            offsets.contiguous(), ids.contiguous(), height, width)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (means2d, conics, opacities, colors)):
+        return _Rasterize.apply(*args, float(background), block_g)
     from .triton import rasterize_triton
 
-    return rasterize_triton(means2d.contiguous(), conics.contiguous(), opacities.contiguous(), colors.contiguous(),
-                            offsets.contiguous(), ids.contiguous(), height, width, TILE, background, block_g=block_g)
+    return rasterize_triton(*args, TILE, background, block_g=block_g)

@@ -1,18 +1,34 @@
-"""Triton forward rasteriser: one program per 16 × 16 tile, Gaussians in chunks of ``BLOCK_G``.
+"""Triton rasteriser, forward and backward: one program per 16 × 16 tile, Gaussians in chunks of ``BLOCK_G``.
 
-Within a chunk the α' of the tile's 256 pixels against BLOCK_G Gaussians form a [256, BLOCK_G] block;
-the transmittance inside the chunk is an exclusive cumulative sum of log(1 − α') along the Gaussians,
-and the running transmittance T carries across chunks, so the compositing is exactly front to back.
-gsplat's rules (see :mod:`.reference`): α' ≤ 0.999, α' < 1/255 skipped, and a pixel stops at the first
+Notation (gsplat's, as in :mod:`.reference`): pixel p has centre (column + ½, row + ½); Gaussian i has mean
+(mx, my), conic (a, b, c) = the entries of Σ'⁻¹, opacity o and colour c_i. With dx = px + ½ − mx,
+dy = py + ½ − my, σ = ½(a dx² + c dy²) + b dx dy (clamped at ≥ 0) and α_i = min(0.999, o·e^(−σ)), set to 0
+below 1/255. Front to back over the Gaussians the pixel keeps, T_i = Π_{j<i} (1 − α_j) and
+C = Σ_i c_i α_i T_i + T_final·bg, T_final = the product over all of them.
+
+Forward. Within a chunk the α of the tile's 256 pixels against BLOCK_G Gaussians form a [256, BLOCK_G] block,
+and each pair costs one transcendental, e^(−σ): the transmittance inside the chunk is a cumulative *product*
+of (1 − α) along the Gaussians (``tl.cumprod``), T_i is that product divided by (1 − α_i) (≥ 0.001 since
+α ≤ 0.999), and the running transmittance T carries across chunks, so the compositing is exactly front to
+back. gsplat's rules (see :mod:`.reference`): α ≤ 0.999, α < 1/255 skipped, and a pixel stops at the first
 Gaussian that would take its transmittance to ≤ 1e-4 (that one and all later ones are left out). The stop
 is tracked by ``TA``, the transmittance over *every* Gaussian so far (the stopping one included): a pixel
-keeps Gaussian k while TA·(1 − α'_k) > 1e-4, a prefix of the whole list, so a pixel that stopped in one
-chunk stays stopped in the next. As in gsplat, a tile leaves its loop once all its pixels have stopped.
+keeps Gaussian k while TA·Π_{j≤k}(1 − α_j) > 1e-4, a prefix of the whole list, so a pixel that stopped in one
+chunk stays stopped in the next. As in gsplat, a tile leaves its loop once all its pixels have stopped. For the
+backward the forward also writes, per pixel, T_final and the length of that prefix (``n_used``; gsplat keeps
+the index of its last entry, ``last_ids``).
 
-Variants timed on the H200 (100k Gaussians, one 512² view, the same tile lists; do_bench): without the
-early exit, ``BLOCK_G`` = 32: 1.99 ms; with it, ``BLOCK_G`` = 16 / 32 / 64 / 128: 0.68 / 0.97 / 3.57 / 14.8 ms
-(larger chunks waste work past the stop and spill registers), so 16 is the default. gsplat's CUDA
-``rasterize_to_pixels`` takes 0.20 ms on the same lists (benchmarks/results/gaussian_video_decode.json).
+Backward (:func:`_rasterize_bwd_kernel`): one program per tile walks its list back to front, from the largest
+``n_used`` of its pixels, recovering each T_i from T_final and summing the per-pair gradients over the
+tile's pixels before one atomic add per Gaussian and attribute.
+
+Timings on the H200 (100k Gaussians, one 512² view, the same tile lists; do_bench) of the previous forward,
+whose pairs cost exp(σ), log(1 − α) and two more exps (the in-chunk transmittance from a cumulative sum of
+logs): without the early exit, ``BLOCK_G`` = 32: 1.99 ms; with it, ``BLOCK_G`` = 16 / 32 / 64 / 128:
+0.68 / 0.97 / 3.57 / 14.8 ms (larger chunks waste work past the stop and spill registers), so 16 is the
+default. gsplat's CUDA ``rasterize_to_pixels`` takes 0.20 ms on the same lists
+(benchmarks/results/gaussian_video_decode.json). The one-exp forward above and the backward kernel are not
+yet timed on the H200.
 """
 
 from __future__ import annotations
@@ -23,13 +39,14 @@ import torch
 import triton
 import triton.language as tl
 
+ALPHA_MAX = tl.constexpr(0.999)
+T_EPS = tl.constexpr(1e-4)  # gsplat: stop before next_T = T·(1 − α) ≤ T_EPS
+
 
 @triton.jit
-def _chunk(k, end, fx, fy, T, TA, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr,
-           alpha_min, BLOCK_G: tl.constexpr):
-    """Composite Gaussians k..k+BLOCK_G−1 of the tile's list over its pixels (front to back)."""
-    j = k + tl.arange(0, BLOCK_G)
-    valid = j < end
+def _pairs(j, valid, fx, fy, means_ptr, conics_ptr, opac_ptr, ids_ptr, alpha_min):
+    """The [pixels, BLOCK_G] pairs of list entries ``j`` (``valid`` marks real ones): the Gaussian ids, dx, dy,
+    the conic (a, b, c), o, σ before its clamp, e^(−σ) after it, and α (0 for skipped or unreal pairs)."""
     gid = tl.load(ids_ptr + j, mask=valid, other=0).to(tl.int64)
     mx = tl.load(means_ptr + gid * 2, mask=valid, other=0.0).to(tl.float32)
     my = tl.load(means_ptr + gid * 2 + 1, mask=valid, other=0.0).to(tl.float32)
@@ -37,33 +54,49 @@ def _chunk(k, end, fx, fy, T, TA, acc_r, acc_g, acc_b, means_ptr, conics_ptr, op
     cb = tl.load(conics_ptr + gid * 3 + 1, mask=valid, other=0.0).to(tl.float32)
     cc = tl.load(conics_ptr + gid * 3 + 2, mask=valid, other=0.0).to(tl.float32)
     o = tl.load(opac_ptr + gid, mask=valid, other=0.0).to(tl.float32)
-    cr = tl.load(colors_ptr + gid * 3, mask=valid, other=0.0).to(tl.float32)
-    cg = tl.load(colors_ptr + gid * 3 + 1, mask=valid, other=0.0).to(tl.float32)
-    cbl = tl.load(colors_ptr + gid * 3 + 2, mask=valid, other=0.0).to(tl.float32)
     dx = fx[:, None] - mx[None, :]
     dy = fy[:, None] - my[None, :]
-    power = -0.5 * (ca[None, :] * dx * dx + cc[None, :] * dy * dy) - cb[None, :] * dx * dy
-    power = tl.minimum(power, 0.0)
-    a = tl.minimum(o[None, :] * tl.exp(power), 0.999)
+    sigma = 0.5 * (ca[None, :] * dx * dx + cc[None, :] * dy * dy) + cb[None, :] * dx * dy
+    vis = tl.exp(-tl.maximum(sigma, 0.0))  # the pair's one transcendental
+    a = tl.minimum(o[None, :] * vis, ALPHA_MAX)
     a = tl.where((a < alpha_min) | (valid[None, :] == 0), 0.0, a)
-    lg = tl.log(1.0 - a)
-    incl = tl.cumsum(lg, axis=1)
-    keep = TA[:, None] * tl.exp(incl) > 1e-4  # gsplat: stop before next_T <= 1e-4, for good
-    TA = TA * tl.exp(tl.sum(lg, axis=1))
-    a = tl.where(keep, a, 0.0)
-    lg = tl.where(keep, lg, 0.0)
-    w = a * tl.exp(incl - lg) * T[:, None]
-    acc_r += tl.sum(w * cr[None, :], axis=1)
-    acc_g += tl.sum(w * cg[None, :], axis=1)
-    acc_b += tl.sum(w * cbl[None, :], axis=1)
-    T = T * tl.exp(tl.sum(lg, axis=1))
-    return T, TA, acc_r, acc_g, acc_b
+    return gid, dx, dy, ca, cb, cc, o, sigma, vis, a
 
 
 @triton.jit
-def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr,
-                      height, width, n_tiles_x, background, alpha_min,
-                      TILE: tl.constexpr, BLOCK_G: tl.constexpr):
+def _colors(gid, valid, colors_ptr):
+    cr = tl.load(colors_ptr + gid * 3, mask=valid, other=0.0).to(tl.float32)
+    cg = tl.load(colors_ptr + gid * 3 + 1, mask=valid, other=0.0).to(tl.float32)
+    cbl = tl.load(colors_ptr + gid * 3 + 2, mask=valid, other=0.0).to(tl.float32)
+    return cr, cg, cbl
+
+
+@triton.jit
+def _chunk(k, end, fx, fy, T, TA, n_used, acc_r, acc_g, acc_b, means_ptr, conics_ptr, opac_ptr, colors_ptr,
+           ids_ptr, alpha_min, BLOCK_G: tl.constexpr):
+    """Composite Gaussians k..k+BLOCK_G−1 of the tile's list over its pixels (front to back)."""
+    j = k + tl.arange(0, BLOCK_G)
+    valid = j < end
+    gid, dx, dy, ca, cb, cc, o, sigma, vis, a = _pairs(j, valid, fx, fy, means_ptr, conics_ptr, opac_ptr, ids_ptr,
+                                                       alpha_min)
+    om = 1.0 - a
+    incl = tl.cumprod(om, axis=1)  # Π_{l≤j} (1 − α_l) inside the chunk; it only falls along the chunk
+    keep = TA[:, None] * incl > T_EPS  # gsplat: stop before next_T <= 1e-4, for good
+    TA = TA * tl.min(incl, axis=1)  # the smallest incl is the chunk's whole product
+    n_used += tl.sum((keep & valid[None, :]).to(tl.int32), axis=1)
+    w = tl.where(keep, a * (incl / om), 0.0) * T[:, None]  # α_j T_j
+    cr, cg, cbl = _colors(gid, valid, colors_ptr)
+    acc_r += tl.sum(w * cr[None, :], axis=1)
+    acc_g += tl.sum(w * cg[None, :], axis=1)
+    acc_b += tl.sum(w * cbl[None, :], axis=1)
+    T = T * tl.min(tl.where(keep, incl, 1.0), axis=1)  # the product over the kept prefix
+    return T, TA, n_used, acc_r, acc_g, acc_b
+
+
+@triton.jit
+def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr, final_t_ptr,
+                      n_used_ptr, height, width, n_tiles_x, background, alpha_min,
+                      TILE: tl.constexpr, BLOCK_G: tl.constexpr, SAVE: tl.constexpr):
     pid = tl.program_id(0)
     ty = pid // n_tiles_x
     tx = pid % n_tiles_x
@@ -76,28 +109,127 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
     end = tl.load(offsets_ptr + pid + 1)
     T = tl.full([TILE * TILE], 1.0, tl.float32)
     TA = tl.full([TILE * TILE], 1.0, tl.float32)
+    n_used = tl.zeros([TILE * TILE], tl.int32)
     acc_r = tl.zeros([TILE * TILE], tl.float32)
     acc_g = tl.zeros([TILE * TILE], tl.float32)
     acc_b = tl.zeros([TILE * TILE], tl.float32)
     k = start
-    while (k < end) & (tl.max(TA, axis=0) > 1e-4):  # leave once every pixel of the tile has stopped
-        T, TA, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, TA, acc_r, acc_g, acc_b, means_ptr, conics_ptr,
-                                            opac_ptr, colors_ptr, ids_ptr, alpha_min, BLOCK_G)
+    while (k < end) & (tl.max(TA, axis=0) > T_EPS):  # leave once every pixel of the tile has stopped
+        T, TA, n_used, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, TA, n_used, acc_r, acc_g, acc_b, means_ptr,
+                                                    conics_ptr, opac_ptr, colors_ptr, ids_ptr, alpha_min, BLOCK_G)
         k += BLOCK_G
     inside = (px < width) & (py < height)
-    base = (py * width + px) * 3
-    tl.store(out_ptr + base, acc_r + T * background, mask=inside)
-    tl.store(out_ptr + base + 1, acc_g + T * background, mask=inside)
-    tl.store(out_ptr + base + 2, acc_b + T * background, mask=inside)
+    pix = py * width + px
+    tl.store(out_ptr + pix * 3, acc_r + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 1, acc_g + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 2, acc_b + T * background, mask=inside)
+    if SAVE:
+        tl.store(final_t_ptr + pix, T, mask=inside)
+        tl.store(n_used_ptr + pix, n_used, mask=inside)
+
+
+@triton.jit
+def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, final_t_ptr, n_used_ptr,
+                          grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr, g_colors_ptr, height, width, n_tiles_x,
+                          background, alpha_min, TILE: tl.constexpr, BLOCK_G: tl.constexpr):
+    """Gradients of L given g = ∂L/∂C per pixel (3 channels), in the module docstring's notation.
+
+    Over the Gaussians a pixel keeps, with the suffix colour S_i = Σ_{j>i} c_j α_j T_j + T_final·bg:
+
+    * ∂C/∂c_i = α_i T_i, so ∂L/∂c_i = α_i T_i·g (per channel);
+    * ∂T_j/∂α_i = −T_j/(1 − α_i) for every j > i (and for T_final), so
+      ∂C/∂α_i = c_i T_i − S_i/(1 − α_i) and ∂L/∂α_i = Σ_channels (c_i T_i − S_i/(1 − α_i))·g;
+    * α_i = o·e^(−σ): ∂α/∂o = e^(−σ), ∂α/∂σ = −α; both are 0 where α was capped (o·e^(−σ) > 0.999, as in
+      gsplat's backward), skipped (α < 1/255) or the pixel had stopped; ∂σ = 0 where σ was clamped (σ < 0);
+    * σ = ½(a dx² + c dy²) + b dx dy with dx = px + ½ − mx: ∂σ/∂a = ½dx², ∂σ/∂b = dx dy, ∂σ/∂c = ½dy²,
+      ∂σ/∂mx = −(a dx + b dy), ∂σ/∂my = −(b dx + c dy).
+
+    Walking back, T_i = T_{i+1}/(1 − α_i) is recovered from T_final (as gsplat does): inside a chunk
+    T_i = T/Π_{l≥i}(1 − α_l) with T the transmittance after the chunk (a reverse ``tl.cumprod``). S_i enters
+    only through Σ_channels g·S_i, one number per pixel: its value after the chunk plus a reverse cumulative
+    sum of α_l T_l Σ_channels g·c_l over the chunk's l > i. Each pair's terms are summed
+    over the tile's pixels (axis 0), then added to the fp32 gradients with one atomic add per Gaussian and
+    attribute."""
+    pid = tl.program_id(0)
+    ty = pid // n_tiles_x
+    tx = pid % n_tiles_x
+    p = tl.arange(0, TILE * TILE)
+    px = tx * TILE + p % TILE
+    py = ty * TILE + p // TILE
+    fx = px.to(tl.float32) + 0.5
+    fy = py.to(tl.float32) + 0.5
+    inside = (px < width) & (py < height)
+    pix = py * width + px
+    T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
+    n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
+    gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)
+    gg = tl.load(grad_out_ptr + pix * 3 + 1, mask=inside, other=0.0)
+    gbl = tl.load(grad_out_ptr + pix * 3 + 2, mask=inside, other=0.0)
+    gs = (gr + gg + gbl) * T * background  # Σ_channels g·S, S = T_final·bg after the last kept Gaussian
+    start = tl.load(offsets_ptr + pid)
+    k = start + tl.max(n_used, axis=0) - BLOCK_G  # the last chunk ends at the tile's last used entry
+    while k + BLOCK_G > start:
+        j = k + tl.arange(0, BLOCK_G)
+        valid = j >= start
+        gid, dx, dy, ca, cb, cc, o, sigma, vis, a = _pairs(j, valid, fx, fy, means_ptr, conics_ptr, opac_ptr,
+                                                           ids_ptr, alpha_min)
+        kept = (j[None, :] - start < n_used[:, None]) & valid[None, :]
+        a = tl.where(kept, a, 0.0)
+        om = 1.0 - a
+        t_i = T[:, None] / tl.cumprod(om, axis=1, reverse=True)  # T_i = T / Π_{l≥i} (1 − α_l)
+        w = a * t_i  # α_i T_i
+        cr, cg, cbl = _colors(gid, valid, colors_ptr)
+        gc = gr[:, None] * cr[None, :] + gg[:, None] * cg[None, :] + gbl[:, None] * cbl[None, :]  # Σ_channels g·c_i
+        v = w * gc  # Σ_channels g·c_i α_i T_i
+        d_alpha = t_i * gc - (gs[:, None] + tl.cumsum(v, axis=1, reverse=True) - v) / om
+        d_alpha = tl.where((a > 0.0) & (o[None, :] * vis <= ALPHA_MAX), d_alpha, 0.0)
+        d_sigma = tl.where(sigma >= 0.0, -a * d_alpha, 0.0)
+        tl.atomic_add(g_opac_ptr + gid, tl.sum(vis * d_alpha, axis=0), mask=valid)
+        tl.atomic_add(g_conics_ptr + gid * 3, tl.sum(0.5 * dx * dx * d_sigma, axis=0), mask=valid)
+        tl.atomic_add(g_conics_ptr + gid * 3 + 1, tl.sum(dx * dy * d_sigma, axis=0), mask=valid)
+        tl.atomic_add(g_conics_ptr + gid * 3 + 2, tl.sum(0.5 * dy * dy * d_sigma, axis=0), mask=valid)
+        tl.atomic_add(g_means_ptr + gid * 2, -tl.sum((ca[None, :] * dx + cb[None, :] * dy) * d_sigma, axis=0),
+                      mask=valid)
+        tl.atomic_add(g_means_ptr + gid * 2 + 1, -tl.sum((cb[None, :] * dx + cc[None, :] * dy) * d_sigma, axis=0),
+                      mask=valid)
+        tl.atomic_add(g_colors_ptr + gid * 3, tl.sum(w * gr[:, None], axis=0), mask=valid)
+        tl.atomic_add(g_colors_ptr + gid * 3 + 1, tl.sum(w * gg[:, None], axis=0), mask=valid)
+        tl.atomic_add(g_colors_ptr + gid * 3 + 2, tl.sum(w * gbl[:, None], axis=0), mask=valid)
+        gs += tl.sum(v, axis=1)
+        T = tl.max(t_i, axis=1)  # the transmittance before the chunk (T_i only grows walking back)
+        k -= BLOCK_G
+
+
+def _placeholder_ids(ids):
+    return ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=ids.device)
 
 
 def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16, background=0.0,
-                     alpha_min=1.0 / 255.0, block_g=16, out=None):
-    """Launch one program per tile; ``out`` ``[H, W, 3]`` float32 (allocated when None)."""
+                     alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None):
+    """Launch one program per tile; ``out`` ``[H, W, 3]`` float32 (allocated when None). Given ``final_t``
+    ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or neither), it also writes each pixel's T_final and
+    the number of its tile's list entries it used, for :func:`rasterize_backward_triton`."""
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
     if out is None:
         out = torch.empty(height, width, 3, device=means2d.device, dtype=torch.float32)
-    ids = ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=means2d.device)
-    _rasterize_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, ids, offsets, out, height, width, tx_n,
-                                      float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g)
+    save = final_t is not None
+    if save != (n_used is not None):
+        raise ValueError("gaussian_splat: pass final_t and n_used together (the backward needs both) or neither")
+    _rasterize_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, out,
+                                      final_t, n_used, height, width, tx_n, float(background), float(alpha_min),
+                                      TILE=tile, BLOCK_G=block_g, SAVE=save)
     return out
+
+
+def rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used, grad_out, height,
+                              width, tile=16, background=0.0, alpha_min=1.0 / 255.0, block_g=16):
+    """Gradients ``(means2d [N, 2], conics [N, 3], opacities [N], colors [N, 3])`` float32 of a loss whose gradient
+    with respect to the render is ``grad_out`` ``[H, W, 3]``, given the forward's ``final_t`` and ``n_used``."""
+    tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
+    n, dev = means2d.shape[0], means2d.device
+    grads = [torch.zeros(shape, device=dev, dtype=torch.float32) for shape in ((n, 2), (n, 3), (n,), (n, 3))]
+    # 8 warps: with 4, ptxas (sm_90) spills registers of this kernel at BLOCK_G = 16; with 8 it spills none.
+    _rasterize_bwd_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, final_t,
+                                          n_used, grad_out.contiguous(), *grads, height, width, tx_n,
+                                          float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g, num_warps=8)
+    return tuple(grads)

@@ -1,7 +1,9 @@
 """Gaussian tile rasteriser (paper 05, 4DGCPro): Triton kernel vs the dense PyTorch oracle and the
 per-tile PyTorch version, on random scenes with odd sizes; gsplat's compositing rules on exact small cases;
-tile lists built by gsplat's rule (3.33σ boxes) give the same image; bad input. On the CPU the kernel runs in the
-Triton interpreter (TRITON_INTERPRET=1, fp32); outputs are pre-filled with NaN so unwritten pixels show."""
+tile lists built by gsplat's rule (3.33σ boxes) give the same image; the backward kernel's gradients vs autograd
+through the float64 oracle (random scenes, pixels that stop early, an empty tile, capped and skipped α); bad
+input. On the CPU the kernel runs in the Triton interpreter (TRITON_INTERPRET=1, fp32); outputs are pre-filled
+with NaN so unwritten pixels show."""
 
 import math
 import os
@@ -151,6 +153,131 @@ def test_rasterize_binned_with_gsplat_style_lists(impl):
     assert (ours - theirs).abs().max() < 1e-6
 
 
+def _grads(out, weights, inputs):
+    """∂/∂inputs of Σ out·weights (weights: the loss's gradient with respect to the render)."""
+    return torch.autograd.grad((out * weights.to(out.dtype)).sum(), inputs)
+
+
+def _triton_and_oracle_grads(m, c, o, col, d, h, w, weights, background=0.0, block_g=16):
+    """Gradients of the four inputs through the Triton path (fp32) and through the dense oracle (float64)."""
+    ours = [t.clone().requires_grad_() for t in (m, c, o, col)]
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    got = _grads(rasterize(*ours, d, h, w, background=background, impl="triton", block_g=block_g), weights, ours)
+    want = _grads(rasterize_dense(*theirs, d.double(), h, w, background=background), weights, theirs)
+    return got, want
+
+
+def _assert_grads_close(got, want, rel=1e-5):
+    for name, g, r in zip(("means2d", "conics", "opacities", "colors"), got, want):
+        assert g.dtype == torch.float32 and g.shape == r.shape, name
+        err = (g.double() - r).abs().max()
+        assert err <= rel * r.abs().max(), f"{name}: max |Δ| {float(err):.3g} vs max |∂| {float(r.abs().max()):.3g}"
+
+
+@pytest.mark.parametrize("n,h,w,dense", [(45, 37, 29, False), (60, 19, 23, True)])
+@pytest.mark.parametrize("block_g", [16, 32])
+def test_backward_matches_autograd_of_the_dense_oracle(n, h, w, dense, block_g):
+    """∂L/∂(means2d, conics, opacities, colors) of L = Σ W·render, W random, background 0.3. The dense scene
+    (broad Gaussians, opacities 0.6–1, one capped at 0.999) has tile lists longer than a chunk and pixels
+    that stop inside them."""
+    m, c, o, col, d = scene(n, h, w, seed=n + block_g)
+    if dense:
+        c, o = c / 6, 0.6 + 0.4 * o
+        o[1] = 1.0
+    weights = torch.randn(h, w, 3, generator=torch.Generator().manual_seed(n)).to(DEV)
+    got, want = _triton_and_oracle_grads(m, c, o, col, d, h, w, weights, background=0.3, block_g=block_g)
+    _assert_grads_close(got, want)
+
+
+def _forward_state(m, c, o, col, offsets, ids, h, w, background=0.0, block_g=16):
+    """The raw launch with render, T_final and n_used pre-filled (NaN, NaN, −1) so unwritten pixels show."""
+    out = torch.full((h, w, 3), float("nan"), device=DEV)
+    final_t = torch.full((h, w), float("nan"), device=DEV)
+    n_used = torch.full((h, w), -1, dtype=torch.int32, device=DEV)
+    gs_triton.rasterize_triton(m, c, o, col, offsets, ids, h, w, background=background, block_g=block_g, out=out,
+                               final_t=final_t, n_used=n_used)
+    return out, final_t, n_used
+
+
+def _broad_stack(opacities, seed, conic=1e-4):
+    """Like :func:`_stack`, with isotropic conics ``conic`` and means scattered over [6, 10]² (so that the
+    mean gradients do not cancel by symmetry), random colours."""
+    g = torch.Generator().manual_seed(seed)
+    m, c, o, _, d = _stack(opacities, [[0.0, 0.0, 0.0]] * len(opacities))
+    m = m + (torch.rand(len(opacities), 2, generator=g) * 4 - 2).to(DEV)
+    c = torch.tensor([[conic, 0.0, conic]] * len(opacities), device=DEV)
+    return m, c, o, torch.rand(len(opacities), 3, generator=g).to(DEV), d
+
+
+@pytest.mark.parametrize("block_g", [16, 32])
+def test_backward_when_every_pixel_stops_early(block_g):
+    """20 broad Gaussians with α' = 0.95·e^(−σ) ∈ [0.94, 0.95] on a 16 × 16 tile: every pixel keeps the first 3
+    (T ∈ [1.25e-4, 2.1e-4]) and stops before the 4th (T < 1.3e-5), the forward leaves the tile's loop early, and
+    the 17 behind get exactly zero gradient."""
+    m, c, o, col, d = _broad_stack([0.95] * 20, seed=1)
+    offsets, ids = bin_gaussians(m, c, o, d, 16, 16)
+    _, final_t, n_used = _forward_state(m, c, o, col, offsets, ids, 16, 16, block_g=block_g)
+    p = torch.stack(torch.meshgrid(torch.arange(16) + 0.5, torch.arange(16) + 0.5, indexing="xy"), -1).double()
+    alpha = 0.95 * torch.exp(-0.5e-4 * ((p[:, :, None] - m[:3].cpu().double()) ** 2).sum(-1))  # [16, 16, 3]
+    assert (n_used == 3).all()
+    assert torch.allclose(final_t.cpu().double(), (1 - alpha).prod(-1), rtol=1e-5, atol=0)
+    weights = torch.randn(16, 16, 3, generator=torch.Generator().manual_seed(1)).to(DEV)
+    got, want = _triton_and_oracle_grads(m, c, o, col, d, 16, 16, weights, background=0.5, block_g=block_g)
+    _assert_grads_close(got, want)
+    for grad in got:
+        assert (grad[:3] != 0).all() and (grad[3:] == 0).all()
+
+
+def test_empty_tile_is_background_and_untouched():
+    """Small Gaussians in the left tile of a 16 × 48 image leave the right tile's list empty: its pixels are the
+    background with T_final = 1 and no entry used, and its program reads no output gradient (NaN there changes
+    nothing)."""
+    m, c, o, col, d = scene(12, 16, 16, seed=4)
+    m, c = m.clamp(4.0, 12.0), c * 4  # σ ≤ 1 px: within 8 px of the left tile
+    offsets, ids = bin_gaussians(m, c, o, d, 16, 48)
+    assert offsets[3] == offsets[2] and offsets[1] > 0
+    out, final_t, n_used = _forward_state(m, c, o, col, offsets, ids, 16, 48, background=0.25)
+    assert (out[:, 32:] == 0.25).all() and (final_t[:, 32:] == 1).all() and (n_used[:, 32:] == 0).all()
+    weights = torch.randn(16, 48, 3, generator=torch.Generator().manual_seed(4)).to(DEV)
+    weights[:, 32:] = 0.0
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    want = _grads(rasterize_dense(*theirs, d.double(), 16, 48, background=0.25), weights, theirs)
+    weights[:, 32:] = float("nan")
+    got = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, 16, 48,
+                                              background=0.25)
+    _assert_grads_close(got, want)
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_capped_and_skipped_alphas_get_no_alpha_gradient(impl):
+    """Broad Gaussians listed front to back: o = 0.003 (α' < 1/255, skipped: no gradient at all), o = 1 (α'
+    capped at 0.999 over the whole tile: no gradient through α', so none to opacity, mean or conic; colour
+    gradient 0.999·Σ W) and o = 0.5 behind them (T = 0.001 > 1e-4, so it still counts)."""
+    m, c, o, col, d = _broad_stack([0.003, 1.0, 0.5], seed=2, conic=1e-6)
+    c[2] = torch.tensor([0.02, 0.005, 0.01])
+    offsets = torch.tensor([0, 3], dtype=torch.int32, device=DEV)
+    ids = torch.arange(3, dtype=torch.int32, device=DEV)  # bin_gaussians would drop the skipped one
+    weights = torch.randn(16, 16, 3, generator=torch.Generator().manual_seed(2)).to(DEV)
+    ours = [t.clone().requires_grad_() for t in (m, c, o, col)]
+    got = _grads(rasterize_binned(*ours, offsets, ids, 16, 16, background=0.5, impl=impl), weights, ours)
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    want = _grads(rasterize_dense(*theirs, d.double(), 16, 16, background=0.5), weights, theirs)
+    _assert_grads_close(got, want, rel=1e-4)  # T = 1 − 0.999 behind the cap: float32(0.999) is 1.3e-5 off in T
+    g_means, g_conics, g_opacities, g_colors = got
+    assert all((grad[0] == 0).all() for grad in got)
+    assert g_opacities[1] == 0 and (g_means[1] == 0).all() and (g_conics[1] == 0).all()
+    assert g_colors[1].tolist() == pytest.approx((0.999 * weights.sum((0, 1))).tolist(), rel=1e-5)
+    assert g_opacities[2] != 0 and (g_means[2] != 0).all() and (g_conics[2] != 0).all()
+
+
+def test_triton_backward_is_once_differentiable():
+    m, c, o, col, d = _stack([0.5, 0.5], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    o.requires_grad_()
+    (g,) = torch.autograd.grad(rasterize(m, c, o, col, d, 16, 16, impl="triton").sum(), o, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()
+
+
 def test_bad_input():
     m, c, o, col, d = scene(5, 8, 8)
     with pytest.raises(ValueError):
@@ -168,6 +295,8 @@ def test_bad_input():
         rasterize_binned(m, c, o, col, offsets, ids, 20, 8)
     with pytest.raises(TypeError, match="ids"):
         rasterize_binned(m, c, o, col, offsets, ids.long(), 8, 8)
+    with pytest.raises(ValueError, match="final_t and n_used"):
+        gs_triton.rasterize_triton(m, c, o, col, offsets, ids, 8, 8, final_t=torch.empty(8, 8, device=DEV))
 
 
 @pytest.mark.gpu
@@ -206,3 +335,24 @@ def test_gpu_matches_gsplat():
          "opacities": sc["opacities"].cuda(), "colors": sc["colors"].cuda()}
     out = versus_gsplat(gsplat, g, views[0].cuda(), K.cuda(), 256)
     assert out["kernel_mean_abs_diff"] < 1e-3 and out["end_to_end_mean_abs_diff"] < 1e-3
+
+
+@pytest.mark.gpu
+def test_gpu_backward_matches_per_tile_torch():
+    """The backward at 300 × 211 with 4000 Gaussians (odd sizes, some off-screen, background 0.3), ``BLOCK_G`` 16
+    and 32: gradients against autograd through the per-tile PyTorch splatter in float64 on the same lists. Near
+    the 1/255 cut-off and the stop rule the fp32 kernel and the float64 oracle may decide a pair differently,
+    so the check is on the whole gradient: ‖Δ‖ ≤ 1e-4·‖∂‖ per input."""
+    h, w = 300, 211
+    m, c, o, col, d = scene(4000, h, w, seed=11)
+    offsets, ids = bin_gaussians(m, c, o, d, h, w)
+    weights = torch.randn(h, w, 3, generator=torch.Generator().manual_seed(11)).to(DEV)
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    want = _grads(rasterize_tiles_torch(*theirs, offsets, ids, h, w, background=0.3), weights, theirs)
+    for block_g in (16, 32):
+        ours = [t.clone().requires_grad_() for t in (m, c, o, col)]
+        got = _grads(rasterize_binned(*ours, offsets, ids, h, w, background=0.3, impl="triton", block_g=block_g),
+                     weights, ours)
+        for name, g, r in zip(("means2d", "conics", "opacities", "colors"), got, want):
+            assert torch.isfinite(g).all(), name
+            assert (g.double() - r).norm() <= 1e-4 * r.norm(), name

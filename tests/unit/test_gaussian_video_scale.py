@@ -109,12 +109,14 @@ def test_versus_gsplat_glue_on_the_cpu():
     out = versus_gsplat(StandInGsplat, g, views[0], K, 40, impl="reference")
     assert out["gsplat"] == "gsplat stand-in" and out["gsplat_n_intersections"] > 300
     for key in ("gsplat_rasterization_ms", "gsplat_rasterize_to_pixels_ms", "triton_on_gsplat_lists_ms",
-                "triton_end_to_end_ms", "gsplat_rasterize_to_pixels_fwd_bwd_ms", "triton_fwd_bwd_on_gsplat_lists_ms",
+                "triton_end_to_end_ms", "triton_project_and_bin_ms", "triton_on_own_lists_ms",
+                "gsplat_rasterize_to_pixels_fwd_bwd_ms", "triton_fwd_bwd_on_gsplat_lists_ms",
                 "gsplat_rasterization_fwd_bwd_ms", "tiles_end_to_end_fwd_bwd_ms"):
         assert out[key] > 0, key
     for name in ("means2d", "conics", "colors", "opacities"):  # the same kernel on both sides: equal gradients
         assert out[f"grad_{name}_rel_max_abs_diff"] < 1e-6, name
     assert out["kernel_max_abs_diff"] < 1e-6 and out["end_to_end_max_abs_diff"] < 1e-5
+    assert out["own_n_intersections"] >= out["gsplat_n_intersections"]  # the stand-in bins our way, from project
     assert 0 <= out["kernel_mean_abs_diff"] <= out["kernel_max_abs_diff"]
 
 
