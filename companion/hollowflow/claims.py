@@ -31,7 +31,8 @@ EFFSU_TARGET_LJ55 = 82.3  # the paper's EffSU on LJ55 (k = 7)
 EFFSU_MARGIN = 2.0  # an EffSU of at least this factor is a speed-up, short of the paper's: partly reproduced
 GPU_SPEEDUP_TARGET = 20.0  # the issue's target for the likelihood step at n = 55 on the H200
 SPEEDUP64_TARGET = 10.0  # ≥ 10× faster likelihood step at n = 64 (fully connected n·d VJPs vs hollow d VJPs)
-KERNEL_SPEEDUP_MIN = 1.0  # index_add_ time / kernel time in the RK4 likelihood step: the kernel must not be slower
+KERNEL_SPEEDUP_TARGET = 1.2  # index_add_ time / kernel time of the RK4 likelihood step, plans rebuilt at every evaluation
+KERNEL_MIN_N = 55  # ... judged at the timed sizes n ≥ this (smaller graphs leave too little to aggregate)
 
 EFFSU_TARGET = {"LJ13": EFFSU_TARGET_LJ13, "LJ55": EFFSU_TARGET_LJ55}
 # the cells of notebooks/13_hollowflow.ipynb (nbformat ids) that measure the rows: the construction check and the
@@ -217,19 +218,50 @@ def _timing_row(gpu: dict, paper: str) -> Claim:
 
 
 def _kernel_words(r: dict) -> str:
-    """index_add_ time / kernel time of one size in words: which is faster, forward, forward + backward, RK4 step."""
+    """index_add_ time / kernel time of one size in words: which is faster, forward, forward + backward, RK4 step
+    (plans rebuilt at every evaluation) and RK4 step with the plans reused (the bound)."""
     parts = []
-    for key, what in (("fwd", "forward"), ("fwd_bwd", "forward + backward"), ("rk4", "RK4 step")):
+    for key, what in (("fwd", "forward"), ("fwd_bwd", "forward + backward"), ("rk4", "RK4 step"),
+                      ("rk4_reused", "RK4 step, plans reused")):
         x = r.get(f"speedup_{key}")
         if x:
             parts.append(f"{what}: kernel {x:.2f}× faster" if x >= 1 else f"{what}: kernel slower ({1 / x:.2f}× the time)")
     return "; ".join(parts)
 
 
+def _kernel_size_text(r: dict) -> str:
+    """One size of the kernel stage in words: its times, index_add_ first, the plan builds and the differences.
+    A row without ``rk4_segment_sum_reused_ms`` was recorded before the sort-free plan build: its ``plan_ms`` is
+    the sorted build, rebuilt at every evaluation of its RK4 step."""
+    rk4 = ""
+    if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms"):
+        rk4 = f", RK4 step {r['rk4_index_add_ms']:.1f} vs {r['rk4_segment_sum_ms']:.1f} ms"
+        if r.get("rk4_segment_sum_reused_ms"):
+            rk4 += f" (plans reused: {r['rk4_segment_sum_reused_ms']:.1f} ms)"
+    build = ""
+    if "sort_plan_ms" in r:
+        build = f"; plans built in {r['plan_ms']:.3f} ms without a sort ({r['sort_plan_ms']:.3f} ms with one)"
+    elif "plan_ms" in r:
+        build = f"; plans built with a sort in {r['plan_ms']:.3f} ms"
+    return (f"n = {r['n']} ({sum(r['line_edges']):,} line edges): forward {r['index_add_ms']:.3f} vs "
+            f"{r['segment_sum_ms']:.3f} ms, forward + backward {r['index_add_fwd_bwd_ms']:.3f} vs "
+            f"{r['segment_sum_fwd_bwd_ms']:.3f} ms{rk4} (index_add_ vs kernel; {_kernel_words(r)}){build}; max |Δ| "
+            f"{r['max_abs_diff']:.1e}, divergence |Δ| {r['divergence_max_abs_diff']:.1e}")
+
+
+def _rk4_ratios(rows: list, kernel: str = "rk4_segment_sum_ms") -> str:
+    """index_add_ time / kernel time of the RK4 step per size (``kernel``: the rebuilt or the reused plans)."""
+    return ", ".join(f"{r['rk4_index_add_ms'] / r[kernel]:.2f}× at n = {r['n']}" for r in rows if r.get(kernel))
+
+
 def kernel_row(gpu: dict) -> Claim:
     """The Triton segment-sum kernel against ``index_add_`` (the ``segment_sum`` stage), judged on the RK4
-    likelihood step (index_add_ time / kernel time per size); "not run here" when the stage did not finish."""
-    claim = "Triton segment sum for gather–message–scatter makes the RK4 likelihood step faster than index_add_"
+    likelihood step with the plans rebuilt at every evaluation (what a likelihood does: the kNN graph follows x),
+    index_add_ time / kernel time at the sizes n ≥ ``KERNEL_MIN_N``, against ``KERNEL_SPEEDUP_TARGET``. The step
+    with the plans reused (the bound when graphs do not change) is reported, not judged. "not run here" when the
+    stage did not finish, or when the record predates the sort-free plan build (its recorded values are shown)."""
+    claim = (f"Triton segment sum makes the RK4 likelihood step ≥ {KERNEL_SPEEDUP_TARGET:g}× faster than index_add_ "
+             f"at n ≥ {KERNEL_MIN_N}, plans rebuilt at every evaluation")
     paper = "this project: a fused gather–message–scatter kernel, timed against index_add_ (not a paper claim)"
     why = "; ".join(not_finished(gpu, ("segment_sum",)))
     if why:
@@ -240,26 +272,27 @@ def kernel_row(gpu: dict) -> Claim:
         why = "; ".join(f"n = {s['n']}: {s['reason']}" for s in gpu["segment_sum"]["skipped"]) or "no size was timed"
         return Claim(claim, paper, f"not recorded: {why}", _gpu_where(gpu), not_run(f"no size was timed: {why}"),
                      cell=GPU_CELL)
-    parts = []
-    for r in rows:
-        rk4 = (f", RK4 step {r['rk4_index_add_ms']:.1f} vs {r['rk4_segment_sum_ms']:.1f} ms"
-               if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms") else "")
-        parts.append(f"n = {r['n']} ({sum(r['line_edges']):,} line edges): forward {r['index_add_ms']:.3f} vs "
-                     f"{r['segment_sum_ms']:.3f} ms, forward + backward {r['index_add_fwd_bwd_ms']:.3f} vs "
-                     f"{r['segment_sum_fwd_bwd_ms']:.3f} ms{rk4} (index_add_ vs kernel; {_kernel_words(r)}); max |Δ| "
-                     f"{r['max_abs_diff']:.1e}, divergence |Δ| {r['divergence_max_abs_diff']:.1e}")
     r0 = rows[0]
     where = _gpu_where(gpu) + f", one run, k = {r0['k']}, {r0['batch']} samples, {r0['features']} features, impl {r0['impl']}"
-    timed = [r for r in rows if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms")]
-    details = " | ".join(parts)
+    details = " | ".join(_kernel_size_text(r) for r in rows)
+    both = [r for r in rows if r.get("rk4_index_add_ms") and r.get("rk4_segment_sum_ms")]
+    if any("rk4_segment_sum_reused_ms" not in r for r in rows):
+        why = ("the recorded run predates the sort-free plan build (its kernel sorted the receivers at every "
+               "evaluation): python -m companion.bench hollowflow --stages segment_sum --resume "
+               "benchmarks/results/hollowflow_gpu.json on one H200")
+        return Claim(claim, paper, f"recorded with the sorted plan rebuilt at every evaluation, RK4 step, index_add_ "
+                     f"time / kernel time: {_rk4_ratios(both) or 'not timed'}", where, not_run(why), details=details, cell=GPU_CELL)
+    timed = [r for r in both if r["n"] >= KERNEL_MIN_N]
     if not timed:
-        return Claim(claim, paper, "the RK4 step was not timed with both aggregations", where,
-                     not_run("the RK4 step was not timed with both aggregations"), details=details, cell=GPU_CELL)
-    ratios = [r["rk4_index_add_ms"] / r["rk4_segment_sum_ms"] for r in timed]
-    headline = ("RK4 step, index_add_ time / kernel time: "
-                + ", ".join(f"{x:.2f}× at n = {r['n']}" for r, x in zip(timed, ratios)))
+        return Claim(claim, paper, f"no size n ≥ {KERNEL_MIN_N} timed with both aggregations", where,
+                     not_run(f"the RK4 step was not timed with both aggregations at any n ≥ {KERNEL_MIN_N}"),
+                     details=details, cell=GPU_CELL)
+    bound = _rk4_ratios(timed, "rk4_segment_sum_reused_ms")
+    headline = (f"RK4 step, index_add_ time / kernel time with the plans rebuilt: {_rk4_ratios(timed)}"
+                + (f" (plans reused, the bound when graphs do not change: {bound})" if bound else ""))
     return Claim(claim, paper, headline, where,
-                 judge(ratios, KERNEL_SPEEDUP_MIN, kind="timing", direction="higher", fmt=_x),
+                 judge([r["rk4_index_add_ms"] / r["rk4_segment_sum_ms"] for r in timed], KERNEL_SPEEDUP_TARGET,
+                       kind="timing", direction="higher", fmt=_x),
                  details=details, cell=GPU_CELL)
 
 

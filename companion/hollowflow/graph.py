@@ -5,7 +5,11 @@ line graph L(G), and the backtracking array B that prunes L(G) step by step.
   the kNN adjacency made symmetric (A ∨ Aᵀ), no self-loops. Distance ties (coincident particles) are
   broken by particle index (a stable sort), so the graph is deterministic.
 * **L(G)** (§3 step 2): its nodes are the directed edges (i, j) of G; its edges are
-  E^lg = {((i, j), (j, k)) : (i, j) ∈ E, (j, k) ∈ E, i ≠ k}, a message from (i, j) to (j, k).
+  E^lg = {((i, j), (j, k)) : (i, j) ∈ E, (j, k) ∈ E, i ≠ k}, a message from (i, j) to (j, k). They are
+  generated **sorted by receiver** (then by sender): the senders of (j, k) are the reverses (i, j) of j's
+  out-edges (j, i), which G's symmetry makes one contiguous block. The pruned per-step lists are masks of
+  that list, so they stay sorted, and the segment sums over them need no sort (a CSR plan by
+  ``searchsorted``, no host sync; the readout's plan is the reverse-edge map itself).
 * **B** (§3 step 5): ``B(t)[e, k] = 1`` iff h^t_e depends on x_k; ``B(0)[(i, j), k] = 1[k = i]``
   (h⁰_ij = n_i). Before step t every line edge ((i, j), (j, k)) whose sender already depends on x_k is
   removed (the receiver (j, k) must never see x_k), then
@@ -25,7 +29,7 @@ import torch
 
 from companion.core import ParameterError
 
-__all__ = ["HollowGraph", "knn_adjacency", "build_graph", "line_graph", "prune_schedule", "check_coordinates"]
+__all__ = ["HollowGraph", "knn_adjacency", "build_graph", "edge_csr", "line_graph", "prune_schedule", "check_coordinates"]
 
 
 def check_coordinates(x, d: int | None = None, name: str = "x") -> torch.Tensor:
@@ -71,23 +75,45 @@ def full_adjacency(S: int, n: int, device=None) -> torch.Tensor:
     return ~torch.eye(n, dtype=torch.bool, device=device).expand(S, n, n).clone()
 
 
-def line_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """Non-backtracking line-graph edges (L, 2) = [sender edge (i, j), receiver edge (j, k)], k != i.
+def edge_csr(src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ptr, rev)`` of a symmetric edge list sorted by (src, dst), as ``nonzero`` returns a symmetric adjacency
+    (not checked here: see :func:`line_graph`): node v's out-edges are ``ptr[v]:ptr[v + 1]`` and ``rev[e]`` is
+    the id of the reverse edge (dst[e], src[e]). By symmetry ``rev[ptr[v]:ptr[v + 1]]`` lists v's in-edges
+    (i, v) in increasing i, i.e. ``Plan(perm=rev, offsets=ptr)`` is the CSR plan of the receivers ``dst``.
+    Two ``searchsorted``, no sort, no host sync."""
+    ptr = torch.searchsorted(src, torch.arange(num_nodes + 1, device=src.device))
+    key = src * num_nodes + dst  # increasing along the sorted edge list
+    return ptr, torch.searchsorted(key, dst * num_nodes + src)
 
-    ``src, dst`` must be sorted by ``src`` (as ``nonzero`` returns them) so that the out-edges of a node
-    are one contiguous block.
-    """
+
+def _line_graph(src: torch.Tensor, ptr: torch.Tensor, rev: torch.Tensor) -> torch.Tensor:
+    """:func:`line_graph` from :func:`edge_csr`'s ``(ptr, rev)``, unchecked."""
     E = src.numel()
     device = src.device
-    deg = torch.bincount(src, minlength=num_nodes)
-    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=device)
-    ptr[1:] = torch.cumsum(deg, 0)
-    fan = deg[dst]  # each edge (i, j) sends to every out-edge of j
-    send = torch.repeat_interleave(torch.arange(E, device=device), fan)
+    fan = (ptr[1:] - ptr[:-1])[src]  # receiver (j, k) hears the deg(j) in-edges (i, j) of j, less (k, j)
+    recv = torch.repeat_interleave(torch.arange(E, device=device), fan)
     start = torch.repeat_interleave(torch.cumsum(fan, 0) - fan, fan)
-    recv = ptr[dst[send]] + torch.arange(send.numel(), device=device) - start
-    keep = dst[recv] != src[send]  # non-backtracking: (i, j) -> (j, i) is not a line edge
-    return torch.stack([send[keep], recv[keep]], 1)
+    out = ptr[src[recv]] + torch.arange(recv.numel(), device=device) - start  # j's out-edge (j, i)
+    keep = out != recv  # i = k: (k, j) -> (j, k) backtracks
+    return torch.stack([rev[out[keep]], recv[keep]], 1)
+
+
+def line_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Non-backtracking line-graph edges (L, 2) = [sender edge (i, j), receiver edge (j, k)], k != i, sorted by
+    receiver and, within a receiver, by sender (lexicographically by (receiver, sender)).
+
+    ``src, dst``: a symmetric graph without self-loops, its edges sorted by (src, dst) with no duplicates (as
+    ``nonzero`` lists a symmetric adjacency); checked here (one host sync), ``build_graph`` skips the check
+    because its edge lists have that form by construction.
+    """
+    E = src.numel()
+    ptr, rev = edge_csr(src, dst, num_nodes)
+    key = src * num_nodes + dst
+    found = key[rev.clamp(max=max(E - 1, 0))] == dst * num_nodes + src  # the reverse edge exists
+    if not bool((key[1:] > key[:-1]).all() & found.all() & (src != dst).all()):
+        raise ValueError("line_graph: src, dst must list a symmetric graph without self-loops, each edge once, sorted "
+                         "by (src, dst) (as adj.nonzero() lists a symmetric adjacency adj)")
+    return _line_graph(src, ptr, rev)
 
 
 def _propagate(B: torch.Tensor, send: torch.Tensor, recv: torch.Tensor, chunk: int = 1 << 26) -> torch.Tensor:
@@ -130,10 +156,12 @@ class HollowGraph:
 
     n: int
     samples: int
-    src: torch.Tensor  # (E,) global sender particle of edge e = (i, j)
+    src: torch.Tensor  # (E,) global sender particle of edge e = (i, j), sorted by (src, dst)
     dst: torch.Tensor  # (E,) global receiver particle
-    line_edges: torch.Tensor  # (L, 2) all non-backtracking line edges
-    kept: list  # per step (L_t, 2)
+    ptr: torch.Tensor  # (S n + 1,) out-edges of node v: ptr[v]:ptr[v + 1] (edge_csr)
+    rev: torch.Tensor  # (E,) the reverse edge (j, i) of each edge (i, j) (edge_csr)
+    line_edges: torch.Tensor  # (L, 2) all non-backtracking line edges, sorted by receiver
+    kept: list  # per step (L_t, 2), sorted by receiver
     removed: list  # per step
     B: list = field(default_factory=list)  # B(t), (E, n) bool; all steps when built with keep_B
     prune: bool = True
@@ -162,7 +190,9 @@ def build_graph(x: torch.Tensor, k: int | None, steps: int, prune: bool = True, 
         raise ParameterError("steps", steps, "an integer >= 1 (line-graph message-passing steps)")
     adj = full_adjacency(S, n, x.device) if k is None else knn_adjacency(x, k)
     s, i, j = adj.nonzero(as_tuple=True)
-    src, dst = s * n + i, s * n + j
-    lg = line_graph(src, dst, S * n)
+    src, dst = s * n + i, s * n + j  # sorted by (src, dst) and symmetric: line_graph's conditions hold
+    ptr, rev = edge_csr(src, dst, S * n)
+    lg = _line_graph(src, ptr, rev)
     kept, removed, Bs = prune_schedule(lg, i, j, n, steps, prune=prune, keep_B=keep_B)
-    return HollowGraph(n=n, samples=S, src=src, dst=dst, line_edges=lg, kept=kept, removed=removed, B=Bs, prune=prune)
+    return HollowGraph(n=n, samples=S, src=src, dst=dst, ptr=ptr, rev=rev, line_edges=lg, kept=kept, removed=removed,
+                       B=Bs, prune=prune)

@@ -26,7 +26,10 @@ of b (it would couple all blocks); see :mod:`~companion.hollowflow.lj` for how t
 The sums over line edges (m_ij, the p update) and over the readout's edges run through ``index_add_``
 (default) or, with ``aggregate="segment_sum"``, one segment sum per step of the concatenated [m, Δp] over a
 CSR plan of the receivers built once per graph (``companion_kernels.segment_sum``: a Triton kernel on CUDA,
-deterministic, no atomics). Same numbers either way (tested to 1e-10 in float64).
+deterministic, no atomics). The graph builder lists the line edges sorted by receiver, so the plans need no
+sort and no host sync (:meth:`NoBGNN.plans`): cheap enough to rebuild at every evaluation, as the likelihood
+does since the kNN graph follows x. Same numbers either way (tested to 1e-10 in float64; each receiver sums
+its senders in the same order as ``index_add_`` on the CPU).
 
 **EGNN** is the baseline: the same blocks on the node graph (fully connected by default, ``k=None``);
 its Jacobian is dense, so its exact divergence needs n·d VJPs.
@@ -40,7 +43,7 @@ import torch
 from torch import nn
 
 from companion.core import ParameterError, check_choice
-from companion_kernels.segment_sum import IMPLS, plan, segment_sum
+from companion_kernels.segment_sum import IMPLS, Plan, segment_sum, sorted_csr_plan
 from companion.hollowflow.graph import HollowGraph, build_graph, check_coordinates, full_adjacency, knn_adjacency
 
 __all__ = ["NoBGNN", "EGNN", "mlp", "AGGREGATES"]
@@ -132,8 +135,8 @@ class NoBGNN(nn.Module):
     ``prune=False`` disables the backtracking-array removal (the ablation: h_ij then leaks x_j).
     ``aggregate``: how messages are summed over the pruned line edges and the readout's edges:
     ``"index_add"`` (PyTorch's ``index_add_``) or ``"segment_sum"`` (``companion_kernels.segment_sum``:
-    the Triton CSR kernel on CUDA with ``segment_impl="auto"``, its plans built once per graph); both
-    give the same b and divergence.
+    the Triton CSR kernel on CUDA with ``segment_impl="auto"``, its plans built once per graph, without a
+    sort); both give the same b and divergence.
     """
 
     hollow = True
@@ -171,11 +174,14 @@ class NoBGNN(nn.Module):
 
     def plans(self, g: HollowGraph) -> list:
         """CSR plans of the receivers of each step's pruned line-edge list and of the readout (``g.dst``), built
-        once per graph and kept on it (``None`` entries with ``aggregate="index_add"``)."""
+        once per graph and kept on it (``None`` entries with ``aggregate="index_add"``). No sort and no host sync:
+        the line-edge lists are sorted by receiver by construction (:func:`~companion.hollowflow.graph.line_graph`),
+        so their plans are the identity with ``searchsorted`` offsets, and the readout's is the graph's reverse-edge
+        map (:func:`~companion.hollowflow.graph.edge_csr`)."""
         if self.blocks.aggregate == "index_add":
             return [None] * (g.steps + 1)
         if g.plans is None:
-            g.plans = [plan(le[:, 1], g.src.numel()) for le in g.kept] + [plan(g.dst, g.samples * g.n)]
+            g.plans = [sorted_csr_plan(le[:, 1], g.src.numel()) for le in g.kept] + [Plan(g.rev, g.ptr)]
         return g.plans
 
     def readout(self, s, p, s_node, x3: torch.Tensor, g: HollowGraph) -> torch.Tensor:

@@ -26,7 +26,7 @@ from companion.hollowflow.lj import (SYSTEMS, bootstrap_interval, effsu, energy,
                                     log_weights, train_cfm)
 from companion.hollowflow.nobgnn import EGNN, NoBGNN
 from companion_kernels.dispatch import interpreting
-from companion_kernels.segment_sum import plan, segment_sum
+from companion_kernels.segment_sum import plan, segment_sum, sorted_csr_plan
 
 MIN_BATCH = 1
 CPU_MEM_BUDGET = 2e9  # bytes a CPU run may plan to use (on CUDA: the profile's mem_fraction of the free memory)
@@ -142,15 +142,19 @@ def _timed_per_batch(make_fn, method, n, k, *, target, budget_bytes, hidden, ste
 
 # ------------------------------------------------------------------ stage 1: one RK4 likelihood step against n
 
-def _rk4_step_fn(model, x, method, vjp_sample=None, chunk=None):
+def _rk4_step_fn(model, x, method, vjp_sample=None, chunk=None, graph=None):
     """One RK4 step's 4 evaluations of velocity + divergence (the x updates are negligible). ``method``: "hollow"
     (d VJPs), "brute" (all n·d VJPs, ``chunk`` at a time) or, with ``vjp_sample``, the forward and that many VJPs
-    (the caller scales the VJP part to n·d)."""
+    (the caller scales the VJP part to n·d). ``graph`` ("hollow" only): each evaluation still builds its own graph
+    (timed, then unused) but aggregates over ``graph`` and the plans kept on it, built once by the caller: the
+    step as it would cost if no plan had to be rebuilt."""
     h = 0.05
 
     def div(y):
         if method == "hollow":
-            return divergence_hollow(model, y, 0.5)
+            if graph is not None:
+                model.graph(y)
+            return divergence_hollow(model, y, 0.5, graph=graph)
         if vjp_sample is None:
             return divergence_bruteforce(model, y, 0.5, vectorize=True, chunk=chunk)
         yy = y.detach().requires_grad_(True)
@@ -283,14 +287,22 @@ def _round(v, nd=3):
 
 
 def segment_sum_timing(ctx) -> dict:
-    """Per n of ``segment_sum["sizes"]``: the aggregation of one NoBGNN forward (its pruned line-edge lists of a
-    kNN graph at k = ``segment_sum["k"]`` over ``batch`` Gaussian configurations, features hidden + d = the [m, Δp]
-    a step aggregates) by ``index_add_`` (the peer, timed first) and by ``companion_kernels.segment_sum`` (the CSR
-    kernel; its plan built once per graph and timed on its own), forward and forward + backward, and one RK4
-    likelihood step of the NoBGNN with each aggregation (plans rebuilt at every evaluation, since the kNN graph
-    follows x; timed at the batch that fits, as in :func:`likelihood_timing`); ``speedup_*`` = index_add_ time /
-    kernel time (below 1 when the kernel is slower) and the max |difference|. The kernel runs on CUDA, or under
-    ``TRITON_INTERPRET=1`` on the CPU; otherwise the reference path, recorded as ``impl``."""
+    """Per n of ``segment_sum["sizes"]`` (kNN graphs at k = ``segment_sum["k"]`` over ``batch`` Gaussian
+    configurations, features hidden + d = the [m, Δp] a step aggregates):
+
+    * the aggregation of one NoBGNN forward over its pruned line-edge lists by ``index_add_`` (the peer, timed
+      first) and by ``companion_kernels.segment_sum`` (the CSR kernel), forward and forward + backward; the plan
+      build NoBGNN does (``plan_ms``: sort-free, the lists being sorted by receiver) and, for the record, the
+      general one (``sort_plan_ms``: a sort and a host sync);
+    * one RK4 likelihood step (4 evaluations of b and its d-VJP divergence, graph rebuilt at each evaluation
+      since the kNN graph follows x; timed at the batch that fits, as in :func:`likelihood_timing`), three ways:
+      ``rk4_index_add_ms``; ``rk4_segment_sum_ms``, the kernel with its plans rebuilt at every evaluation (what
+      a likelihood does); ``rk4_segment_sum_reused_ms``, the kernel with the plans built once outside the timed
+      call (each evaluation still builds its graph): the upper bound when graphs do not change.
+
+    ``speedup_*`` = index_add_ time / kernel time (below 1 when the kernel is slower), and the max |difference|.
+    The kernel runs on CUDA, or under ``TRITON_INTERPRET=1`` on the CPU; otherwise the reference path, recorded as
+    ``impl``."""
     P, log = ctx.profile, ctx.log
     S = P["segment_sum"]
     device = torch.device(ctx.device)
@@ -314,8 +326,10 @@ def segment_sum_timing(ctx) -> dict:
             skipped.append({"n": n, "reason": "out of memory"})
             log(f"[segment_sum] n = {n}: out of memory, skipped")
             continue
-        pairs = {"fwd": ("index_add_ms", "segment_sum_ms"), "fwd_bwd": ("index_add_fwd_bwd_ms", "segment_sum_fwd_bwd_ms"),
-                 "rk4": ("rk4_index_add_ms", "rk4_segment_sum_ms")}
+        pairs = {"fwd": ("index_add_ms", "segment_sum_ms"),
+                 "fwd_bwd": ("index_add_fwd_bwd_ms", "segment_sum_fwd_bwd_ms"),
+                 "rk4": ("rk4_index_add_ms", "rk4_segment_sum_ms"),
+                 "rk4_reused": ("rk4_index_add_ms", "rk4_segment_sum_reused_ms")}
         row.update({f"speedup_{key}": float(f"{row[a] / row[b]:.4g}") for key, (a, b) in pairs.items() if row[a] and row[b]})
         rows.append(row)
         log(f"[segment_sum] {row}")
@@ -331,11 +345,15 @@ def _segment_sum_size(n, k, *, batch, hidden, steps, impl, device, seed, budget,
     m_ss.load_state_dict(m_ia.state_dict())
     g = m_ia.graph(x)
     E = g.src.numel()
-    lists = [le[:, 1] for le in g.kept]
+    lists = [le[:, 1] for le in g.kept]  # sorted by receiver (graph.line_graph)
     gen = torch.Generator(device=device).manual_seed(seed + 1)
     vals = [torch.randn(r.numel(), F, device=device, generator=gen) for r in lists]
     gout = torch.randn(E, F, device=device, generator=gen)
-    plans = [plan(r, E) for r in lists]
+
+    def build():  # the plans NoBGNN builds at every evaluation
+        return [sorted_csr_plan(r, E) for r in lists]
+
+    plans = build()
 
     def index_add():
         return [torch.zeros(E, F, device=device).index_add_(0, r, v) for r, v in zip(lists, vals)]
@@ -361,7 +379,8 @@ def _segment_sum_size(n, k, *, batch, hidden, steps, impl, device, seed, budget,
            "line_edges": [int(r.numel()) for r in lists]}
     row["index_add_ms"] = ms(index_add)
     row["segment_sum_ms"] = ms(kernel)
-    row["plan_ms"] = ms(lambda: [plan(r, E) for r in lists])
+    row["plan_ms"] = ms(build)
+    row["sort_plan_ms"] = ms(lambda: [plan(r, E) for r in lists])
     row["index_add_fwd_bwd_ms"] = ms(ia_fb)
     row["segment_sum_fwd_bwd_ms"] = ms(ss_fb)
     row["max_abs_diff"] = max(_diff(a, b) for a, b in zip(kernel(), index_add()))
@@ -371,16 +390,22 @@ def _segment_sum_size(n, k, *, batch, hidden, steps, impl, device, seed, budget,
     kw = dict(target=batch, budget_bytes=budget, hidden=hidden, log=log, device=device, max_call_s=max_call_s,
               steps=steps, vjps=0)
     divergence_hollow(m_ss, x[:2], 0.5)  # compile the kernel for the readout's width outside the timed trial
-    st_ia = _timed_per_batch(lambda b: _rk4_step_fn(m_ia, x[:b], "hollow"), "hollow", n, k,
-                             label=f"n = {n} RK4 step, index_add_", **kw)
-    st_ss = _timed_per_batch(lambda b: _rk4_step_fn(m_ss, x[:b], "hollow"), "hollow", n, k,
-                             label=f"n = {n} RK4 step, segment_sum", **kw)
+
+    def reused(b):  # the graph and its plans built here, outside the timed call
+        g0 = m_ss.graph(x[:b])
+        m_ss.plans(g0)
+        return _rk4_step_fn(m_ss, x[:b], "hollow", graph=g0)
+
+    st = {}
+    for key, make, what in (("index_add", lambda b: _rk4_step_fn(m_ia, x[:b], "hollow"), "index_add_"),
+                            ("segment_sum", lambda b: _rk4_step_fn(m_ss, x[:b], "hollow"), "kernel, plan rebuilt"),
+                            ("segment_sum_reused", reused, "kernel, plan reused")):
+        st[key] = _timed_per_batch(make, "hollow", n, k, label=f"n = {n} RK4 step, {what}", **kw)
     xs = x[:min(batch, 64)]
     (b_ia, d_ia), (b_ss, d_ss) = divergence_hollow(m_ia, xs, 0.5), divergence_hollow(m_ss, xs, 0.5)
-    row.update({"rk4_batch": [st_ia["batch"], st_ss["batch"]],
-                "rk4_index_add_ms": _round(st_ia.get("per_batch_ms")),
-                "rk4_segment_sum_ms": _round(st_ss.get("per_batch_ms")),
-                "velocity_max_abs_diff": _diff(b_ia, b_ss), "divergence_max_abs_diff": _diff(d_ia, d_ss)})
+    row["rk4_batch"] = [r["batch"] for r in st.values()]
+    row.update({f"rk4_{key}_ms": _round(r.get("per_batch_ms")) for key, r in st.items()})
+    row.update({"velocity_max_abs_diff": _diff(b_ia, b_ss), "divergence_max_abs_diff": _diff(d_ia, d_ss)})
     return row
 
 

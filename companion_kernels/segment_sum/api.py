@@ -6,7 +6,10 @@
 the CSR kernel of :mod:`.triton` (on CUDA, or on the CPU under ``TRITON_INTERPRET=1``); ``impl="auto"``
 picks the kernel on CUDA tensors it supports (float16/bfloat16/float32/float64). The kernel needs the CSR
 plan of ``rows`` (:func:`plan`): pass one built once per edge list to reuse it across calls, or leave
-``plan=None`` to build it here (a sort and one host sync for the range check).
+``plan=None`` to build it here (a sort and one host sync for the range check). Receivers that are already
+sorted need no sort: ``plan(rows, size, presorted=True)`` checks that they are, and
+``reference.sorted_csr_plan`` (exported as ``sorted_csr_plan``) builds the same plan unchecked, with no host
+sync, for callers whose receivers are sorted by construction.
 
 Differentiable in ``values`` (first order): the backward of a segment sum is the gather
 ``grad_values[e] = grad_out[rows[e]]``, followed with ``gather`` by ``index_add`` of those rows into the
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ..dispatch import IMPLS, check_impl, check_int, check_tensor, resolve_impl  # noqa: F401 (IMPLS re-exported)
+from ..dispatch import IMPLS, check_bool, check_impl, check_int, check_tensor, resolve_impl  # noqa: F401 (IMPLS re-exported)
 from . import reference
 from .reference import Plan
 
@@ -42,15 +45,24 @@ def _check_range(name: str, t: torch.Tensor, high: int, what: str) -> None:
         raise ValueError(f"{_OP}: {name} has entries in [{lo}, {hi}] but must lie in [0, {high - 1}] ({what})")
 
 
-def plan(rows: torch.Tensor, size: int) -> Plan:
+def plan(rows: torch.Tensor, size: int, *, presorted: bool = False) -> Plan:
     """CSR plan of the receivers ``rows`` [E] (int64/int32, each in [0, size)): ``Plan(perm, offsets)``.
 
     Build it once per edge list (e.g. once per pruned line-edge list of a graph) and pass it to every
-    :func:`segment_sum` call over those rows."""
+    :func:`segment_sum` call over those rows. ``presorted=True``: ``rows`` is non-decreasing (checked), the
+    plan needs no sort and its ``perm`` is None (the identity)."""
     check_int("size", size, op=_OP, low=0)
+    check_bool("presorted", presorted, op=_OP)
     rows = _index("rows", rows, None, None)
     _check_range("rows", rows, size, f"receivers of an output with size={size} rows")
-    return reference.csr_plan(rows, size)
+    if not presorted:
+        return reference.csr_plan(rows, size)
+    down = (rows[1:] < rows[:-1]).nonzero()
+    if down.numel():
+        e = int(down[0, 0]) + 1
+        raise ValueError(f"{_OP}: presorted=True but rows is not sorted: rows[{e}] = {int(rows[e])} < rows[{e - 1}] = "
+                         f"{int(rows[e - 1])}; pass presorted=False to sort it")
+    return reference.sorted_csr_plan(rows, size)
 
 
 _build_plan = plan  # segment_sum's keyword argument ``plan`` shadows the function
@@ -95,9 +107,12 @@ def segment_sum(values: torch.Tensor, rows: torch.Tensor, size: int, *, gather: 
     if plan is not None:
         if not isinstance(plan, Plan):
             raise TypeError(f"{_OP}: plan must be a Plan from segment_sum.plan(rows, size), got {type(plan).__name__}")
-        if plan.perm.shape != rows.shape or plan.offsets.shape != (size + 1,) or plan.perm.device != device:
-            raise ValueError(f"{_OP}: plan (perm {tuple(plan.perm.shape)}, offsets {tuple(plan.offsets.shape)}) does not "
-                             f"fit rows [{rows.shape[0]}] and size={size}; build it with plan(rows, size)")
+        perm = "identity" if plan.perm is None else tuple(plan.perm.shape)
+        if (plan.offsets.shape != (size + 1,) or plan.offsets.device != device
+                or (plan.perm is not None and plan.perm.shape != rows.shape)):
+            raise ValueError(f"{_OP}: plan (perm {perm}, offsets {tuple(plan.offsets.shape)} on {plan.offsets.device}) "
+                             f"does not fit rows [{rows.shape[0]}] and size={size} on {device}; build it with "
+                             "plan(rows, size)")
     unsupported = None if values.dtype in TRITON_DTYPES else f"the Triton kernel takes {TRITON_DTYPES}, got {values.dtype}"
     if impl == "triton":
         check_tensor("values", values, op=_OP, dtypes=TRITON_DTYPES)
@@ -108,6 +123,6 @@ def segment_sum(values: torch.Tensor, rows: torch.Tensor, size: int, *, gather: 
         return reference.segment_sum_reference(values, rows, size, gather)
     if plan is None:
         plan = _build_plan(rows, size)
-    src = plan.perm if gather is None else gather[plan.perm]
+    src = gather if plan.perm is None else (plan.perm if gather is None else gather[plan.perm])
     return _SegmentSum.apply(values.contiguous() if values.stride(-1) != 1 else values, rows, gather, src,
                              plan.offsets, size)

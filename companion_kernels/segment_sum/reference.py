@@ -1,13 +1,20 @@
-"""PyTorch oracle of the segment sum (gather–message–scatter) and the CSR plan the Triton kernel uses.
+"""PyTorch oracle of the segment sum (gather–message–scatter) and the CSR plans the Triton kernel uses.
 
 ``out[r] = Σ_{e : rows[e] = r} values[gather[e] if gather is given else e]`` for r < size, i.e.
 ``zeros(size, F).index_add_(0, rows, values[gather])``. Runs anywhere, any floating dtype, differentiable
 through PyTorch's own autograd.
 
-:func:`plan` sorts the receivers once (stable, so every segment keeps the edges' order and the kernel's
-sum is deterministic): ``perm`` lists the edges by receiver and ``offsets[r]:offsets[r + 1]`` is receiver
-r's segment in ``perm``. A message-passing step whose edge list is fixed for a graph builds it once and
-reuses it for every call (forward and backward).
+A plan is the CSR layout of the receivers: ``perm`` lists the edges by receiver and ``offsets[r]:offsets[r + 1]``
+is receiver r's segment in ``perm``. Two builds:
+
+* :func:`csr_plan` sorts the receivers (stable, so every segment keeps the edges' order and the kernel's sum is
+  deterministic and in ``index_add_``'s order);
+* :func:`sorted_csr_plan` is for receivers that are already sorted (non-decreasing), as the line-edge lists of
+  HollowFlow's graph builder are by construction: no sort, ``perm = None`` (the identity, which the kernel skips)
+  and the offsets from one ``searchsorted``, with no host synchronisation.
+
+A message-passing step whose edge list is fixed for a graph builds its plan once and reuses it for every call
+(forward and backward).
 """
 
 from __future__ import annotations
@@ -18,18 +25,29 @@ import torch
 
 
 class Plan(NamedTuple):
-    """CSR layout of ``rows``: ``perm`` [E] (int64, edges sorted by receiver, stable), ``offsets`` [size + 1]."""
+    """CSR layout of ``rows``: ``perm`` [E] (int64, edges sorted by receiver, stable), or None when ``rows`` is
+    already sorted (the identity); ``offsets`` [size + 1] (int64)."""
 
-    perm: torch.Tensor
+    perm: torch.Tensor | None
     offsets: torch.Tensor
+
+
+def _offsets(sorted_rows: torch.Tensor, size: int) -> torch.Tensor:
+    """``offsets[r] = #{e : rows[e] < r}`` for r = 0…size, from the sorted receivers."""
+    bounds = torch.arange(size + 1, dtype=sorted_rows.dtype, device=sorted_rows.device)
+    return torch.searchsorted(sorted_rows.contiguous(), bounds)  # a column of an edge list is strided
 
 
 def csr_plan(rows: torch.Tensor, size: int) -> Plan:
     """The CSR plan of ``rows`` (int64, values in [0, size), not checked here: see ``api.plan``)."""
     sorted_rows, perm = torch.sort(rows, stable=True)
-    bounds = torch.arange(size + 1, dtype=sorted_rows.dtype, device=rows.device)
-    offsets = torch.searchsorted(sorted_rows, bounds)  # offsets[r] = #{e : rows[e] < r}
-    return Plan(perm, offsets)
+    return Plan(perm, _offsets(sorted_rows, size))
+
+
+def sorted_csr_plan(rows: torch.Tensor, size: int) -> Plan:
+    """The CSR plan of receivers ``rows`` that are already sorted (int64, non-decreasing, in [0, size); not
+    checked here: see ``api.plan(..., presorted=True)``): ``Plan(None, offsets)``, no sort, no host sync."""
+    return Plan(None, _offsets(rows, size))
 
 
 def segment_sum_reference(values: torch.Tensor, rows: torch.Tensor, size: int,

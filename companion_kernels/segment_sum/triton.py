@@ -2,8 +2,9 @@
 
 The caller (``api.py``) passes ``src = perm`` (or ``gather[perm]``, which fuses the gather of the source
 rows into the load) and ``offsets`` from the CSR plan (format in ``reference.py``; this file does not
-import it). One program owns ``BLOCK_R`` receivers × ``BLOCK_F`` features: it walks the receivers'
-segments in lock-step, up to the longest segment of its block (masked beyond each segment's end),
+import it). ``src = None`` is the identity (receivers already sorted, no gather): the kernel then reads
+``values[offsets[r] + j]`` directly and loads no index. One program owns ``BLOCK_R`` receivers ×
+``BLOCK_F`` features: it walks the receivers' segments in lock-step, up to the longest segment of its block (masked beyond each segment's end),
 accumulates in registers (float32, or float64 for float64 inputs) and writes each output element once.
 Every output element is summed in the same order on every run: deterministic, no atomics, and empty
 segments give exact zeros. Ragged segments cost the block's longest one; in the pruned line graphs of
@@ -24,17 +25,22 @@ from ..dispatch import interpreting
 
 
 @triton.jit
-def _add_edge(acc, j, values, src, start, length, f, fm, stride_v):
-    """acc += values[src[start + j]] for the receivers whose segment is longer than j."""
+def _add_edge(acc, j, values, src, start, length, f, fm, stride_v, DIRECT: tl.constexpr):
+    """acc += values[src[start + j]] (``values[start + j]`` when DIRECT) for the receivers whose segment is
+    longer than j."""
     live = j < length
-    e = tl.load(src + start + j, mask=live, other=0)
+    if DIRECT:
+        e = start + j
+    else:
+        e = tl.load(src + start + j, mask=live, other=0)
     v = tl.load(values + e[:, None] * stride_v + f[None, :], mask=live[:, None] & fm[None, :], other=0.0)
     return acc + v.to(acc.dtype)
 
 
 @triton.jit(do_not_specialize=["size", "F", "stride_v", "stride_o"])  # one compile per width block, whatever E
 def _segment_sum_kernel(values, src, offsets, out, size, F, stride_v, stride_o,
-                        BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, F64: tl.constexpr, INTERPRET: tl.constexpr):
+                        BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, F64: tl.constexpr, DIRECT: tl.constexpr,
+                        INTERPRET: tl.constexpr):
     pid_r = tl.program_id(0)
     pid_f = tl.program_id(1)
     r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -51,11 +57,11 @@ def _segment_sum_kernel(values, src, offsets, out, size, F, stride_v, stride_o,
     if INTERPRET:  # the CPU interpreter cannot take a computed scalar as a for-loop bound
         j = 0
         while j < longest:
-            acc = _add_edge(acc, j, values, src, start, length, f, fm, stride_v)
+            acc = _add_edge(acc, j, values, src, start, length, f, fm, stride_v, DIRECT)
             j += 1
     else:
         for j in range(0, longest):
-            acc = _add_edge(acc, j, values, src, start, length, f, fm, stride_v)
+            acc = _add_edge(acc, j, values, src, start, length, f, fm, stride_v, DIRECT)
     tl.store(out + r[:, None] * stride_o + f[None, :], acc.to(out.dtype.element_ty), mask=rm[:, None] & fm[None, :])
 
 
@@ -66,10 +72,11 @@ def block_sizes(F: int) -> tuple[int, int]:
     return max(1, 4096 // block_f), block_f
 
 
-def segment_sum_csr(values: torch.Tensor, src: torch.Tensor, offsets: torch.Tensor, size: int,
+def segment_sum_csr(values: torch.Tensor, src: torch.Tensor | None, offsets: torch.Tensor, size: int,
                     out: torch.Tensor | None = None) -> torch.Tensor:
     """``out [size, F]`` (allocated unless given): the segment sums of ``values`` [V, F] (last dim contiguous)
-    over ``src`` [E] (int64 row ids into ``values``) in the segments ``offsets`` [size + 1] (int64)."""
+    over ``src`` [E] (int64 row ids into ``values``; None: row e is edge e) in the segments ``offsets``
+    [size + 1] (int64)."""
     F = values.shape[1]
     if out is None:
         out = torch.empty(size, F, dtype=values.dtype, device=values.device)
@@ -79,5 +86,5 @@ def segment_sum_csr(values: torch.Tensor, src: torch.Tensor, offsets: torch.Tens
     grid = (triton.cdiv(size, block_r), triton.cdiv(F, block_f))
     _segment_sum_kernel[grid](values, src, offsets, out, size, F, values.stride(0), out.stride(0),
                               BLOCK_R=block_r, BLOCK_F=block_f, F64=values.dtype == torch.float64,
-                              INTERPRET=interpreting())
+                              DIRECT=src is None, INTERPRET=interpreting())
     return out

@@ -1,7 +1,8 @@
 """Segment sum (gather–message–scatter, paper 13 HollowFlow): the CSR Triton kernel against ``index_add_``.
 
 On the CPU the kernel runs in the Triton interpreter (TRITON_INTERPRET=1) on small ragged inputs with
-empty segments, odd widths, unsorted receivers, float32 and float64; the ``gpu`` tests run compiled.
+empty segments, odd widths, unsorted receivers, float32 and float64, with the sorting plan and with the
+sort-free plan of receivers already sorted; the ``gpu`` tests run compiled.
 Outputs are pre-filled with NaN so unwritten elements are caught. The last test checks that NoBGNN gives
 the same velocity and hollow divergence with either aggregation.
 """
@@ -14,7 +15,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton.jit decorates the kernels
 
-from companion_kernels.segment_sum import Plan, plan, segment_sum, segment_sum_reference  # noqa: E402
+from companion_kernels.segment_sum import Plan, plan, segment_sum, segment_sum_reference, sorted_csr_plan  # noqa: E402
 from companion_kernels.segment_sum import triton as ss_triton  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -55,6 +56,36 @@ def test_kernel_matches_index_add(dtype, E, size, used, F):
     assert torch.isfinite(out).all()
     assert (out[used:] == 0).all() and (size < 2 or (out[1] == 0).all())  # empty segments: exact zeros
     assert (out - ref).abs().max().item() <= TOL[dtype] * max(1.0, ref.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("E,size,used,F", [(0, 5, 5, 3), (1, 1, 1, 1), (57, 23, 17, 13), (300, 9, 9, 131)])
+def test_sort_free_plan_matches_index_add_and_the_sorting_plan(dtype, E, size, used, F):
+    """Receivers already sorted: the plan without a sort (perm None, which the kernel skips) sums as index_add_
+    and gives the sorting plan's bits (its perm is then the identity), empty rows inside and at the end exact zeros."""
+    values, rows, _ = _ragged(E, size, F, dtype, used=used)
+    rows = rows.sort().values
+    p, sorting = plan(rows, size, presorted=True), plan(rows, size)
+    assert p.perm is None and torch.equal(sorting.perm, torch.arange(E, device=DEV))
+    assert torch.equal(p.offsets, sorting.offsets) and torch.equal(sorted_csr_plan(rows, size).offsets, p.offsets)
+    out = torch.full((size, F), float("nan"), dtype=dtype, device=DEV)
+    ss_triton.segment_sum_csr(values, None, p.offsets, size, out=out)
+    ref = _index_add(values, rows, size)
+    assert torch.equal(out, ss_triton.segment_sum_csr(values, sorting.perm, sorting.offsets, size))
+    assert (out[torch.bincount(rows, minlength=size) == 0] == 0).all()
+    assert (out - ref).abs().max().item() <= TOL[dtype] * max(1.0, ref.abs().max().item())
+
+
+def test_sort_free_plan_with_gather_forward_and_backward():
+    """The identity plan with a gather (the kernel then reads values[gather[e]]): forward and backward as index_add_."""
+    values, rows, gather = _ragged(70, 19, 5, torch.float64, seed=8, used=15, V=23)
+    rows = rows.sort().values
+    v1, v2 = values.clone().requires_grad_(True), values.clone().requires_grad_(True)
+    out = segment_sum(v1, rows, 19, gather=gather, plan=plan(rows, 19, presorted=True), impl="triton")
+    ref = _index_add(v2, rows, 19, gather)
+    go = torch.randn(19, 5, generator=torch.Generator().manual_seed(9), dtype=torch.float64).to(DEV)
+    (g1,), (g2,) = torch.autograd.grad(out, v1, go), torch.autograd.grad(ref, v2, go)
+    assert (out - ref).abs().max().item() <= 1e-12 and (g1 - g2).abs().max().item() <= 1e-12
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -133,6 +164,12 @@ def test_bad_input_gives_clear_errors():
         segment_sum(values, rows, 7, plan=plan(rows, 6), impl="triton")
     with pytest.raises(TypeError, match="plan must be a Plan"):
         segment_sum(values, rows, 6, plan=(1, 2), impl="triton")
+    with pytest.raises(ValueError, match=r"presorted=True but rows is not sorted: rows\[\d+\] = \d+ < rows"):
+        plan(rows, 6, presorted=True)
+    with pytest.raises(TypeError, match="presorted must be a bool"):
+        plan(rows, 6, presorted=1)
+    with pytest.raises(ValueError, match="perm identity, offsets"):
+        segment_sum(values, rows, 7, plan=plan(rows.sort().values, 6, presorted=True), impl="triton")
     assert isinstance(plan(rows, 6), Plan)
 
 
@@ -154,10 +191,13 @@ def test_nobgnn_same_velocity_and_hollow_divergence_with_the_kernel():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gpu_compiled_matches_index_add(dtype):
+@pytest.mark.parametrize("presorted", [False, True])
+def test_gpu_compiled_matches_index_add(dtype, presorted):
     values, rows, _ = _ragged(100_000, 20_000, 67, torch.float32, seed=7, used=19_000)
     values = values.to(dtype)
-    out = segment_sum(values, rows, 20_000, impl="triton")
+    rows = rows.sort().values if presorted else rows
+    p = plan(rows, 20_000, presorted=True) if presorted else None  # the compiled kernel without the perm load
+    out = segment_sum(values, rows, 20_000, plan=p, impl="triton")
     ref = _index_add(values.float(), rows, 20_000)
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     assert (out.float() - ref).abs().max().item() <= tol * max(1.0, ref.abs().max().item())

@@ -78,6 +78,46 @@ def test_line_graph_matches_brute_enumeration():
     assert {tuple(e) for e in g.line_edges.tolist()} == expect
 
 
+@pytest.mark.parametrize("case", ["knn", "full", "ties"])
+def test_line_edges_are_sorted_by_receiver_so_the_plans_need_no_sort(case):
+    """The builder lists L(G) sorted by (receiver, sender), so each pruned list is sorted by receiver: NoBGNN's
+    sort-free plans (perm None) equal the sorting plans (whose perm is then the identity), and the readout's plan
+    (rev, ptr) is the stable sort of the receivers dst. A batch of 3, k-NN, fully connected, coincident particles."""
+    from companion.hollowflow.graph import line_graph
+    from companion_kernels.segment_sum import csr_plan
+
+    x = {"knn": torch.randn(3, 11, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
+         "full": paper_config(6, 3, 1), "ties": torch.zeros(3, 6, 3, dtype=torch.float64)}[case]
+    k = {"knn": 4, "full": None, "ties": 2}[case]
+    g = build_graph(x, k, 3)
+    E = g.src.numel()
+    send, recv = g.line_edges[:, 0], g.line_edges[:, 1]
+    key = recv * E + send
+    assert bool((key[1:] > key[:-1]).all())
+    assert torch.equal(line_graph(g.src, g.dst, g.samples * g.n), g.line_edges)
+    model = NoBGNN(hidden=4, steps=3, k=k, aggregate="segment_sum", segment_impl="reference")
+    plans = model.plans(g)
+    for p, le in zip(plans, g.kept):
+        ref = csr_plan(le[:, 1], E)
+        assert p.perm is None and torch.equal(p.offsets, ref.offsets)
+        assert torch.equal(ref.perm, torch.arange(le.shape[0]))  # the sort would leave the list as it is
+    ref = csr_plan(g.dst, g.samples * g.n)
+    assert torch.equal(plans[-1].perm, ref.perm) and torch.equal(plans[-1].offsets, ref.offsets)
+
+
+def test_line_graph_of_a_path_and_refused_edge_lists():
+    """The path 0 – 1 – 2: edges (0,1), (1,0), (1,2), (2,1); its line edges (2,1)→(1,0) and (0,1)→(1,2), by
+    receiver. An asymmetric, unsorted or self-looped edge list is refused."""
+    from companion.hollowflow.graph import line_graph
+
+    t = lambda *v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    assert line_graph(t(0, 1, 1, 2), t(1, 0, 2, 1), 3).tolist() == [[3, 1], [0, 2]]
+    assert line_graph(t(), t(), 3).shape == (0, 2)
+    for src, dst in ((t(0, 1), t(1, 2)), (t(1, 0), t(0, 1)), (t(0, 0, 1), t(0, 1, 0))):
+        with pytest.raises(ValueError, match="symmetric graph without self-loops"):
+            line_graph(src, dst, 3)
+
+
 def test_knn_is_symmetric_without_self_loops_and_contains_knn():
     x = paper_config(12, 3, 2)
     adj = knn_adjacency(x, 4)[0]
@@ -169,6 +209,7 @@ def test_segment_sum_aggregation_builds_plans_once_and_matches_index_add():
     assert g.plans is None
     (ba, da), (bb, db) = divergence_hollow(a, x, 0.3, graph=g), divergence_hollow(b, x, 0.3, graph=g)
     assert len(g.plans) == g.steps + 1 and g.plans[0].offsets.numel() == g.src.numel() + 1
+    assert g.plans[0].perm is None and g.plans[-1].perm is g.rev  # sort-free: the lists are sorted by receiver
     first = g.plans[0]
     _, dv = divergence_bruteforce(b, x, 0.3, graph=g, vectorize=True)
     assert g.plans[0] is first  # reused, not rebuilt

@@ -16,7 +16,8 @@ from companion.hollowflow.claims import (
     GPU_SPEEDUP_TARGET,
     SPEEDUP64_TARGET,
     GPU_TOY_PAPER,
-    KERNEL_SPEEDUP_MIN,
+    KERNEL_MIN_N,
+    KERNEL_SPEEDUP_TARGET,
     LEAK_MIN,
     PATH_TOL,
     PEER_TOL,
@@ -183,12 +184,19 @@ def _row(rows, start):
     return row
 
 
-def _kernel_entry(n, speed):
-    return {"n": n, "k": 7, "batch": 1000, "impl": "triton", "features": 67, "line_edges": [100, 40],
-            "index_add_ms": 1.0, "segment_sum_ms": 1.0 / speed, "index_add_fwd_bwd_ms": 2.0,
-            "segment_sum_fwd_bwd_ms": 2.0 / speed, "rk4_index_add_ms": 10.0, "rk4_segment_sum_ms": 10.0 / speed,
-            "max_abs_diff": 1e-6, "divergence_max_abs_diff": 1e-7, "speedup_fwd": speed, "speedup_fwd_bwd": speed,
-            "speedup_rk4": speed}
+def _kernel_entry(n, speed, reused=None, old=False):
+    """A kernel-stage row at size n: index_add_ time / kernel time ``speed`` (RK4 step with the plans rebuilt, and
+    the micro-benchmarks), ``reused`` with the plans reused (default 1.1 × speed); ``old``: the layout recorded
+    before the sort-free plan build (no reused variant, ``plan_ms`` the sorted build)."""
+    reused = 1.1 * speed if reused is None else reused
+    row = {"n": n, "k": 7, "batch": 1000, "impl": "triton", "features": 67, "line_edges": [100, 40],
+           "index_add_ms": 1.0, "segment_sum_ms": 1.0 / speed, "plan_ms": 0.5, "index_add_fwd_bwd_ms": 2.0,
+           "segment_sum_fwd_bwd_ms": 2.0 / speed, "rk4_index_add_ms": 10.0, "rk4_segment_sum_ms": 10.0 / speed,
+           "max_abs_diff": 1e-6, "divergence_max_abs_diff": 1e-7, "speedup_fwd": speed, "speedup_fwd_bwd": speed,
+           "speedup_rk4": speed}
+    if not old:
+        row.update({"sort_plan_ms": 1.5, "rk4_segment_sum_reused_ms": 10.0 / reused, "speedup_rk4_reused": reused})
+    return row
 
 
 def _step(n, k, speedup):
@@ -234,16 +242,15 @@ def test_gpu_rows_from_a_constructed_json():
     slow = _gpu([_step(13, 7, 5.0), _step(55, 7, 0.9 * s), _step(55, 8, 0.95 * s)])
     assert _row(C.gpu_rows(slow), TIMING).verdict == "not reproduced"
     assert _row(C.gpu_rows(_gpu([_step(13, 7, 5.0)])), TIMING).verdict == "not run here"  # n = 55 not timed
-    # the kernel judged on the RK4 step, size by size
+    # the kernel judged on the RK4 step with the plans rebuilt, at the sizes n >= KERNEL_MIN_N
     toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7, b_samples=8, b_ess=0.5)}
-    rows = C.gpu_rows(_gpu(steps, segment_sum=[_kernel_entry(13, 0.9), _kernel_entry(200, 0.95)], toys=toys))
+    sizes = [_kernel_entry(13, 0.9), _kernel_entry(KERNEL_MIN_N, 0.95), _kernel_entry(200, 0.95)]
+    rows = C.gpu_rows(_gpu(steps, segment_sum=sizes, toys=toys))
     kernel = _row(rows, KERNEL)
     assert kernel.verdict == "not reproduced" and "kernel slower" in kernel.details and "n=2" in kernel.evidence
-    assert "n = 13" in kernel.measured and "n = 200" in kernel.measured and "impl triton" in kernel.scale
-    fast = [_kernel_entry(13, 1.2), _kernel_entry(200, 1.01 * KERNEL_SPEEDUP_MIN)]
-    assert _row(C.gpu_rows(_gpu(steps, segment_sum=fast)), KERNEL).verdict == "reproduced"
-    slower = [_kernel_entry(13, 0.99 * KERNEL_SPEEDUP_MIN)]
-    assert _row(C.gpu_rows(_gpu(steps, segment_sum=slower)), KERNEL).verdict == "not reproduced"
+    assert "n = 13" not in kernel.measured and "n = 13" in kernel.details and "impl triton" in kernel.scale
+    assert f"0.95× at n = {KERNEL_MIN_N}, 0.95× at n = 200 (plans reused" in kernel.measured
+    assert "plans built in 0.500 ms without a sort (1.500 ms with one)" in kernel.details
     # the toy rows: one seed -> inconclusive, with the EffSU in the evidence
     lj13, lj55 = _row(rows, "LJ13 EffSU"), _row(rows, "LJ55 EffSU")
     assert "EffSU 5.0" in lj13.measured and GPU_TOY_PAPER["LJ13"] == lj13.paper
@@ -256,6 +263,38 @@ def test_gpu_rows_from_a_constructed_json():
     assert _row(rows, "LJ55 EffSU").verdict == "not run here"
     assert "toy_LJ55 (skipped: deadline: 9 s left)" in _row(rows, "LJ55 EffSU").measured
     assert _row(rows, KERNEL).verdict == "not run here" and "n = 13: time budget" in _row(rows, KERNEL).measured
+
+
+def test_kernel_row_judges_the_rebuilt_plans_at_large_n():
+    """KERNEL_SPEEDUP_TARGET just inside and just outside, n = KERNEL_MIN_N judged and n = KERNEL_MIN_N − 1 not,
+    the reused-plan bound reported but not judged, one size per run (n=1) or a straddling pair."""
+    t = KERNEL_SPEEDUP_TARGET
+    judged = lambda *entries: _row(C.gpu_rows(_gpu([_step(55, 7, 1e3)], segment_sum=list(entries))), KERNEL)  # noqa: E731
+    row = judged(_kernel_entry(13, 0.5), _kernel_entry(KERNEL_MIN_N, 1.01 * t))  # the small size is not judged
+    assert row.verdict == "reproduced" and "n=1" in row.evidence and "n = 13 (140 line edges): forward" in row.details
+    assert judged(_kernel_entry(KERNEL_MIN_N, 0.99 * t)).verdict == "not reproduced"
+    assert judged(_kernel_entry(KERNEL_MIN_N, 0.99 * t, reused=3 * t)).verdict == "not reproduced"  # bound not judged
+    pair = lambda a, b: judged(_kernel_entry(KERNEL_MIN_N, a * t), _kernel_entry(2 * KERNEL_MIN_N, b * t))  # noqa: E731
+    assert pair(0.98, 1.1).verdict == "partly reproduced" and pair(0.5, 1.2).verdict == "inconclusive"
+    below = judged(_kernel_entry(KERNEL_MIN_N - 1, 2 * t))
+    assert below.verdict == "not run here" and f"n ≥ {KERNEL_MIN_N}" in below.evidence
+
+
+def test_kernel_row_of_a_record_before_the_sort_free_plans_is_not_run():
+    """A record without the reused-plan variant was timed with the sorted plan rebuilt at every evaluation: the row
+    shows its values and is not judged, whatever they are; the committed record gives a row either way."""
+    from companion.hollowflow import scale
+
+    row = _row(C.gpu_rows(_gpu([_step(55, 7, 1e3)], segment_sum=[_kernel_entry(13, 0.87, old=True),
+                                                                 _kernel_entry(55, 2.0, old=True)])), KERNEL)
+    assert row.verdict == "not run here" and "predates the sort-free plan build" in row.evidence
+    assert "0.87× at n = 13, 2.00× at n = 55" in row.measured and "plans built with a sort in 0.500 ms" in row.details
+    gpu = scale.recorded()
+    if gpu is None:
+        pytest.skip("no recorded GPU run")
+    row = _row(C.gpu_rows(gpu), KERNEL)
+    stale = any("rk4_segment_sum_reused_ms" not in r for r in gpu.get("segment_sum", {}).get("rows", []))
+    assert row.evidence and (row.verdict == "not run here" if stale else "plans reused" in row.measured)
 
 
 def test_speedup_at_64_judged_there_only():
@@ -298,7 +337,7 @@ def test_gpu_rows_of_stages_that_did_not_finish():
     """A stage killed mid-way (``unfinished``) or that raised (``failed``): its row says the stage did not finish,
     with the recorded state, and is not judged."""
     toys = {"LJ13": _gpu_toy("LJ13", 6), "LJ55": _gpu_toy("LJ55", 7)}
-    gpu = _gpu([_step(55, 7, 100.0)], segment_sum=[_kernel_entry(13, 2.0)], toys=toys,
+    gpu = _gpu([_step(55, 7, 100.0)], segment_sum=[_kernel_entry(55, 2.0)], toys=toys,
                states={"likelihood_step": {"state": "unfinished", "started": "t"},
                        "toy_LJ13": {"state": "failed", "error": "OutOfMemoryError: CUDA out of memory"}})
     rows = C.gpu_rows(gpu)

@@ -121,13 +121,16 @@ def test_segment_sum_stage_rows_agree_and_say_which_is_faster():
     assert len(r["line_edges"]) == 2 and r["line_nodes"] > 0
     assert r["max_abs_diff"] < 1e-5 and r["grad_max_abs_diff"] == 0.0
     assert r["velocity_max_abs_diff"] < 1e-5 and r["divergence_max_abs_diff"] < 1e-4
-    assert {"speedup_fwd", "speedup_fwd_bwd", "speedup_rk4"} <= set(r)
+    assert {"speedup_fwd", "speedup_fwd_bwd", "speedup_rk4", "speedup_rk4_reused"} <= set(r)
+    assert r["plan_ms"] > 0 and r["sort_plan_ms"] > 0 and len(r["rk4_batch"]) == 3  # three RK4 variants
     assert r["speedup_rk4"] == pytest.approx(r["rk4_index_add_ms"] / r["rk4_segment_sum_ms"], rel=1e-3)
+    assert r["speedup_rk4_reused"] == pytest.approx(r["rk4_index_add_ms"] / r["rk4_segment_sum_reused_ms"], rel=1e-3)
     assert "verdict" not in r  # the claims row judges, by the one rule
     from companion.hollowflow.claims import _kernel_words
 
     assert _kernel_words({"speedup_fwd": 0.5}) == "forward: kernel slower (2.00× the time)"
     assert _kernel_words({"speedup_rk4": 2.0}) == "RK4 step: kernel 2.00× faster"
+    assert _kernel_words({"speedup_rk4_reused": 2.0}) == "RK4 step, plans reused: kernel 2.00× faster"
 
 
 def test_profiles_and_stages():
