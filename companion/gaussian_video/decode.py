@@ -460,6 +460,57 @@ def rasterizer_stage(ctx: StageContext) -> dict:
     return out
 
 
+#: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`: (Gaussians per chunk, warps);
+#: the first of each list is the default
+FORWARD_VARIANTS = ((16, 4), (16, 8), (32, 4), (32, 8))
+BACKWARD_VARIANTS = ((16, 8), (16, 4), (32, 8))
+
+
+def raster_sweep_stage(ctx: StageContext) -> dict:
+    """The tile rasteriser's launch variants on our own projection and tile lists of the l = L frame (the inputs
+    of :func:`render_view`): per (``block_g``, warps) of :data:`FORWARD_VARIANTS` the forward alone and the
+    forward that also saves T_final and the used-entry count (what training runs), per variant of
+    :data:`BACKWARD_VARIANTS` the backward kernel on a fixed random output gradient; median ms each, and each
+    variant's max |Δ| against the default (the render; the gradients relative to their largest entry)."""
+    from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton
+
+    s, g, dev = setup(ctx), _decoded(ctx), torch.device(ctx.device)
+    W = s["width"]
+    m2, con, _, offsets, ids = project_and_bin(g["means"], g["quats"], g["scales"], g["opacities"], s["view"],
+                                               s["K"], W, W, near_plane=NEAR_PLANE, impl="triton")
+    args = (m2, con, g["opacities"].contiguous(), g["colors"].contiguous(), offsets, ids)
+    final_t = torch.empty(W, W, device=dev)
+    n_used = torch.empty(W, W, dtype=torch.int32, device=dev)
+    grad_out = torch.rand(W, W, 3, generator=torch.Generator(device=dev).manual_seed(0), device=dev)
+
+    def forward(block_g, warps, save=False):
+        kw = {"final_t": final_t, "n_used": n_used} if save else {}
+        return rasterize_triton(*args, W, W, block_g=block_g, num_warps=warps, **kw)
+
+    def backward(block_g, warps):
+        return rasterize_backward_triton(*args, final_t, n_used, grad_out, W, W, block_g=block_g, num_warps=warps)
+
+    image = forward(*FORWARD_VARIANTS[0])
+    rows = {"forward": [], "backward": []}
+    for block_g, warps in FORWARD_VARIANTS:
+        rows["forward"].append({
+            "block_g": block_g, "num_warps": warps,
+            "forward_ms": round(_ms(lambda: forward(block_g, warps), dev), 4),
+            "forward_saving_ms": round(_ms(lambda: forward(block_g, warps, save=True), dev), 4),
+            "max_abs_diff": float((forward(block_g, warps) - image).abs().max())})
+    forward(*FORWARD_VARIANTS[0], save=True)
+    grads = backward(*BACKWARD_VARIANTS[0])
+    for block_g, warps in BACKWARD_VARIANTS:
+        rel = max(float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
+                  for a, b in zip(backward(block_g, warps), grads))
+        rows["backward"].append({"block_g": block_g, "num_warps": warps,
+                                 "backward_ms": round(_ms(lambda: backward(block_g, warps), dev), 4),
+                                 "grad_rel_max_abs_diff": rel})
+    out = {"n_intersections": int(ids.numel()), "width": W, **rows}
+    ctx.log(f"[raster_sweep] {out}")
+    return out
+
+
 def per_layer_stage(ctx: StageContext) -> list[dict]:
     """One row per layer count l = 1..L (module docstring): the zlib path, and the H.264 path when the ``h264``
     stage is done. A layer count is not started once fewer seconds are left than the last one took: the rows

@@ -10,7 +10,8 @@ A synthetic, untrained scene of ``n_gaussians`` 3-D Gaussians in articulated par
 3. ``gsplat``: gsplat (the strongest peer, first) against our Triton rasteriser at l = L, on the same projected
    inputs and tile lists and end to end (off with ``gsplat`` false: gsplat has no CPU path);
 4. ``rasterizer``: the per-tile PyTorch splatter against the Triton path on the same inputs;
-5. ``per_layer``: decode + dequantise + render per frame for l = 1..L (zlib, and H.264 when its stage is done),
+5. ``raster_sweep``: the Triton rasteriser's launch variants (Gaussians per chunk, warps), forward and backward;
+6. ``per_layer``: decode + dequantise + render per frame for l = 1..L (zlib, and H.264 when its stage is done),
    PSNR against the unquantised render. Issue targets: High (l = L) under 33 ms per frame, Low (l = 1) at most
    0.5× High.
 
@@ -26,7 +27,7 @@ from companion.core.stages import Stage, study_functions
 from companion.gaussian_video import decode as E
 
 RESULTS_NAME = "gaussian_video_decode"
-DEADLINE_S = 180
+DEADLINE_S = 200
 GPU_PROFILE = {
     "n_gaussians": 100_000,
     "n_parts": 12,
@@ -47,6 +48,7 @@ STAGES = (
     Stage("h264", E.h264_stage, needs_s=15),
     Stage("gsplat", E.gsplat_stage, needs_s=90),  # gsplat compiles its extension on first import (about 80 s)
     Stage("rasterizer", E.rasterizer_stage, needs_s=10),
+    Stage("raster_sweep", E.raster_sweep_stage, needs_s=15),
     Stage("per_layer", E.per_layer_stage, needs_s=30),
 )
 TRITON_MIN_SPEED = 0.5        # this project's target: the Triton rasteriser at least half gsplat's throughput

@@ -205,10 +205,10 @@ def _placeholder_ids(ids):
 
 
 def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16, background=0.0,
-                     alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None):
-    """Launch one program per tile; ``out`` ``[H, W, 3]`` float32 (allocated when None). Given ``final_t``
-    ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or neither), it also writes each pixel's T_final and
-    the number of its tile's list entries it used, for :func:`rasterize_backward_triton`."""
+                     alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None, num_warps=4):
+    """Launch one program per tile (``num_warps`` warps); ``out`` ``[H, W, 3]`` float32 (allocated when None).
+    Given ``final_t`` ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or neither), it also writes each
+    pixel's T_final and the number of its tile's list entries it used, for :func:`rasterize_backward_triton`."""
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
     if out is None:
         out = torch.empty(height, width, 3, device=means2d.device, dtype=torch.float32)
@@ -217,19 +217,20 @@ def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, w
         raise ValueError("gaussian_splat: pass final_t and n_used together (the backward needs both) or neither")
     _rasterize_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, out,
                                       final_t, n_used, height, width, tx_n, float(background), float(alpha_min),
-                                      TILE=tile, BLOCK_G=block_g, SAVE=save)
+                                      TILE=tile, BLOCK_G=block_g, SAVE=save, num_warps=num_warps)
     return out
 
 
 def rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used, grad_out, height,
-                              width, tile=16, background=0.0, alpha_min=1.0 / 255.0, block_g=16):
+                              width, tile=16, background=0.0, alpha_min=1.0 / 255.0, block_g=16, num_warps=8):
     """Gradients ``(means2d [N, 2], conics [N, 3], opacities [N], colors [N, 3])`` float32 of a loss whose gradient
-    with respect to the render is ``grad_out`` ``[H, W, 3]``, given the forward's ``final_t`` and ``n_used``."""
+    with respect to the render is ``grad_out`` ``[H, W, 3]``, given the forward's ``final_t`` and ``n_used``.
+    8 warps by default: with 4, ptxas (sm_90) spills registers of this kernel at ``block_g`` = 16, with 8 none."""
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
     n, dev = means2d.shape[0], means2d.device
     grads = [torch.zeros(shape, device=dev, dtype=torch.float32) for shape in ((n, 2), (n, 3), (n,), (n, 3))]
-    # 8 warps: with 4, ptxas (sm_90) spills registers of this kernel at BLOCK_G = 16; with 8 it spills none.
     _rasterize_bwd_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, final_t,
                                           n_used, grad_out.contiguous(), *grads, height, width, tx_n,
-                                          float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g, num_warps=8)
+                                          float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g,
+                                          num_warps=num_warps)
     return tuple(grads)
