@@ -11,6 +11,7 @@ for every contender. Effective TFLOP/s count the kept blocks only (:func:`timing
 * :func:`main`: per length, the dense SDPA backends first, then per density compiled FlexAttention with the same
   block mask (kept blocks below the diagonal as full blocks, the diagonal as partial ones: its fastest form),
   then ours (the kernel alone, and through the validating API);
+* :func:`backward`: forward + backward (gradients of q, k, v) of compiled FlexAttention and ours on the same masks;
 * :func:`pooled`: ``pooled_attention_map`` (SeerAttention's distillation target, no [B, H, N, N] buffer) against
   the naive PyTorch version (full softmax, max-pool, normalise), time and peak memory.
 """
@@ -179,6 +180,60 @@ def main(ctx: StageContext) -> dict:
         if torch.device(ctx.device).type == "cuda":
             torch.cuda.empty_cache()
     return {"config": cfg, "rows": rows}
+
+
+def backward(ctx: StageContext) -> list[dict]:
+    """Forward + backward (the gradients of q, k, v of Σ dO·out, dO fixed and random) per length of
+    ``backward_lengths`` and density of ``backward_densities``: compiled FlexAttention with the same block mask
+    first (when ``flex``), then ours through the validating API (the Triton backward kernels); time, effective
+    TFLOP/s (the forward's 2 matmuls and the backward's 5 per kept block: 3.5× the forward's work) and each
+    gradient's relative error against FlexAttention's."""
+    from companion_kernels.block_sparse import block_sparse_attention, dense_to_index, mask_density
+
+    p = ctx.profile
+    block, heads, d = p["block_size"], p["heads"], p["head_dim"]
+    flex = None
+    if p["flex"]:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        flex = torch.compile(flex_attention, dynamic=False)
+    rows = []
+    for n in p["backward_lengths"]:
+        g = torch.Generator().manual_seed(ctx.seed + 3 * n)
+        q, k, v = (t.requires_grad_(True) for t in _inputs(ctx, n, ctx.seed + 3 * n))
+        grad_out = torch.randn(q.shape, generator=g).to(device=q.device, dtype=q.dtype)
+        for dens in p["backward_densities"]:
+            if ctx.left() <= 0:
+                ctx.log(f"deadline: backward at N={n}, density {dens} and beyond not timed")
+                return rows
+            mask = _mask(ctx, n, block, dens, g)
+            idx, cnt = dense_to_index(mask)
+            work = 3.5 * attention_flops(heads, d, n, mask_density(mask))
+            row = dict(n=n, density=dens, density_actual=mask_density(mask))
+
+            def grads(attend):
+                q.grad = k.grad = v.grad = None
+                attend().backward(grad_out)
+                return q.grad, k.grad, v.grad
+
+            ours = lambda: block_sparse_attention(q, k, v, idx, cnt, block_size=block, impl=p["impl"])  # noqa: E731
+            if flex is not None:  # the peer first
+                bm = flex_block_mask(mask, block, n)
+                theirs = lambda: flex(q, k, v, block_mask=bm)  # noqa: E731
+                row["flex_ms"], row["flex_timing"] = time_call(lambda: grads(theirs), ctx.device)
+                row["flex_tflops"] = work / row["flex_ms"] / 1e9
+                want = grads(theirs)
+                row.update({f"err_d{name}_vs_flex": rel_err(a, b) for name, a, b in zip("qkv", grads(ours), want)})
+            row["ours_ms"], row["ours_timing"] = time_call(lambda: grads(ours), ctx.device)
+            row["ours_tflops"] = work / row["ours_ms"] / 1e9
+            if flex is not None:
+                row["speedup_vs_flex"] = row["flex_ms"] / row["ours_ms"]
+            ctx.log(row)
+            rows.append(row)
+        del q, k, v, grad_out
+        if torch.device(ctx.device).type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
 
 
 def naive_pooled(q: torch.Tensor, k: torch.Tensor, block: int, sm_scale: float | None = None) -> torch.Tensor:

@@ -10,7 +10,9 @@ causal, 128×128 blocks, random masks with the same number of kept blocks per ro
 2. ``main``: N = 8k, 32k, 128k: dense SDPA flash and cuDNN first, then per density (1.0, 0.5, 0.1, 0.02) compiled
    FlexAttention with the same block mask, then ours (kernel alone and through the validating API);
 3. ``pooled``: ``pooled_attention_map`` (block 64) at 8k and 32k, and the naive PyTorch version (the whole
-   [B, H, N, N] softmax) at 8k first: time, peak memory, agreement.
+   [B, H, N, N] softmax) at 8k first: time, peak memory, agreement;
+4. ``backward``: forward + backward (gradients of q, k, v) at 8k and 32k, densities 0.1 and 0.5: compiled
+   FlexAttention first, then ours (the Triton backward kernels): time, effective TFLOP/s, gradient agreement.
 
 Run it with ``python -m companion.bench block_sparse_attention`` (``--smoke``: a tiny CPU run, the kernels in the
 Triton interpreter). ``benchmarks/results/block_sparse_attention_run1.json`` is the first run of the same op,
@@ -21,7 +23,7 @@ from companion.core.stages import Stage, study_functions
 from companion.seer_attention import kernel_bench as K
 
 RESULTS_NAME = "block_sparse_attention"
-DEADLINE_S = 120
+DEADLINE_S = 150
 GPU_PROFILE = {
     "heads": 32, "head_dim": 128, "block_size": 128, "dtype": "bfloat16", "impl": "triton",
     "sweep_len": 32768, "sweep_densities": [0.1, 1.0],
@@ -40,18 +42,20 @@ GPU_PROFILE = {
     },
     "lengths": [8192, 32768, 131072], "densities": [1.0, 0.5, 0.1, 0.02], "dense": ["flash", "cudnn"], "flex": True,
     "pooled_lengths": [8192, 32768], "naive_len": 8192, "pooled_block": 64,
+    "backward_lengths": [8192, 32768], "backward_densities": [0.1, 0.5],
     "seed": 0,
 }
 SMOKE_PROFILE = {
     **GPU_PROFILE, "heads": 2, "head_dim": 32, "dtype": "float32", "sweep_len": 256,
     "variants": dict(list(GPU_PROFILE["variants"].items())[:2]), "variants_b64": dict(list(GPU_PROFILE["variants_b64"].items())[:1]),
     "lengths": [256], "densities": [1.0, 0.5], "dense": ["flash"], "flex": False,
-    "pooled_lengths": [128], "naive_len": 128,
+    "pooled_lengths": [128], "naive_len": 128, "backward_lengths": [256], "backward_densities": [0.5],
 }
 STAGES = (
     Stage("sweep", K.sweep, needs_s=30),    # 20 s on an H200 (2026-12-04), compiles included
     Stage("main", K.main, needs_s=60),      # 36 s
     Stage("pooled", K.pooled, needs_s=10),  # 2 s
+    Stage("backward", K.backward, needs_s=30),  # not yet timed on the H200: FlexAttention's backward compiles
 )
 
 

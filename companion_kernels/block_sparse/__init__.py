@@ -1,5 +1,6 @@
 """Block-sparse FlashAttention (SeerAttention, paper 01; Delta Attention, paper 09): reference, Triton
-kernels, validated entry points and mask helpers. Import as ``companion_kernels.block_sparse``."""
+kernels (forward and backward: ``block_sparse_attention`` is differentiable in q, k, v), validated entry
+points and mask helpers. Import as ``companion_kernels.block_sparse``."""
 
 from .api import block_sparse_attention, pooled_attention_map
 from .masks import (

@@ -4,6 +4,13 @@
 the block size and head dim, and the plain-PyTorch reference otherwise; ``"triton"`` forces the kernel (on a CPU only under ``TRITON_INTERPRET=1``);
 ``"reference"`` forces the oracle. See ``reference.py`` for the exact semantics and ``triton.py``
 for the kernels (SeerAttention, paper 01; Delta Attention, paper 09).
+
+``block_sparse_attention`` is differentiable in q, k and v (not in the integer index lists), e.g. to
+fine-tune a SeerAttention model with its gate's block selection fixed. The Triton path is an autograd
+Function (a forward that also keeps each row's log-sum-exp, then FlashAttention-2's backward restricted to
+the selected blocks); it is taken only when grad mode is on and an input requires grad, otherwise the
+plain forward runs. It is differentiable once: asking for the graph of its backward (``create_graph=True``,
+a double backward) raises a ``RuntimeError``. The reference path is differentiated by autograd, to any order.
 """
 
 from __future__ import annotations
@@ -64,6 +71,36 @@ def _resolve_impl(impl: str, q: torch.Tensor, block_size: int) -> str:
     return resolve_impl(impl, q.device, op=_OP, unsupported=why)
 
 
+class _BlockSparseAttention(torch.autograd.Function):
+    """The Triton forward, which then also stores each query row's log-sum-exp, and the two backward kernels."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_index, block_count, block_size, causal, sm_scale):
+        from .triton import block_sparse_attention_triton
+
+        b, hq, n, _ = q.shape
+        lse = torch.empty(b, hq, n, dtype=torch.float32, device=q.device)
+        out = block_sparse_attention_triton(q, k, v, block_index, block_count, block_size=block_size, causal=causal,
+                                            sm_scale=sm_scale, lse=lse)
+        ctx.save_for_backward(q, k, v, out, lse, block_index, block_count)
+        ctx.args = (block_size, causal, sm_scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        if torch.is_grad_enabled():  # create_graph=True: a graph of this backward was asked for
+            raise RuntimeError(f"{_OP}: the Triton path is differentiable once; a double backward (create_graph=True) "
+                               "is not supported: use impl='reference' for higher derivatives")
+        from .triton import block_sparse_attention_backward_triton
+
+        q, k, v, out, lse, block_index, block_count = ctx.saved_tensors
+        block_size, causal, sm_scale = ctx.args
+        grads = block_sparse_attention_backward_triton(grad_out, q, k, v, out, lse, block_index, block_count,
+                                                       block_size=block_size, causal=causal, sm_scale=sm_scale)
+        grads = [g if need else None for g, need in zip(grads, ctx.needs_input_grad)]
+        return (*grads, None, None, None, None, None)  # block_index, block_count, block_size, causal, sm_scale
+
+
 def _check_index(block_index, block_count, b, hq, nqb, nkb, device, check_values: bool):
     for name, t in (("block_index", block_index), ("block_count", block_count)):
         check_tensor(name, t, op=_OP, dtypes=(torch.int32,), device=device)
@@ -112,7 +149,8 @@ def block_sparse_attention(
     nQB = nKB = ceil(N / block_size).
     causal: token-level causal masking (key j <= query i) on top of the block selection; a selected
     block above the diagonal then contributes nothing. sm_scale defaults to 1/sqrt(D).
-    A query row with no admissible key returns zeros. Returns ``[B, Hq, N, D]`` in q's dtype.
+    A query row with no admissible key returns zeros (and gets zero gradients). Returns ``[B, Hq, N, D]``
+    in q's dtype. Differentiable in q, k, v (module docstring: the Triton path once, the reference to any order).
     check_index: verify that the listed ids lie in [0, nKB) (one device sync); the kernel clamps them
     in any case so a bad id can never read out of bounds.
     """
@@ -125,6 +163,8 @@ def block_sparse_attention(
         return block_sparse_attention_reference(
             q, k, v, block_index, block_count, block_size=block_size, causal=causal, sm_scale=sm_scale
         )
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _BlockSparseAttention.apply(q, k, v, block_index, block_count, block_size, causal, sm_scale)
     from .triton import block_sparse_attention_triton
 
     return block_sparse_attention_triton(

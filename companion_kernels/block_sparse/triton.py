@@ -16,7 +16,26 @@ the block id). Loads use Hopper's tensor-memory accelerator through host tensor 
 descriptors that zero-fill the ragged tail per head) or plain pointers (``TMA=0``); the TMA loads are
 what Triton multi-buffers (3 stages) for this loop. Index ids are assumed distinct (a repeated id would
 be counted twice); the api's ``dense_to_index`` produces distinct, ascending ids. Variants and their
-H200 timings: benchmarks/block_sparse_NOTES.md.
+H200 timings: benchmarks/block_sparse_NOTES.md. With ``STORE_LSE`` (only when a gradient is needed) it
+also writes each row's log-sum-exp LSE_i = log sum_j exp(S_ij), natural log, fp32 ``[B, H, N]``; +inf for
+a row with no admissible key, so that the backward's P = exp(S - LSE) is 0 there. Without it the kernel is
+the tuned no-grad one, unchanged.
+
+Backward (FlashAttention-2's, Dao 2023, Algorithm 2, restricted to the selected blocks). Per row i, over
+its admissible keys j: S = scale * Q K^T, P_ij = exp(S_ij - LSE_i) (the forward's softmax, recomputed from
+the stored LSE), O = P V. For a loss with upstream gradient dO:
+    dV = P^T dO,   dP = dO V^T,
+    dS_ij = P_ij (dP_ij - sum_l P_il dP_il) = P_ij (dP_ij - Delta_i),  Delta_i = rowsum(dO_i * O_i)
+(the softmax Jacobian; sum_l P_il dP_il = dO_i . sum_l P_il v_l = dO_i . O_i), and through S = scale Q K^T
+    dQ = scale * dS K,   dK = scale * dS^T Q.
+A masked or unselected (i, j) has P_ij = 0, hence dS_ij = 0: it adds nothing to any gradient, and a row
+with no admissible key (LSE = +inf, O = 0) gets dQ = 0 and adds nothing to dK, dV, never NaN. GQA: dK, dV
+of a kv head sum over the query heads of its group. ``_bsa_bwd_dq`` (one program per (query block,
+head)) computes Delta for its rows and dQ by walking the forward's index list; ``_bsa_bwd_dkdv`` (one
+program per (key block, kv head)) walks the transposed index (``transposed_index``: the (head, query
+block) pairs that selected the key block, built in PyTorch once per backward call without a host sync)
+and accumulates dK and dV. Accumulation is fp32; P and dS are cast to the inputs' dtype for the tensor-core
+products, as in the forward. Loads are plain pointers (not yet tuned or timed on the H200).
 
 Interpreter note: the CPU interpreter of triton 3.6 with numpy >= 2.4 cannot use a loaded scalar as a
 ``for`` bound (it calls ``int()`` on a 1-element array), so under ``INTERPRET`` the same loop bodies
@@ -43,9 +62,17 @@ try:  # host-side TMA descriptors (triton >= 3.3)
 except ImportError:  # pragma: no cover
     TensorDescriptor = None
 
-__all__ = ["block_sparse_attention_triton", "pooled_attention_map_triton", "default_config"]
+__all__ = [
+    "block_sparse_attention_triton",
+    "block_sparse_attention_backward_triton",
+    "pooled_attention_map_triton",
+    "default_config",
+    "backward_config",
+    "transposed_index",
+]
 
 _LOG2E = 1.4426950408889634
+_LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -111,7 +138,7 @@ def _bsa_step(q, acc, l_i, m_i, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0,
 
 @triton.jit
 def _bsa_fwd(
-    Q, K, V, O, IDX, CNT,
+    Q, K, V, O, LSE, IDX, CNT,
     desc_q, desc_k, desc_v,
     qk_scale,
     stride_qb, stride_qh, stride_qn,
@@ -131,6 +158,7 @@ def _bsa_fwd(
     DOT_PREC: tl.constexpr,
     MASK_ALWAYS: tl.constexpr,
     WARP_SPEC: tl.constexpr,
+    STORE_LSE: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
     SPLIT: tl.constexpr = BLOCK // BLOCK_M  # programs per query block (each takes BLOCK_M rows)
@@ -184,6 +212,201 @@ def _bsa_fwd(
         tl.store(o_ptrs, out)
     else:
         tl.store(o_ptrs, out, mask=offs_m[:, None] < N)
+    if STORE_LSE:  # for the backward: natural-log LSE of the scaled scores; +inf where no key is admissible
+        lse = tl.where(l_i > 0.0, (m_i + tl.math.log2(l_safe)) * _LN2, float("inf"))
+        lse_ptrs = LSE + (b * H + h).to(tl.int64) * N + offs_m
+        if EVEN_N:
+            tl.store(lse_ptrs, lse)
+        else:
+            tl.store(lse_ptrs, lse, mask=offs_m < N)
+
+
+@triton.jit
+def _bwd_probs(q, k, lse, rows, cols, kb, qb, N, NB, sm_scale,
+               CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr):
+    """P = exp(S - LSE) of one tile, S = sm_scale * Q K^T; 0 where the forward masked the score (only the
+    blocks on the causal diagonal and the ragged last key block need the token mask, as there)."""
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * sm_scale
+    need = False
+    if CAUSAL:
+        need = kb >= qb
+    if not EVEN_N:
+        need = need | (kb == NB - 1)
+    if need:
+        ok = cols[None, :] < N
+        if CAUSAL:
+            ok = ok & (rows[:, None] >= cols[None, :])
+        s = tl.where(ok, s, float("-inf"))
+    return tl.exp(s - lse[:, None])
+
+
+@triton.jit
+def _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn, stride_vn,
+                 N, NB, sm_scale, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, SUB_N: tl.constexpr,
+                 CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr):
+    """dQ += dS K over one selected key block (BLOCK // SUB_N sub-tiles), dS = P * (dO V^T - Delta)."""
+    kb = tl.minimum(tl.maximum(kb, 0), NB - 1)  # memory safety for bad ids, as in the forward
+    for sub in tl.static_range(BLOCK // SUB_N):
+        start_n = kb * BLOCK + sub * SUB_N
+        k = _load_tile(k_base, k_base, 0, 0, 0, start_n, offs_s, offs_d, stride_kn, N, EVEN_N, 0, SUB_N, HEAD_DIM)
+        v = _load_tile(v_base, v_base, 0, 0, 0, start_n, offs_s, offs_d, stride_vn, N, EVEN_N, 0, SUB_N, HEAD_DIM)
+        p = _bwd_probs(q, k, lse, offs_m, start_n + offs_s, kb, qb, N, NB, sm_scale, CAUSAL, EVEN_N, DOT_PREC)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PREC)
+    return dq
+
+
+@triton.jit
+def _bsa_bwd_dq(
+    Q, K, V, O, DO, LSE, DELTA, DQ, IDX, CNT,
+    sm_scale,
+    stride_qb, stride_qh, stride_qn,
+    stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn,
+    stride_ib, stride_ih, stride_iq,
+    stride_cb, stride_ch,
+    H, GROUP, N, NB,
+    HEAD_DIM: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    INTERPRET: tl.constexpr,
+):
+    """One program per (query block, batch*head): Delta = rowsum(dO * O) of its rows (stored for the dK/dV
+    kernel, launched after this one), then dQ over the query block's index list, the forward's walk.
+    O, dO, dQ, LSE and Delta are contiguous ([B, H, N, D] and [B, H, N])."""
+    qb = NB - 1 - tl.program_id(0)  # longest causal rows first, as in the forward
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    hk = h // GROUP
+    bh = pid_bh.to(tl.int64)
+    offs_r = tl.arange(0, BLOCK)
+    offs_m = qb * BLOCK + offs_r
+    offs_s = tl.arange(0, SUB_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N
+
+    q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+    k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
+    q = _load_tile(q_base, q_base, 0, 0, 0, qb * BLOCK, offs_r, offs_d, stride_qn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
+    o = _load_tile(O + bh * N * HEAD_DIM, O, 0, 0, 0, qb * BLOCK, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK,
+                   HEAD_DIM)
+    do = _load_tile(DO + bh * N * HEAD_DIM, DO, 0, 0, 0, qb * BLOCK, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK,
+                    HEAD_DIM)
+    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
+    tl.store(DELTA + bh * N + offs_m, delta, mask=row_ok)
+    lse = tl.load(LSE + bh * N + offs_m, mask=row_ok, other=float("inf"))
+
+    idx_base = IDX + b.to(tl.int64) * stride_ib + h.to(tl.int64) * stride_ih + qb.to(tl.int64) * stride_iq
+    cnt = tl.load(CNT + b * stride_cb + h * stride_ch + qb)
+    dq = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    if INTERPRET:  # the CPU interpreter cannot take a loaded scalar as a for-loop bound
+        it = 0
+        while it < cnt:
+            kb = tl.load(idx_base + it)
+            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn,
+                              stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL, EVEN_N, DOT_PREC)
+            it += 1
+    else:
+        for it in range(0, cnt):
+            kb = tl.load(idx_base + it)
+            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn,
+                              stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL, EVEN_N, DOT_PREC)
+
+    dq_ptrs = DQ + bh * N * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(dq_ptrs, (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
+def _bsa_dkdv_step(k, v, dk, dv, code, kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r, offs_d,
+                   stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM: tl.constexpr,
+                   BLOCK: tl.constexpr, SUB_M: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
+                   DOT_PREC: tl.constexpr):
+    """dV += P^T dO and dK += dS^T Q over one entry of the transposed index (code = g * NB + qb: query
+    head hk * GROUP + g, query block qb), in BLOCK // SUB_M sub-tiles of the query block's rows."""
+    qb = code % NB
+    h = hk * GROUP + code // NB
+    bh = (b * H + h).to(tl.int64)
+    q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
+    for sub in tl.static_range(BLOCK // SUB_M):
+        start_m = qb * BLOCK + sub * SUB_M
+        rows = start_m + offs_r
+        q = _load_tile(q_base, q_base, 0, 0, 0, start_m, offs_r, offs_d, stride_qn, N, EVEN_N, 0, SUB_M, HEAD_DIM)
+        do = _load_tile(DO + bh * N * HEAD_DIM, DO, 0, 0, 0, start_m, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, SUB_M,
+                        HEAD_DIM)
+        lse = tl.load(LSE + bh * N + rows, mask=rows < N, other=float("inf"))
+        delta = tl.load(DELTA + bh * N + rows, mask=rows < N, other=0.0)
+        p = _bwd_probs(q, k, lse, rows, offs_n, kb, qb, N, NB, sm_scale, CAUSAL, EVEN_N, DOT_PREC)
+        dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, input_precision=DOT_PREC)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
+        ds = p * (dp - delta[:, None])
+        dk = tl.dot(tl.trans(ds.to(q.dtype)), q, dk, input_precision=DOT_PREC)
+    return dk, dv
+
+
+@triton.jit
+def _bsa_bwd_dkdv(
+    Q, K, V, DO, LSE, DELTA, DK, DV, ENTRIES, OFFSETS,
+    sm_scale,
+    stride_qb, stride_qh, stride_qn,
+    stride_kb, stride_kh, stride_kn,
+    stride_vb, stride_vh, stride_vn,
+    seg_stride_b,
+    H, GROUP, N, NB,
+    HEAD_DIM: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SUB_M: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+    INTERPRET: tl.constexpr,
+):
+    """One program per (key block, batch*kv head): walks the transposed index, the (query head of the group,
+    query block) pairs whose lists hold this key block, ``ENTRIES[OFFSETS[seg]:OFFSETS[seg + 1]]`` with
+    seg = b * seg_stride_b + hk * NB + kb (seg_stride_b = 0 for a batch-broadcast index). The GQA sum over
+    the group happens in registers: dK and dV ([B, Hkv, N, D], contiguous) are written once, no atomics."""
+    kb = tl.program_id(0)  # causal: the lowest key blocks have the longest lists, first
+    pid = tl.program_id(1)
+    hkv = H // GROUP
+    b = pid // hkv
+    hk = pid % hkv
+    offs_k = tl.arange(0, BLOCK)
+    offs_n = kb * BLOCK + offs_k
+    offs_r = tl.arange(0, SUB_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+
+    k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
+    k = _load_tile(k_base, k_base, 0, 0, 0, kb * BLOCK, offs_k, offs_d, stride_kn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
+    v = _load_tile(v_base, v_base, 0, 0, 0, kb * BLOCK, offs_k, offs_d, stride_vn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
+    dk = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+
+    seg = b * seg_stride_b + hk * NB + kb
+    start = tl.load(OFFSETS + seg)
+    end = tl.load(OFFSETS + seg + 1)
+    if INTERPRET:  # the CPU interpreter cannot take a loaded scalar as a for-loop bound
+        e = start
+        while e < end:
+            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r,
+                                    offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM,
+                                    BLOCK, SUB_M, CAUSAL, EVEN_N, DOT_PREC)
+            e += 1
+    else:
+        for e in range(start, end):
+            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r,
+                                    offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM,
+                                    BLOCK, SUB_M, CAUSAL, EVEN_N, DOT_PREC)
+
+    out_off = pid.to(tl.int64) * N * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    ok = offs_n[:, None] < N
+    tl.store(DK + out_off, (dk * sm_scale).to(DK.dtype.element_ty), mask=ok)
+    tl.store(DV + out_off, dv.to(DV.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -335,6 +558,17 @@ def _tma_ok(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and all((st * t.element_size()) % 16 == 0 for st in t.stride()[:-1])
 
 
+def _expand_index(block_index: torch.Tensor, block_count: torch.Tensor, b: int, hq: int):
+    """The index lists as [B, Hq, ...] views (size-1 batch/head dims broadcast with stride 0)."""
+    idx = block_index.expand(b, hq, *block_index.shape[2:])
+    cnt = block_count.expand(b, hq, block_count.shape[2])
+    if idx.stride(-1) != 1:
+        idx = idx.contiguous()
+    if cnt.stride(-1) != 1:
+        cnt = cnt.contiguous()
+    return idx, cnt
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -355,8 +589,11 @@ def block_sparse_attention_triton(
     sm_scale: float | None = None,
     config: dict | None = None,
     out: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Launch ``_bsa_fwd`` (inputs validated by ``api.block_sparse_attention``)."""
+    """Launch ``_bsa_fwd`` (inputs validated by ``api.block_sparse_attention``). ``lse``: a contiguous float32
+    ``[B, Hq, N]`` buffer that then receives each query row's log-sum-exp (natural log of the scaled scores,
+    +inf for a row with no admissible key), which the backward needs; None (no gradient) skips it."""
     b, hq, n, d = q.shape
     hkv = k.shape[1]
     nb = triton.cdiv(n, block_size)
@@ -366,12 +603,7 @@ def block_sparse_attention_triton(
     scale = (1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)) * _LOG2E
     if out is None:
         out = torch.empty_like(q)
-    idx = block_index.expand(b, hq, *block_index.shape[2:])
-    cnt = block_count.expand(b, hq, block_count.shape[2])
-    if idx.stride(-1) != 1:
-        idx = idx.contiguous()
-    if cnt.stride(-1) != 1:
-        cnt = cnt.contiguous()
+    idx, cnt = _expand_index(block_index, block_count, b, hq)
     sub_n = min(cfg["sub_n"], block_size)
     block_m = min(cfg.get("block_m", block_size), block_size)
     tma = int(cfg["tma"]) if TensorDescriptor is not None else 0
@@ -391,7 +623,7 @@ def block_sparse_attention_triton(
         desc_q = desc_k = desc_v = q
     grid = (nb * (block_size // block_m), b * hq)
     _bsa_fwd[grid](
-        q, k, v, out, idx, cnt,
+        q, k, v, out, out if lse is None else lse, idx, cnt,
         desc_q, desc_k, desc_v,
         scale,
         q.stride(0), q.stride(1), q.stride(2),
@@ -403,10 +635,110 @@ def block_sparse_attention_triton(
         hq, hq // hkv, n, nb,
         HEAD_DIM=d, BLOCK=block_size, BLOCK_M=block_m, SUB_N=sub_n, CAUSAL=causal, EVEN_N=(n % block_size == 0),
         TMA=tma, DOT_PREC=_dot_prec(q.dtype), MASK_ALWAYS=bool(cfg["mask_always"]),
-        WARP_SPEC=bool(cfg["warp_spec"]), INTERPRET=_interpreting(),
+        WARP_SPEC=bool(cfg["warp_spec"]), STORE_LSE=lse is not None, INTERPRET=_interpreting(),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     return out
+
+
+def backward_config(block_size: int, head_dim: int, dtype: torch.dtype) -> dict:
+    """Launch parameters of the two backward kernels: not yet timed on the H200, chosen from sm_90a compile
+    reports alone (benchmarks/block_sparse_NOTES.md). sub_n: key sub-tile of the dQ kernel; sub_m: query
+    sub-tile of the dK/dV kernel (each program keeps a whole block of dQ, or of dK and dV, in fp32)."""
+    return {"num_warps": 8 if block_size == 128 else 4, "num_stages": 2, "sub_n": 32, "sub_m": 32}
+
+
+def transposed_index(block_index: torch.Tensor, block_count: torch.Tensor, num_heads: int, num_kv_heads: int,
+                     num_blocks: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every (batch, kv head, key block), the (query head of the group, query block) pairs whose index
+    lists hold that key block: CSR ``(entries, offsets)``, both int32, built on the index's device without a
+    host sync. Segment ``seg = (b * Hkv + hk) * nKB + kb`` owns ``entries[offsets[seg]:offsets[seg + 1]]``,
+    each entry ``g * nQB + qb`` (query head ``hk * group + g``). ``block_index [Bi, Hi, nQB, maxK]`` and
+    ``block_count [Bi, Hi, nQB]`` as the forward takes them (Hi = 1 broadcasts over the heads; Bi = 1 gives one
+    set of segments shared by the batch). Causal: a block above the diagonal (kb > qb) is left out, since
+    the token mask removes all of it. Ids are clamped to [0, nKB) as in the kernels."""
+    bi, _, nqb, max_k = block_index.shape
+    group = num_heads // num_kv_heads
+    n_seg = bi * num_kv_heads * num_blocks
+
+    def arange(n: int) -> torch.Tensor:
+        return torch.arange(n, device=block_index.device, dtype=torch.int32)
+
+    idx = block_index.expand(bi, num_heads, nqb, max_k).clamp(0, num_blocks - 1)
+    valid = arange(max_k) < block_count.expand(bi, num_heads, nqb).unsqueeze(-1)
+    qb = arange(nqb).view(1, 1, nqb, 1)
+    if causal:
+        valid = valid & (idx <= qb)
+    head = arange(num_heads).view(1, num_heads, 1, 1)
+    seg = (arange(bi).view(bi, 1, 1, 1) * num_kv_heads + head // group) * num_blocks + idx
+    seg = torch.where(valid, seg, n_seg).flatten()
+    code = ((head % group) * nqb + qb).expand(bi, num_heads, nqb, max_k).flatten()
+    seg_sorted, order = torch.sort(seg, stable=True)  # unused slots (seg = n_seg) sort to the end
+    offsets = torch.searchsorted(seg_sorted, arange(n_seg + 1), out_int32=True)
+    return code[order], offsets
+
+
+def block_sparse_attention_backward_triton(
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    block_index: torch.Tensor,
+    block_count: torch.Tensor,
+    *,
+    block_size: int = 64,
+    causal: bool = True,
+    sm_scale: float | None = None,
+    config: dict | None = None,
+    grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch ``_bsa_bwd_dq`` then ``_bsa_bwd_dkdv``; returns ``(dq, dk, dv)`` in the inputs' dtypes.
+
+    ``out`` and ``lse`` come from the forward (``block_sparse_attention_triton(..., lse=lse)``). ``grads``:
+    contiguous ``(dq [B, Hq, N, D], dk, dv [B, Hkv, N, D])`` to write into (allocated here when None)."""
+    b, hq, n, d = q.shape
+    hkv = k.shape[1]
+    nb = triton.cdiv(n, block_size)
+    cfg = dict(backward_config(block_size, d, q.dtype))
+    if config:
+        cfg.update(config)
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    do, out = grad_out.contiguous(), out.contiguous()
+    if grads is None:
+        grads = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+                 torch.empty(k.shape, dtype=k.dtype, device=k.device),
+                 torch.empty(v.shape, dtype=v.dtype, device=v.device))
+    dq, dk, dv = grads
+    delta = torch.empty(b, hq, n, dtype=torch.float32, device=q.device)
+    idx, cnt = _expand_index(block_index, block_count, b, hq)
+    common = dict(HEAD_DIM=d, BLOCK=block_size, CAUSAL=causal, EVEN_N=(n % block_size == 0),
+                  DOT_PREC=_dot_prec(q.dtype), INTERPRET=_interpreting(),
+                  num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    _bsa_bwd_dq[(nb, b * hq)](
+        q, k, v, out, do, lse, delta, dq, idx, cnt,
+        scale,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        idx.stride(0), idx.stride(1), idx.stride(2),
+        cnt.stride(0), cnt.stride(1),
+        hq, hq // hkv, n, nb,
+        SUB_N=min(cfg["sub_n"], block_size), **common,
+    )
+    entries, offsets = transposed_index(block_index, block_count, hq, hkv, nb, causal)
+    _bsa_bwd_dkdv[(nb, b * hkv)](
+        q, k, v, do, lse, delta, dk, dv, entries, offsets,
+        scale,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        hkv * nb if block_index.shape[0] == b else 0,
+        hq, hq // hkv, n, nb,
+        SUB_M=min(cfg["sub_m"], block_size), **common,
+    )
+    return dq, dk, dv
 
 
 def pooled_attention_map_triton(

@@ -2,7 +2,8 @@
 
 On the CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1, fp32/fp16, small odd sizes);
 the tests marked `gpu` run compiled in bf16 at larger sizes, with compiled FlexAttention as a second
-opinion. Outputs are pre-filled with NaN so unwritten rows are caught.
+opinion. Gradients of q, k, v are checked against autograd through the oracle (float64 on the CPU).
+Outputs and gradients are pre-filled with NaN so unwritten rows are caught.
 """
 
 import math
@@ -255,6 +256,178 @@ def test_pooled_reference_equals_chunked_online_recomputation_in_float64():
     torch.testing.assert_close(pooled, want[0, 0], atol=1e-6, rtol=1e-6)
 
 
+# ---------------------------------------------------------------- backward (gradients of q, k, v)
+def _kernel_grads(q, k, v, idx, cnt, block, causal, do, config=None):
+    """The forward with its log-sum-exp, then the backward kernels; every buffer pre-filled with NaN."""
+    nan = float("nan")
+    lse = torch.full(q.shape[:3], nan, device=q.device)
+    idx, cnt = idx.to(q.device), cnt.to(q.device)
+    out = bs_triton.block_sparse_attention_triton(
+        q, k, v, idx, cnt, block_size=block, causal=causal, out=torch.full_like(q, nan), lse=lse
+    )
+    grads = tuple(torch.full_like(t, nan) for t in (q, k, v))
+    bs_triton.block_sparse_attention_backward_triton(
+        do, q, k, v, out, lse, idx, cnt, block_size=block, causal=causal, config=config, grads=grads
+    )
+    return out, lse, grads
+
+
+def _reference_grads(q, k, v, idx, cnt, block, causal, do, dtype=torch.float64):
+    """Autograd through the oracle (float64 unless told)."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+    out = reference.block_sparse_attention_reference(*leaves, idx.to(DEV), cnt.to(DEV), block_size=block, causal=causal)
+    out.backward(do.to(dtype))
+    return [t.grad for t in leaves]
+
+
+def _assert_grads_close(got, want, tol):
+    for name, g, w in zip("qkv", got, want):
+        assert not torch.isnan(g).any(), f"d{name} has NaN or unwritten elements"
+        assert _rel(g, w) < tol, f"d{name}: relative error {_rel(g, w):.2e}"
+
+
+# (B, Hq, Hkv, N, D, block, causal, dtype): ragged N, GQA, both block sizes, fp16; each mask has an empty row.
+BWD_CASES = [
+    (1, 2, 1, 150, 32, 64, True, torch.float32),
+    (1, 2, 1, 150, 32, 64, False, torch.float32),
+    (2, 4, 2, 97, 64, 64, True, torch.float32),
+    (1, 2, 1, 200, 32, 128, True, torch.float32),
+    (1, 2, 2, 150, 32, 64, True, torch.float16),
+]
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: "-".join(map(str, c[:7])) + f"-{str(c[7])[6:]}")
+def test_gradients_match_autograd_through_reference(case):
+    b, hq, hkv, n, d, block, causal, dtype = case
+    q, k, v = _qkv(b, hq, hkv, n, d, dtype, seed=n + d + 1)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(n)).to(DEV, dtype)
+    idx, cnt = dense_to_index(_random_mask(b, hq, math.ceil(n / block), 0.5, seed=n + 1))
+    _, _, got = _kernel_grads(q, k, v, idx, cnt, block, causal, do)
+    want = _reference_grads(q, k, v, idx, cnt, block, causal, do)
+    assert [g.dtype for g in got] == [dtype] * 3
+    _assert_grads_close(got, want, REL_TOL[dtype])
+
+
+def test_forward_stores_the_rows_log_sum_exp_and_its_output_is_unchanged():
+    """LSE_i = logsumexp_j(s_ij) over the admissible keys (float64 truth); +inf for a row with none."""
+    b, hq, hkv, n, d, block = 1, 2, 1, 150, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=20)
+    mask = _random_mask(b, hq, 3, 0.6, seed=20)  # query block 1 empty
+    idx, cnt = dense_to_index(mask)
+    out, lse, _ = _kernel_grads(q, k, v, idx, cnt, block, True, torch.ones_like(q))
+    assert torch.equal(out, _run_kernel(q, k, v, idx, cnt, block, True))  # the no-grad kernel's output
+    tok = reference.token_mask_from_blocks(mask.to(DEV), n, block, True)
+    s = (q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2)) / math.sqrt(d)
+    want = torch.logsumexp(s.masked_fill(~tok, float("-inf")), dim=-1)
+    empty = ~tok.any(-1)
+    assert empty[:, :, block : 2 * block].all() and torch.isinf(lse[empty]).all() and (lse[empty] > 0).all()
+    torch.testing.assert_close(lse[~empty].double(), want[~empty], atol=1e-5, rtol=1e-6)
+
+
+def test_gradients_of_empty_rows_unselected_key_blocks_and_above_diagonal_blocks():
+    """Query block 0 selects only key block 2 (above the diagonal: masked out by the causal rule), query
+    block 1 selects nothing, query block 2 selects key blocks 0 and 2; key block 1 is selected by no one.
+    Rows 0..127 get zero output and exactly zero dq; key block 1 exactly zero dk, dv; and dropping the
+    above-diagonal entry changes no gradient by a single bit."""
+    b, hq, hkv, n, d, block = 1, 2, 1, 150, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=21)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(21)).to(DEV)
+    mask = torch.zeros(b, hq, 3, 3, dtype=torch.bool)
+    mask[..., 0, 2] = True
+    mask[..., 2, 0] = mask[..., 2, 2] = True
+    out, _, (dq, dk, dv) = _kernel_grads(q, k, v, *dense_to_index(mask), block, True, do)
+    assert torch.equal(out[:, :, : 2 * block], torch.zeros_like(out[:, :, : 2 * block]))
+    assert torch.equal(dq[:, :, : 2 * block], torch.zeros_like(dq[:, :, : 2 * block]))
+    for g in (dk, dv):
+        assert torch.equal(g[:, :, block : 2 * block], torch.zeros_like(g[:, :, block : 2 * block]))
+        assert g[:, :, :block].abs().sum() > 0 and g[:, :, 2 * block :].abs().sum() > 0
+    _assert_grads_close((dq, dk, dv), _reference_grads(q, k, v, *dense_to_index(mask), block, True, do), 1e-5)
+    mask[..., 0, 2] = False
+    _, _, without = _kernel_grads(q, k, v, *dense_to_index(mask), block, True, do)
+    assert all(torch.equal(g, w) for g, w in zip((dq, dk, dv), without))
+
+
+def test_backward_sub_tiles_agree():
+    """Whole blocks and the default sub-tiles (keys in the dQ kernel, queries in the dK/dV kernel) compute the
+    same function."""
+    b, hq, hkv, n, d, block = 1, 2, 1, 150, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=22)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(22)).to(DEV)
+    idx, cnt = dense_to_index(_random_mask(b, hq, 3, 0.7, seed=22))
+    _, _, want = _kernel_grads(q, k, v, idx, cnt, block, True, do)
+    _, _, got = _kernel_grads(q, k, v, idx, cnt, block, True, do, config=dict(sub_m=block, sub_n=block))
+    assert all(_rel(g, w) < 1e-6 for g, w in zip(got, want))
+
+
+def test_transposed_index_lists_every_selecting_query_block():
+    """Against a loop over the index lists: GQA (each kv head collects its group's heads), a batch-broadcast
+    index (one set of segments), a head-broadcast one, and causal dropping the blocks above the diagonal."""
+    hq, hkv, nb = 4, 2, 5
+    for shape in [(2, hq, nb, nb), (1, hq, nb, nb), (2, 1, nb, nb)]:
+        for causal in (True, False):
+            mask = torch.rand(shape, generator=torch.Generator().manual_seed(23)) < 0.5
+            idx, cnt = dense_to_index(mask)
+            entries, offsets = bs_triton.transposed_index(idx, cnt, hq, hkv, nb, causal)
+            bi, group = shape[0], hq // hkv
+            want = [[] for _ in range(bi * hkv * nb)]
+            for b_ in range(bi):
+                for h in range(hq):
+                    for qb in range(nb):
+                        for kb in idx[b_, h % shape[1], qb, : cnt[b_, h % shape[1], qb]].tolist():
+                            if not causal or kb <= qb:
+                                want[(b_ * hkv + h // group) * nb + kb].append((h % group) * nb + qb)
+            assert offsets.dtype == entries.dtype == torch.int32 and offsets[0] == 0
+            got = [sorted(entries[offsets[s] : offsets[s + 1]].tolist()) for s in range(len(want))]
+            assert got == [sorted(w) for w in want]
+
+
+def test_autograd_through_the_api_broadcast_mask_and_partial_grads(monkeypatch):
+    """block_sparse_attention's autograd path with a [1, 1, nQB, maxK] index (Delta Attention's sink +
+    window), GQA and q given as a [B, N, H, D] tensor seen as [B, H, N, D] (strided); a v-only gradient; the
+    plain kernel call (no graph, no LSE) when no gradient is needed."""
+    b, hq, hkv, n, d, block = 2, 2, 1, 130, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=24)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(24)).to(DEV)
+    nb = math.ceil(n / block)
+    idx, cnt = dense_to_index(sink_window_mask(nb, nb, sink_blocks=1, window_blocks=0)[None, None])
+    idx, cnt = idx.to(DEV), cnt.to(DEV)
+    leaves = [q.transpose(1, 2).contiguous().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_()]
+    out = block_sparse_attention(leaves[0].transpose(1, 2), *leaves[1:], idx, cnt, block_size=block, impl="triton")
+    out.backward(do)
+    want = _reference_grads(q, k, v, idx.expand(b, hq, -1, -1), cnt.expand(b, hq, -1), block, True, do)
+    _assert_grads_close([leaves[0].grad.transpose(1, 2), leaves[1].grad, leaves[2].grad], want, 1e-5)
+
+    v_only = v.clone().requires_grad_()
+    block_sparse_attention(q, k, v_only, idx, cnt, block_size=block, impl="triton").backward(do)
+    assert _rel(v_only.grad, want[2]) < 1e-5
+
+    lse_args = []
+    forward = bs_triton.block_sparse_attention_triton
+
+    def recording_forward(*args, **kwargs):
+        lse_args.append(kwargs.get("lse"))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(bs_triton, "block_sparse_attention_triton", recording_forward)
+    assert block_sparse_attention(q, k, v, idx, cnt, block_size=block, impl="triton").grad_fn is None
+    with torch.no_grad():
+        assert block_sparse_attention(q, *leaves[1:], idx, cnt, block_size=block, impl="triton").grad_fn is None
+    assert lse_args == [None, None]
+
+
+def test_double_backward_raises_on_the_kernel_and_runs_on_the_reference():
+    b, hq, n, d, block = 1, 2, 70, 32, 64
+    q, k, v = (t.requires_grad_() for t in _qkv(b, hq, hq, n, d, torch.float32, seed=25))
+    idx, cnt = (t.to(DEV) for t in dense_to_index(causal_block_mask(2, 2).expand(b, hq, 2, 2)))
+    out = block_sparse_attention(q, k, v, idx, cnt, block_size=block, impl="triton")
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(out.pow(2).sum(), q, create_graph=True)
+    out = block_sparse_attention(q, k, v, idx, cnt, block_size=block, impl="reference")
+    (g,) = torch.autograd.grad(out.pow(2).sum(), q, create_graph=True)
+    (gg,) = torch.autograd.grad(g.sum(), k)
+    assert torch.isfinite(gg).all() and gg.abs().sum() > 0
+
+
 # ---------------------------------------------------------------- GPU (bf16, larger; not in CI)
 @pytest.mark.gpu
 @pytest.mark.parametrize("block", [64, 128])
@@ -291,6 +464,25 @@ def test_gpu_bf16_agrees_with_compiled_flex_attention():
     want = torch.compile(flex_attention)(q, k, v, block_mask=bm)
     got = block_sparse_attention(q, k, v, idx, cnt, block_size=block)
     assert _rel(got, want) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [64, 128])
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_bf16_gradients_match_reference(block, causal):
+    """The autograd path at a realistic size (bf16, ragged N, GQA) against autograd through the float32 oracle."""
+    b, hq, hkv, n, d = 1, 8, 2, 4096 + 37, 128
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.bfloat16, seed=16)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(16)).to(DEV, torch.bfloat16)
+    nb = math.ceil(n / block)
+    m = random_block_mask(b, hq, nb, 0.2, generator=torch.Generator().manual_seed(5))
+    if not causal:
+        m |= random_block_mask(b, hq, nb, 0.2, generator=torch.Generator().manual_seed(6)).transpose(-1, -2)
+    idx, cnt = (t.to(DEV) for t in dense_to_index(m))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    block_sparse_attention(*leaves, idx, cnt, block_size=block, causal=causal).backward(do)
+    want = _reference_grads(q, k, v, idx, cnt, block, causal, do, dtype=torch.float32)
+    _assert_grads_close([t.grad for t in leaves], want, 3e-2)
 
 
 @pytest.mark.gpu

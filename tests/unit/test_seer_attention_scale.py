@@ -128,12 +128,17 @@ def test_naive_pooled_map_is_the_reference():
     assert rel_err(ref, ref) == 0 and rel_err(2 * ref, ref) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("module, stages", [(scale, ("distil", "mask_densities", "timings")),
-                                            (scale_kernel, ("sweep", "main", "pooled"))])
-def test_recorded_results_in_the_stage_layout(module, stages):
+@pytest.mark.parametrize("module, stages, added", [
+    (scale, ("distil", "mask_densities", "timings"), {}),
+    (scale_kernel, ("sweep", "main", "pooled"), {"backward": ("backward_lengths", "backward_densities")})])
+def test_recorded_results_in_the_stage_layout(module, stages, added):
+    """The committed run holds every stage it ran, done, on the GPU profile; ``added``: the stages added to the
+    study since (with their profile keys), which the next run records."""
     rec = module.recorded()
-    assert rec["profile"] == module.GPU_PROFILE and stage_states(rec) == dict.fromkeys(stages, "done") and rec["complete"]
-    assert tuple(s.name for s in module.STAGES) == stages and all(s in rec for s in stages)
+    new_keys = {key for keys in added.values() for key in keys}
+    assert rec["profile"] == {k: v for k, v in module.GPU_PROFILE.items() if k not in new_keys}
+    assert stage_states(rec) == dict.fromkeys(stages, "done") and rec["complete"] and all(s in rec for s in stages)
+    assert tuple(s.name for s in module.STAGES) == stages + tuple(added)
 
 
 def test_rope_summary_reads_the_recorded_study():
