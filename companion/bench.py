@@ -52,14 +52,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "the block-sparse kernel with the gate's masks vs SDPA flash / cuDNN and compiled FlexAttention"),
     _paper("seer_attention", "the forward kernel's launch variants; block-sparse FlashAttention vs SDPA flash / cuDNN / "
            "compiled FlexAttention; "
-           "`pooled_attention_map` vs naive (notes: `block_sparse_NOTES.md`)", module="scale_kernel", name="block_sparse_attention"),
+           "`pooled_attention_map` vs naive; forward + backward vs compiled FlexAttention (notes: `block_sparse_NOTES.md`)",
+           module="scale_kernel", name="block_sparse_attention"),
     _paper("hyperet", "eager PyTorch and the closed form (peers first) vs the fused HRA kernel on a CLIP ViT-L q/v "
            "stack; the shapes-hierarchy alignment with a ViT-Tiny encoder under bf16"),
     _paper("scalekv", "larger VAR model; per-scale attention latency with compression; fused token selection"),
     _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention "
            "(notes: `zeros_attention_NOTES.md`)"),
     _paper("gaussian_video", "progressive decode + render per level of detail (H.264 via PyAV, and zlib); the Triton "
-           "rasteriser vs gsplat and the PyTorch splatter"),
+           "projection, binning and rasteriser vs gsplat (forward, and forward + backward) and the PyTorch splatter; "
+           "the rasteriser's launch variants"),
     _paper("gaussian_video", "a dynamic 3D scene trained per frame group: PSNR against size per level",
            module="scale_train3d", name="gaussian_video_train3d"),
     _paper("gaussian_video", "the RD ablations on the trained 3-D model, 3 seeds: no rate term vs the full keyframe, "
@@ -72,8 +74,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "ratios on 5 folds; inference latency"),
     _paper("dartquant", "massive channels put in by hand (norm gains × s; the stream's top directions in channels), "
            "3 seeds: W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end rotation training; "
-           "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192; the fused "
-           "X@R + INT4 + Whip kernel vs eager and `torch.compile`"),
+           "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192"),
+    _paper("dartquant", "the X@R + INT4 fake-quant + Whip-sum kernel: `torch.compile` and eager PyTorch first, then "
+           "the fused and split variants × tiles at 32768 × 4096 bf16; where the split variant's time goes",
+           module="scale_kernel", name="dartquant_kernel"),
     _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
     _paper("ortho_residual", "linear vs Orthogonal-F on a small byte-level decoder to equal steps (a pilot until the "
            "linear validation loss flattens) and a ViT on upsampled digits, 3 seeds each; the bf16 vs fp32 projection "

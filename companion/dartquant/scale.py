@@ -17,12 +17,13 @@ Stages (bodies in :mod:`companion.dartquant.study`), the most important first:
    and the end-to-end loss curve;
 2. ``cost``: the two calibrations at the second width (d 1024, 12 layers) with the same recipe;
 3. ``step_cost``: one Whip step with QR-Orth (Alg. 1) and with the Cayley parametrisation (the peer, first) at
-   n = 4096 and 8192, fp32, 2048 tokens a step: median time and peak memory (paper: (4/3)n³ vs ≈6n³, ≈1.4×);
-4. ``kernel``: the fused ``companion_kernels.rotate_quant_whip`` (X R, per-token INT4 fake quantization with
-   clip 0.9, the per-token Whip sums of Eq. 4) at 32768 tokens × d = 4096 in bf16 against eager PyTorch, for
-   each GPU tile shape: agreement on the GPU, ms, TB/s, TFLOP/s;
-5. ``kernel_compile``: ``torch.compile`` of the eager reference on the kernel's inputs (last: its compile time
-   is hard to bound).
+   n = 4096 and 8192, fp32, 2048 tokens a step: median time and peak memory (paper: (4/3)n³ vs ≈6n³, ≈1.4×).
+
+The Triton kernel ``companion_kernels.rotate_quant_whip`` has its own study, :mod:`companion.dartquant.scale_kernel`
+(``python -m companion.bench dartquant_kernel``: ``torch.compile`` and eager PyTorch first, then each variant
+and tile). Runs recorded before it hold two more stages here, ``kernel`` (the fused variant against eager
+PyTorch) and ``kernel_compile`` (``torch.compile`` of the eager reference); :func:`kernel_summary` reads them when
+the kernel study has no record.
 
 End-to-end recipe (SpinQuant's, scaled down): 100 iterations of 8 calibration sequences (SpinQuant: 8 GPUs × 1
 sequence of 2048 tokens; here 512-byte windows), the learning rate decayed linearly to 0; deviation: Adam at
@@ -32,8 +33,7 @@ not carry over between the two. DartQuant: 300 R1 and 100 R2 steps of 1024 token
 
 Not reproduced, for one lease: the paper's 7–70B pretrained LLMs (here 25–150M parameters trained for seconds,
 their massive channels put in by hand), GPTQ weights (RTN instead: the GPTQ column loop in Python would cost
-more than the lease). Run it with ``python -m companion.bench dartquant`` (``--smoke``: a tiny CPU run, the
-kernel in the Triton interpreter).
+more than the lease). Run it with ``python -m companion.bench dartquant`` (``--smoke``: a tiny CPU run).
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ from __future__ import annotations
 import torch
 
 from companion.core.stages import Stage, not_finished, study_functions
+from companion.dartquant import kernel_bench as K
+from companion.dartquant import scale_kernel
 from companion.dartquant import study as E
 
 RESULTS_NAME = "dartquant_gpu"
 COMMAND = "python -m companion.bench dartquant"
-DEADLINE_S = 320
+DEADLINE_S = 275
 N_SEEDS = 3  # outlier stages, one seed each
 GPU_PROFILE = {
     "outlier_model": {"name": "d512-L8", "hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "ffn": 1536,
@@ -65,8 +67,6 @@ GPU_PROFILE = {
     "eval_samples": 32,
     "bits": {"w": 4, "a": 4, "kv": 4},
     "step_cost_n": [4096, 8192], "step_cost_tokens": 2048,
-    "kernel_tokens": 32768, "kernel_n": 4096, "kernel_bits": 4, "kernel_dtype": "bfloat16",
-    "compile_backend": "inductor",
     "seed": 0,
 }
 SMOKE_PROFILE = {
@@ -78,7 +78,6 @@ SMOKE_PROFILE = {
     "text_bytes": 400_000, "seq_len": 64, "batch": 4, "calib_samples": 8,
     "calib_tokens_per_sample": 16, "r1_steps": 5, "r2_steps": 3, "rot_batch": 64, "e2e_steps": 3, "e2e_batch": 2,
     "eval_samples": 4, "step_cost_n": [64], "step_cost_tokens": 128,
-    "kernel_tokens": 67, "kernel_n": 32, "kernel_dtype": "float32", "compile_backend": "eager",
 }
 # needs_s on one H200, from the recorded run of 2026-12-02 (d 512: 12 s training, DartQuant 2.8 s, 60
 # end-to-end steps 10.6 s; d 1024: 16 s, 5.2 s, 13.2 s): an outlier seed = 12 s training + 8 quantized
@@ -89,8 +88,6 @@ STAGES = (
     *(Stage(f"outliers_seed{i}", E.outlier_stage(i), needs_s=55) for i in range(N_SEEDS)),
     Stage("cost", E.run_cost, needs_s=55),
     Stage("step_cost", E.run_step_cost, needs_s=15),
-    Stage("kernel", E.run_kernel, needs_s=10),
-    Stage("kernel_compile", E.run_kernel_compile, needs_s=35),
 )
 OUTLIER_STAGES = tuple(s.name for s in STAGES[:N_SEEDS])
 
@@ -106,10 +103,29 @@ def missing(gpu: dict | None, stage: str) -> str | None:
     return f"the recorded run's stage {left[0]}" if left else None
 
 
-def kernel_summary(gpu: dict | None) -> str:
-    """One line on the fused kernel for the notebook: its TB/s and speed-ups when recorded, else why not."""
-    if missing(gpu, "kernel"):
-        return f"Fused rotate + INT4 fake-quant + Whip kernel: not recorded ({missing(gpu, 'kernel')})."
+def _kernel_record(gpu: dict | None, kernel_run: dict | None) -> tuple[str, dict | None]:
+    """Which kernel record to read: ``("study", payload)`` when the kernel study's ``kernel_run`` (None: its
+    committed JSON) has its ``kernel`` stage done, else ``("old", gpu)`` when this study's recorded ``kernel``
+    stage is done, else ``("none", None)``."""
+    kernel_run = scale_kernel.recorded() if kernel_run is None else kernel_run
+    if not not_finished(kernel_run, ("kernel",)):
+        return "study", kernel_run
+    if not missing(gpu, "kernel"):
+        return "old", gpu
+    return "none", None
+
+
+def kernel_summary(gpu: dict | None, kernel_run: dict | None = None) -> str:
+    """One line on the Triton kernel for the notebook: from the kernel study's payload ``kernel_run`` (None: its
+    committed ``dartquant_kernel.json``; ``{}``: none) when it holds its ``kernel`` stage, else from the older
+    record in this study's payload ``gpu`` (the fused variant, TB/s and speed-ups), else why neither."""
+    which, rec = _kernel_record(gpu, kernel_run)
+    if which == "study":
+        return scale_kernel.summary(rec)
+    if which == "none":
+        why = missing(gpu, "kernel")
+        return (f"Rotate + INT4 fake-quant + Whip kernel: not recorded ({scale_kernel.COMMAND} has no finished "
+                f"kernel stage; the older record: {why}).")
     k, a = gpu["kernel"], gpu["kernel"]["agreement"]
     dtype = getattr(torch, k["dtype"])
     txt = (f"Fused rotate + INT{k['bits']} fake-quant + Whip kernel, {k['tokens']} tokens × d={k['n']} {k['dtype']}: "
@@ -122,8 +138,20 @@ def kernel_summary(gpu: dict | None) -> str:
                 f"{c['speedup_vs_compiled']:.2f}× its speed)")
     else:
         txt += f"; torch.compile not timed beside it ({missing(gpu, 'kernel_compile') or 'another call of the study'})"
-    ok = E.kernel_matches(a, k["bits"], dtype)
+    ok = K.kernel_matches(a, k["bits"], dtype)
     txt += (f". Matches PyTorch: {'yes' if ok else 'NO'} ({100 * a['off_frac']:.3f} % of elements on another grid "
-            f"point, at most {a['max_steps']:.3f} steps (bound {E.kernel_steps_bound(k['bits'], dtype):.3f}); "
+            f"point, at most {a['max_steps']:.3f} steps (bound {K.kernel_steps_bound(k['bits'], dtype):.3f}); "
             f"Whip sums within {a['whip_rel']:.1e})")
-    return txt + f". Bytes counted: {k['bytes_counted']}."
+    return txt + f". Bytes counted: {k['bytes_counted']} (an older record: {scale_kernel.COMMAND} not run yet)."
+
+
+def kernel_mismatches(gpu: dict | None, kernel_run: dict | None = None) -> list[str]:
+    """What :func:`kernel_summary` reads, as the recorded kernel results that do not match eager PyTorch (the
+    notebook's check): the kernel study's tiles, else the older record's; ``[]`` when none is recorded."""
+    which, rec = _kernel_record(gpu, kernel_run)
+    if which == "study":
+        return scale_kernel.mismatches(rec)
+    if which == "old":
+        k = rec["kernel"]
+        return [] if K.kernel_matches(k["agreement"], k["bits"], getattr(torch, k["dtype"])) else ["fused (older record)"]
+    return []

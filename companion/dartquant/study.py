@@ -1,22 +1,19 @@
-"""The stage bodies of paper 08's one-GPU study (:mod:`companion.dartquant.scale`) and the fused kernel's agreement measure.
+"""The stage bodies of paper 08's one-GPU study (:mod:`companion.dartquant.scale`).
 
 Each stage body takes a :class:`companion.core.stages.StageContext` and returns the stage's JSON-able result:
 
 * :func:`run_step_cost`: one Whip step (rotation, Eq. 4's loss, backward, SGD update) with QR-Orth (Alg. 1) and
   with the Cayley parametrisation, the peer measured first: median time and peak memory at each width;
-* :func:`run_kernel`: the fused ``companion_kernels.rotate_quant_whip`` (``Y = X R``, per-token asymmetric
-  fake quantization of Y with clip 0.9, the per-token Whip sums) against the same function in eager PyTorch,
-  for each of the kernel's GPU tile shapes: agreement on the GPU, ms, TB/s, TFLOP/s;
 * :func:`outlier_stage` (one stage per seed, :func:`outlier_study`): a byte-level LLaMA-layout model trained
   from scratch on the standard library's source, massive channels put in by two function-preserving transforms
   (:mod:`companion.dartquant.outliers`: in the norm gains, which fusing the norms undoes, and in the residual
   stream by a change of basis, which it does not), then W4A4KV4 perplexity with no rotation, fused norms only,
   and, on the residual-stream model, no rotation, QuaRot, DartQuant and end-to-end R1 training, and the
   calibration cost of DartQuant against the end-to-end training;
-* :func:`run_cost`: the same two calibrations at a second width;
-* :func:`run_kernel_compile`: ``torch.compile`` of the eager reference at the kernel stage's shape.
+* :func:`run_cost`: the same two calibrations at a second width.
 
-:func:`step_cost` also times the notebook's CPU row; :func:`kernel_matches` judges a recorded kernel result.
+:func:`step_cost` also times the notebook's CPU row. The Triton kernel's study is
+:mod:`companion.dartquant.scale_kernel` (bodies in :mod:`companion.dartquant.kernel_bench`).
 """
 
 from __future__ import annotations
@@ -27,16 +24,7 @@ import time
 import numpy as np
 import torch
 
-from companion.core import check_choice, time_ms
-
-#: the kernel's output counts as matching PyTorch when at most this fraction of elements sits on another
-#: grid point than eager PyTorch's (GEMM accumulation order moves a few y values across a rounding
-#: boundary), none by more than :func:`kernel_steps_bound` quantization steps, and the Whip sums agree to
-#: this relative error
-KERNEL_MAX_OFF_FRAC = 0.02
-KERNEL_WHIP_RTOL = 1e-3
-KERNEL_DTYPES = ("bfloat16", "float16", "float32")
-CLIP = 0.9              # the activation quantizer's clip ratio (paper Sec. 4.1)
+from companion.core import time_ms
 
 
 def _device(ctx) -> torch.device:
@@ -44,10 +32,6 @@ def _device(ctx) -> torch.device:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rotations stay fp32
     return device
-
-
-def _kernel_dtype(profile: dict) -> torch.dtype:
-    return getattr(torch, check_choice("kernel_dtype", profile["kernel_dtype"], KERNEL_DTYPES))
 
 
 # ------------------------------------------------------------------------------------------ step cost
@@ -100,145 +84,6 @@ def run_step_cost(ctx) -> dict:
     device, P = _device(ctx), ctx.profile
     return {"rows": [step_cost(n, P["step_cost_tokens"], device, ctx.log) for n in P["step_cost_n"]],
             "tokens": P["step_cost_tokens"]}
-
-
-# ------------------------------------------------------------------------------------------ the fused kernel
-
-def kernel_steps_bound(bits: int, dtype: torch.dtype) -> float:
-    """The largest kernel-vs-PyTorch difference, in quantization steps s, of two correct implementations:
-    one grid point (a y near a rounding boundary), plus the rounding of each side's dequantized output
-    s·(q − z) to ``dtype``: |q − z| ≤ 2^b − 1 steps, each rounded with relative error at most u = eps/2,
-    so 1 + 2(2^b − 1)u (bf16, 4 bits: 1.117; fp32: 1 + 1.8e-6)."""
-    return 1.0 + 2 * (2 ** bits - 1) * torch.finfo(dtype).eps / 2
-
-
-def kernel_matches(agreement: dict, bits: int, dtype: torch.dtype) -> bool:
-    """Whether a :func:`kernel_agreement` record is within the three tolerances above."""
-    return bool(agreement["off_frac"] <= KERNEL_MAX_OFF_FRAC and agreement["max_steps"] <= kernel_steps_bound(bits, dtype)
-                and agreement["whip_rel"] <= KERNEL_WHIP_RTOL)
-
-
-def kernel_inputs(tokens: int, n: int, dtype: torch.dtype, device, seed: int = 0):
-    """Post-RMSNorm-like activations (Gaussian, 4 massive channels ×20) and QuaRot's random Hadamard R."""
-    from companion.dartquant.hadamard import random_hadamard
-
-    g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(tokens, n, device=device, generator=g)
-    x[:, :4] *= 20.0
-    return x.to(dtype), random_hadamard(n, seed).to(device=device, dtype=dtype)
-
-
-def kernel_agreement(yk: torch.Tensor, wk: torch.Tensor, yr: torch.Tensor, wr: torch.Tensor, y: torch.Tensor,
-                     bits: int, clip: float = CLIP) -> dict:
-    """How far the kernel's ``(Q(XR), whip)`` is from the reference's, given the rounded ``y = X R``.
-
-    ``off_frac``: fraction of elements on another grid point (difference above 1e-3 of the token's step s);
-    ``max_steps``: the largest difference in units of s; ``whip_rel``: the largest relative Whip-sum error;
-    ``matches``: :func:`kernel_matches` at the kernel output's dtype.
-    """
-    yf = y.float()
-    hi = yf.amax(-1, keepdim=True).clamp(min=0) * clip
-    lo = yf.amin(-1, keepdim=True).clamp(max=0) * clip
-    step = ((hi - lo) / (2 ** bits - 1)).clamp_min(1e-30)
-    d = (yk.float() - yr.float()).abs() / step
-    out = {"off_frac": float((d > 1e-3).float().mean()), "max_steps": float(d.max()),
-           "whip_rel": float(((wk.double() - wr.double()).abs() / wr.double().abs().clamp_min(1e-12)).max()),
-           "elements": int(y.numel())}
-    out["matches"] = kernel_matches(out, bits, yk.dtype)
-    return out
-
-
-def kernel_bytes(tokens: int, n: int, itemsize: int) -> int:
-    """Compulsory bytes of the fused op: X read, R read once, quantized Y written, fp32 Whip sums written."""
-    return 2 * tokens * n * itemsize + n * n * itemsize + 4 * tokens
-
-
-def add_rates(row: dict, name: str, tokens: int, n: int, itemsize: int) -> None:
-    """``<name>_tbps`` and ``<name>_tflops`` of ``row[<name>_ms]`` (the compulsory bytes; 2·T·n² FLOP)."""
-    ms = row[f"{name}_ms"]
-    row[f"{name}_tbps"] = round(kernel_bytes(tokens, n, itemsize) / ms / 1e9, 4)
-    row[f"{name}_tflops"] = round(2 * tokens * n * n / ms / 1e9, 2)
-
-
-def kernel_study(tokens: int, n: int, bits: int, dtype: torch.dtype, device, log, seed: int = 0) -> dict:
-    """The fused Triton kernel against eager PyTorch at ``tokens`` × ``n``: agreement, ms, TB/s, TFLOP/s."""
-    from companion_kernels.dispatch import interpreting
-    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
-
-    interp = device.type != "cuda"
-    if interp and not interpreting():
-        raise RuntimeError("the kernel stage needs a CUDA device, or TRITON_INTERPRET=1 on the CPU "
-                           "(python -m companion.bench dartquant --smoke sets it)")
-    from companion_kernels.rotate_quant_whip.triton import GPU_TILES, rotate_quant_whip_triton
-
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    row = {"tokens": tokens, "n": n, "bits": bits, "dtype": str(dtype).replace("torch.", ""), "clip": CLIP,
-           "bytes": kernel_bytes(tokens, n, itemsize), "flop": 2 * tokens * n * n,
-           "bytes_counted": "X read + R read once + quantized Y written + fp32 Whip sums written"}
-    x, r = kernel_inputs(tokens, n, dtype, device, seed)
-    eager = lambda: rotate_quant_whip_reference(x, r, bits, CLIP)  # noqa: E731
-    yr, wr = eager()
-    y = x @ r
-    row["eager_ms"] = round(time_ms(eager, device), 4)  # the peer first
-    tiles = [None] if interp or dtype == torch.float32 else list(GPU_TILES)
-    row["tiles"] = []
-    for tile in tiles:  # each tile: agreement with eager PyTorch, then time; the best time is reported
-        fused = lambda tile=tile: rotate_quant_whip_triton(x, r, bits, CLIP, interpret=interp, tiles=tile)  # noqa: E731
-        yk, wk = fused()
-        entry = {"tile": list(tile) if tile else "default", "agreement": kernel_agreement(yk, wk, yr, wr, y, bits)}
-        del yk, wk
-        entry["ms"] = round(time_ms(fused, device, cpu_reps=1 if interp else 5), 4)
-        row["tiles"].append(entry)
-    best = min(row["tiles"], key=lambda e: e["ms"])
-    row["triton_ms"], row["best_tile"] = best["ms"], best["tile"]
-    worst = max(row["tiles"], key=lambda e: (not e["agreement"]["matches"], e["agreement"]["off_frac"]))
-    row["agreement"] = worst["agreement"]  # every tile tried must match for the row to match
-    del x, r, yr, wr, y
-    for name in ("eager", "triton"):
-        add_rates(row, name, tokens, n, itemsize)
-    row["speedup_vs_eager"] = round(row["eager_ms"] / row["triton_ms"], 3)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    log(f"[kernel] {row}")
-    return row
-
-
-def run_kernel(ctx) -> dict:
-    """Stage ``kernel``: :func:`kernel_study` at ``kernel_tokens`` × ``kernel_n`` in ``kernel_dtype``. Bytes
-    counted for TB/s: X read + R read once + quantized Y written + the fp32 Whip sums written (the kernel's
-    read-back of Y and R's re-reads from L2 are not counted); at n = 4096 the op is compute-bound (2n FLOP per
-    4 bytes), so TFLOP/s is reported too."""
-    P = ctx.profile
-    return kernel_study(P["kernel_tokens"], P["kernel_n"], P["kernel_bits"], _kernel_dtype(P), _device(ctx), ctx.log,
-                        ctx.seed)
-
-
-def run_kernel_compile(ctx) -> dict:
-    """Stage ``kernel_compile``: ``torch.compile`` (``compile_backend``) of the eager reference on the kernel
-    stage's inputs: the first call's seconds (the compilation), agreement with eager PyTorch, ms and rates, and
-    the fused kernel's speed relative to it when this payload holds the kernel stage. Last in the study: its
-    compile time is hard to bound."""
-    from companion_kernels.rotate_quant_whip.reference import rotate_quant_whip_reference
-
-    P, device = ctx.profile, _device(ctx)
-    tokens, n, bits, dtype = P["kernel_tokens"], P["kernel_n"], P["kernel_bits"], _kernel_dtype(P)
-    x, r = kernel_inputs(tokens, n, dtype, device, ctx.seed)
-    compiled = torch.compile(rotate_quant_whip_reference, backend=P["compile_backend"])
-    t0 = time.perf_counter()
-    yc, wc = compiled(x, r, bits, CLIP)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    row = {"compile_seconds": round(time.perf_counter() - t0, 1)}
-    yr, wr = rotate_quant_whip_reference(x, r, bits, CLIP)
-    row["compiled_agreement"] = kernel_agreement(yc, wc, yr, wr, x @ r, bits)
-    del yc, wc, yr, wr
-    row["compiled_ms"] = round(time_ms(lambda: compiled(x, r, bits, CLIP), device), 4)
-    add_rates(row, "compiled", tokens, n, torch.empty((), dtype=dtype).element_size())
-    triton_ms = (ctx.results.get("kernel") or {}).get("triton_ms")
-    if triton_ms:
-        row["speedup_vs_compiled"] = round(row["compiled_ms"] / triton_ms, 3)
-    ctx.log(f"[kernel, torch.compile] {row}")
-    return row
 
 
 # ------------------------------------------------------------------------------------------ the models

@@ -1,15 +1,19 @@
 """Validated entry point of the fused rotate-quantize-Whip op (DartQuant, Shao et al., NeurIPS 2025).
 
-``rotate_quant_whip(x, r, bits=4, clip=0.9, impl="auto")`` returns ``(Q(x @ r), whip)``: the per-token
-asymmetric b-bit fake quantization (clip ratio ``clip``) of the rotated activations in x's dtype, shape
-of ``x``, and the per-token Whip sums ``Σ_channels exp(−|x @ r|)`` (Eq. 4; the loss is their mean) in fp32,
-shape ``x.shape[:-1]``. ``x`` is ``[..., n]``; ``r`` ``[n, n]`` in x's dtype. Definitions: ``reference.py``;
-the kernel: ``triton.py``. Dispatch and guards: ``companion_kernels.dispatch`` (``impl="auto"`` runs the
-kernel on CUDA and the reference elsewhere; ``impl="triton"`` on the CPU only under ``TRITON_INTERPRET=1``).
+``rotate_quant_whip(x, r, bits=4, clip=0.9, impl="auto", variant="fused")`` returns ``(Q(x @ r), whip)``: the
+per-token asymmetric b-bit fake quantization (clip ratio ``clip``) of the rotated activations in x's dtype,
+shape of ``x``, and the per-token Whip sums ``Σ_channels exp(−|x @ r|)`` (Eq. 4; the loss is their mean) in
+fp32, shape ``x.shape[:-1]``. ``x`` is ``[..., n]``; ``r`` ``[n, n]`` in x's dtype. Definitions:
+``reference.py``; the kernels: ``triton.py``, where ``variant`` picks the schedule (:data:`VARIANTS`):
+``"fused"``, one program per row block sweeping the width twice, or ``"split"``, a tiled GEMM writing per-tile
+row partials, then a row-wise quantization pass (the reference ignores it). Dispatch and guards:
+``companion_kernels.dispatch`` (``impl="auto"`` runs the kernel on CUDA and the reference elsewhere;
+``impl="triton"`` on the CPU only under ``TRITON_INTERPRET=1``).
 
-Bad input raises: ``bits`` outside 2..8, ``clip`` outside (0, 1], a non-square or non-2-D ``r``, a width
-mismatch, tensors on two devices or of two dtypes, and (``check_finite=True``, the default; it costs one
-pass and a host sync) NaN or infinite entries in ``x`` or ``r``. Forward only: no autograd through the kernel.
+Bad input raises: a ``variant`` not in :data:`VARIANTS`, ``bits`` outside 2..8, ``clip`` outside (0, 1], a
+non-square or non-2-D ``r``, a width mismatch, tensors on two devices or of two dtypes, and
+(``check_finite=True``, the default; it costs one pass and a host sync) NaN or infinite entries in ``x`` or
+``r``. Forward only: no autograd through the kernel.
 """
 
 from __future__ import annotations
@@ -18,16 +22,18 @@ import math
 
 import torch
 
-from ..dispatch import IMPLS, check_impl, check_int, check_same, check_tensor, interpreting, resolve_impl
+from ..dispatch import IMPLS, check_choice, check_impl, check_int, check_same, check_tensor, interpreting, resolve_impl
 from . import reference
 
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+VARIANTS = ("fused", "split")  # the Triton kernel's two schedules (triton.py)
 _OP = "rotate_quant_whip"
 
-__all__ = ["IMPLS", "TRITON_DTYPES", "rotate_quant_whip"]
+__all__ = ["IMPLS", "TRITON_DTYPES", "VARIANTS", "rotate_quant_whip"]
 
 
-def _validate(x, r, bits, clip, check_finite):
+def _validate(x, r, bits, clip, variant, check_finite):
+    check_choice("variant", variant, VARIANTS, op=_OP, note=" (the Triton kernel's schedule)")
     check_int("bits", bits, op=_OP, low=2, high=8, note=" (the activation bit width)")
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or not 0 < clip <= 1:
         raise ValueError(f"{_OP}: clip={clip!r} is not allowed: expected a number in (0, 1] (the clip ratio, 0.9 in the paper)")
@@ -54,10 +60,10 @@ def _unsupported(x: torch.Tensor) -> str | None:
 
 
 def rotate_quant_whip(x: torch.Tensor, r: torch.Tensor, *, bits: int = 4, clip: float = 0.9, impl: str = "auto",
-                      check_finite: bool = True):
+                      variant: str = "fused", check_finite: bool = True):
     """``(Q(x @ r), whip)``; see the module docstring."""
     check_impl(impl, op=_OP)
-    _validate(x, r, bits, clip, check_finite)
+    _validate(x, r, bits, clip, variant, check_finite)
     if impl == "triton":
         check_tensor("x", x, op=_OP, dtypes=TRITON_DTYPES)
     impl = resolve_impl(impl, x.device, op=_OP, unsupported=_unsupported(x))
@@ -69,5 +75,5 @@ def rotate_quant_whip(x: torch.Tensor, r: torch.Tensor, *, bits: int = 4, clip: 
         from .triton import rotate_quant_whip_triton
 
         yq, whip = rotate_quant_whip_triton(x2.contiguous(), r.contiguous(), bits, float(clip),
-                                            interpret=interpreting() and x.device.type != "cuda")
+                                            interpret=interpreting() and x.device.type != "cuda", variant=variant)
     return yq.reshape(x.shape), whip.reshape(lead)

@@ -1,6 +1,6 @@
-"""Triton kernel of the fused rotate-quantize-Whip op (DartQuant, Eq. 4 and the per-token INT-b quantizer).
+"""Triton kernels of the rotate-quantize-Whip op (DartQuant, Eq. 4 and the per-token INT-b quantizer), two variants.
 
-One program owns ``BLOCK_M`` tokens (rows of X) and sweeps the whole width n twice:
+**"fused"** (:func:`_rqw_kernel`): one program owns ``BLOCK_M`` tokens (rows of X) and sweeps the whole width n twice:
 
 1. for each column block: ``acc = X[rows] @ R[:, cols]`` (fp32 accumulation over K blocks with ``tl.dot``),
    rounded to X's dtype (the value eager PyTorch's matmul returns) and written to the output; the row
@@ -12,13 +12,36 @@ One program owns ``BLOCK_M`` tokens (rows of X) and sweeps the whole width n twi
 
 So X is read once, R once per row block (from L2), and Y written, read and written again; no fp32 copy of
 Y, no separate max/min/exp passes. Per-token quantization needs the whole row's range before any element
-can be quantized, hence the second sweep (recomputing X R instead would double the FLOPs).
+can be quantized, hence the second sweep (recomputing X R instead would double the FLOPs). Its grid has only
+T/BLOCK_M programs (256 at 32768 tokens), each running the whole width's GEMM.
 
 Tiles (bf16/fp16 on a GPU): 128 tokens × 128 columns × 64 of K, 8 warps, the K loop software-pipelined
 over 3 stages (``tl.range(..., num_stages)``). Compiled ahead of time for sm_90 (Hopper) this gives wgmma,
 asynchronous copies into 3 shared-memory buffers (96 KiB) and 243 registers without spills; a 128 × 256
 tile spills, so it is not used. Each program re-reads its X row panel once per column block (from L2 when
-it is still there), so X traffic is n/128 times X's size.
+it is still there), so X traffic is n/128 times X's size. Timed on one H200 at 32768 × 4096 bf16: 2.94 ms
+(64 × 256 tile), where ``torch.compile`` of the eager reference took 1.66 ms. Since then its K loop and its
+quantizer live in helpers shared with the split variant (``_dot_tile``, ``_scale_zero``, ``_fake_quant``, inlined
+by Triton; the same operations in the same order): not yet timed again on the H200.
+
+**"split"** (:func:`_rotate_partials_kernel`, then :func:`_quantize_rows_kernel`): the GEMM as an ordinary 2-D
+tiled matmul, so that it fills the GPU, and the per-token range as a reduction of per-tile partials:
+
+1. a ``(T/BLOCK_M) × (n/BLOCK_N)`` grid, launched in grouped order (``GROUP_M`` row blocks sweep the column
+   blocks together, so R's column panels and X's row panels are reused from L2, as in the Triton matmul
+   tutorial); each program accumulates its tile of X R in fp32, rounds it to X's dtype, stores it, and writes
+   the tile's row maximum, minimum and ``Σ exp(−|y|)`` of the rounded values to ``[T, n/BLOCK_N]`` fp32
+   buffers: one slot per (token, column block), no atomics, so the result does not depend on the schedule;
+2. a row-wise pass, ``QUANT_ROWS`` tokens a program: it reduces each token's partials (``tl.sum`` over the
+   column blocks: a fixed order for a given tile), computes s and z exactly as the fused variant, and
+   fake-quantizes Y in place.
+
+Y goes to memory once in X's dtype, is read back once and written once more (at 32768 × 4096 bf16: 512 MiB of
+extra traffic against the fused variant's L2 read-back). Quantized values equal the fused variant's wherever
+the two GEMMs round y alike. The Whip sums differ by the order of the fp32 additions only: each side is a sum of
+n positive terms, within (n − 1)·2^-24 of the exact sum relatively (the classical bound for recursive
+summation), so the two differ by at most 2(n − 1)·2^-24 relatively (4.9e-4 at n = 4096; measured in the
+interpreter at 64 × 1024 fp32, 32 column blocks: 2.4e-7). Not yet timed on the H200.
 
 ``round`` is written with ``floor`` (exact for |v| < 2^22, here |v| ≤ (2^b − 1)/clip): ``libdevice.rint``
 does not run in the CPU interpreter. fp32 inputs use ``input_precision="ieee"`` (no TF32), matching
@@ -30,6 +53,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+#: row blocks that sweep the column blocks together in the split variant's GEMM (grouped launch order)
+GROUP_M = 8
 
 
 @triton.jit
@@ -43,36 +69,68 @@ def _rint(v):
 
 
 @triton.jit
+def _scale_zero(rmax, rmin, clip, maxq):
+    """Each token's step s and zero point z from its range, as ``reference.fake_quant_rows``: the range clamped
+    to include 0 and scaled by ``clip``, an all-zero token given [−1, 1], IEEE division, z rounded half to even."""
+    ymax = tl.maximum(rmax, 0.0) * clip
+    ymin = tl.minimum(rmin, 0.0) * clip
+    both0 = (ymax == 0.0) & (ymin == 0.0)
+    ymax = tl.where(both0, 1.0, ymax)
+    ymin = tl.where(both0, -1.0, ymin)
+    scale = tl.math.div_rn(ymax - ymin, tl.zeros_like(ymax) + maxq)
+    return scale, _rint(tl.math.div_rn(-ymin, scale))
+
+
+@triton.jit
+def _fake_quant(yf, scale, zero, maxq):
+    """``s·(clamp(round(y/s) + z, 0, maxq) − z)`` for a [rows, cols] fp32 tile and per-row ``scale``, ``zero``."""
+    q = _rint(tl.math.div_rn(yf, scale[:, None] + tl.zeros_like(yf))) + zero[:, None]
+    q = tl.minimum(tl.maximum(q, 0.0), maxq)
+    return scale[:, None] * (q - zero[:, None])
+
+
+@triton.jit
+def _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
+              N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              IEEE: tl.constexpr, STAGES: tl.constexpr):
+    """``X[rows] @ R[:, cols]`` accumulated in fp32 over K blocks, the K loop pipelined over ``STAGES``."""
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k0 in tl.range(0, N, BLOCK_K, num_stages=STAGES):
+        ks = k0 + offs_k
+        k_ok = ks < N
+        a = tl.load(x_ptr + rows64[:, None] * stride_xm + ks[None, :] * stride_xk,
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(r_ptr + ks[:, None] * stride_rk + cols[None, :] * stride_rn,
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        if IEEE:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
 def _rqw_kernel(
     x_ptr, r_ptr, y_ptr, w_ptr, T, clip, maxq,
     stride_xm, stride_xk, stride_rk, stride_rn, stride_ym, stride_yn,
     N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr,
     STAGES: tl.constexpr,
 ):
+    """The fused variant: one program per ``BLOCK_M`` tokens, two sweeps over the width (module docstring)."""
     pid = tl.program_id(0)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < T
     rows64 = rows.to(tl.int64)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
     rmax = tl.full([BLOCK_M], float("-inf"), tl.float32)
     rmin = tl.full([BLOCK_M], float("inf"), tl.float32)
     whip = tl.zeros([BLOCK_M], tl.float32)
     for n0 in range(0, N, BLOCK_N):
         cols = n0 + offs_n
         col_ok = cols < N
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k0 in tl.range(0, N, BLOCK_K, num_stages=STAGES):
-            ks = k0 + offs_k
-            k_ok = ks < N
-            a = tl.load(x_ptr + rows64[:, None] * stride_xm + ks[None, :] * stride_xk,
-                        mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            b = tl.load(r_ptr + ks[:, None] * stride_rk + cols[None, :] * stride_rn,
-                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-            if IEEE:
-                acc = tl.dot(a, b, acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, b, acc)
+        acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
+                        N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
         m = row_ok[:, None] & col_ok[None, :]
         y = acc.to(y_ptr.dtype.element_ty)
         tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y, mask=m)
@@ -81,55 +139,154 @@ def _rqw_kernel(
         rmin = tl.minimum(rmin, tl.min(tl.where(m, yf, float("inf")), axis=1))
         whip += tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1)
     tl.store(w_ptr + rows, whip, mask=row_ok)
-    ymax = tl.maximum(rmax, 0.0) * clip
-    ymin = tl.minimum(rmin, 0.0) * clip
-    both0 = (ymax == 0.0) & (ymin == 0.0)
-    ymax = tl.where(both0, 1.0, ymax)
-    ymin = tl.where(both0, -1.0, ymin)
-    scale = tl.math.div_rn(ymax - ymin, tl.zeros([BLOCK_M], tl.float32) + maxq)
-    zero = _rint(tl.math.div_rn(-ymin, scale))
+    scale, zero = _scale_zero(rmax, rmin, clip, maxq)
     tl.debug_barrier()  # the second sweep reads what other threads of this program wrote
     for n0 in range(0, N, BLOCK_N):
         cols = n0 + offs_n
         m = row_ok[:, None] & (cols < N)[None, :]
         ptrs = y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn
         yf = tl.load(ptrs, mask=m, other=0.0).to(tl.float32)
-        q = _rint(tl.math.div_rn(yf, scale[:, None] + tl.zeros([BLOCK_M, BLOCK_N], tl.float32))) + zero[:, None]
-        q = tl.minimum(tl.maximum(q, 0.0), maxq)
-        tl.store(ptrs, (scale[:, None] * (q - zero[:, None])).to(y_ptr.dtype.element_ty), mask=m)
+        tl.store(ptrs, _fake_quant(yf, scale, zero, maxq).to(y_ptr.dtype.element_ty), mask=m)
 
 
-def _meta(n: int, dtype: torch.dtype, interp: bool):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)."""
+@triton.jit
+def _rotate_partials_kernel(
+    x_ptr, r_ptr, y_ptr, pmax_ptr, pmin_ptr, pwhip_ptr, T,
+    stride_xm, stride_xk, stride_rk, stride_rn, stride_ym, stride_yn,
+    N: tl.constexpr, NB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    IEEE: tl.constexpr, STAGES: tl.constexpr, GROUP: tl.constexpr,
+):
+    """The split variant's GEMM: tile (pid_m, pid_n) of Y = X R in X's dtype, and its per-row partials
+    (max, min, Σ exp(−|y|) of the rounded values) in slot ``pid_n`` of the ``[T, NB]`` buffers."""
+    pid = tl.program_id(0)
+    blocks_m = tl.cdiv(T, BLOCK_M)
+    in_group = GROUP * NB
+    first_m = (pid // in_group) * GROUP
+    group_m = tl.minimum(blocks_m - first_m, GROUP)  # the last group may hold fewer row blocks
+    pid_m = first_m + (pid % in_group) % group_m
+    pid_n = (pid % in_group) // group_m
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < T
+    rows64 = rows.to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
+                    N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
+    m = row_ok[:, None] & col_ok[None, :]
+    y = acc.to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y, mask=m)
+    yf = y.to(tl.float32)
+    slot = rows64 * NB + pid_n
+    tl.store(pmax_ptr + slot, tl.max(tl.where(m, yf, float("-inf")), axis=1), mask=row_ok)
+    tl.store(pmin_ptr + slot, tl.min(tl.where(m, yf, float("inf")), axis=1), mask=row_ok)
+    tl.store(pwhip_ptr + slot, tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1), mask=row_ok)
+
+
+@triton.jit
+def _quantize_rows_kernel(
+    y_ptr, pmax_ptr, pmin_ptr, pwhip_ptr, w_ptr, T, clip, maxq, stride_ym, stride_yn,
+    N: tl.constexpr, NB: tl.constexpr, NB_P2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """The split variant's row pass: ``BLOCK_R`` tokens' partials reduced to their range and Whip sums, then
+    their rounded Y fake-quantized in place, ``BLOCK_C`` columns at a time."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    row_ok = rows < T
+    rows64 = rows.to(tl.int64)
+    blocks = tl.arange(0, NB_P2)
+    pm = row_ok[:, None] & (blocks < NB)[None, :]
+    slots = rows64[:, None] * NB + blocks[None, :]
+    rmax = tl.max(tl.load(pmax_ptr + slots, mask=pm, other=float("-inf")), axis=1)
+    rmin = tl.min(tl.load(pmin_ptr + slots, mask=pm, other=float("inf")), axis=1)
+    tl.store(w_ptr + rows, tl.sum(tl.load(pwhip_ptr + slots, mask=pm, other=0.0), axis=1), mask=row_ok)
+    scale, zero = _scale_zero(rmax, rmin, clip, maxq)
+    for c0 in range(0, N, BLOCK_C):
+        cols = c0 + tl.arange(0, BLOCK_C)
+        m = row_ok[:, None] & (cols < N)[None, :]
+        ptrs = y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn
+        yf = tl.load(ptrs, mask=m, other=0.0).to(tl.float32)
+        tl.store(ptrs, _fake_quant(yf, scale, zero, maxq).to(y_ptr.dtype.element_ty), mask=m)
+
+
+def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of ``variant``'s GEMM."""
     p2 = max(16, triton.next_power_of_2(n))
     if interp:  # the interpreter runs one program at a time in numpy: small tiles keep tests fast
         return 16, min(32, p2), min(32, p2), 4, 1
     if dtype == torch.float32:
         return 64, min(128, p2), min(32, p2), 8, 3
+    if variant == "split":  # the Triton matmul tutorial's tile for 16-bit inputs on Hopper
+        return 128, min(256, p2), min(64, p2), 8, 3
     return 128, min(128, p2), min(64, p2), 8, 3
 
 
-#: tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) the GPU benchmark tries for 16-bit inputs: the
-#: default, and a wider column block that halves X's re-reads (255 registers, no spills ahead of time)
-GPU_TILES = ((128, 128, 64, 8, 3), (64, 256, 64, 8, 3))
+#: tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) the GPU benchmark tries for 16-bit inputs, per variant.
+#: fused: the default, and a wider column block that halves X's re-reads (255 registers, no spills ahead of time);
+#: split: the default and two 128 × 128 tiles (fewer registers in the epilogue, more programs)
+GPU_TILES = {
+    "fused": ((128, 128, 64, 8, 3), (64, 256, 64, 8, 3)),
+    "split": ((128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4)),
+}
+#: the split variant's row pass: tokens a program, columns a step (32 in the interpreter) and warps
+QUANT_ROWS, QUANT_COLS, QUANT_WARPS = 4, 1024, 4
+
+
+def _fused(x, r, out, whip, bits, clip, tiles):
+    t, n = x.shape
+    bm, bn, bk, warps, stages = tiles
+    _rqw_kernel[(triton.cdiv(t, bm),)](
+        x, r, out, whip, t, float(clip), float(2 ** bits - 1),
+        x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
+        N=n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, num_warps=warps,
+        num_stages=stages,
+    )
+
+
+def split_partials(x: torch.Tensor, r: torch.Tensor, out: torch.Tensor, tiles: tuple) -> torch.Tensor:
+    """The split variant's GEMM (:func:`_rotate_partials_kernel`): ``out`` ← X R in x's dtype; returns the fp32
+    partials ``[3, T, n/BLOCK_N]`` (each token's max, min and Σ exp(−|y|) per column block)."""
+    t, n = x.shape
+    bm, bn, bk, warps, stages = tiles
+    nb = triton.cdiv(n, bn)
+    part = torch.empty(3, t, nb, device=x.device, dtype=torch.float32)
+    _rotate_partials_kernel[(triton.cdiv(t, bm) * nb,)](
+        x, r, out, part[0], part[1], part[2], t,
+        x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
+        N=n, NB=nb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, GROUP=GROUP_M,
+        num_warps=warps, num_stages=stages,
+    )
+    return part
+
+
+def split_quantize(out: torch.Tensor, part: torch.Tensor, whip: torch.Tensor, bits: int, clip: float,
+                   interpret: bool = False) -> None:
+    """The split variant's row pass (:func:`_quantize_rows_kernel`): ``whip`` ← the reduced partials' sums,
+    ``out`` fake-quantized in place from the reduced range."""
+    t, n = out.shape
+    nb = part.shape[2]
+    cols = min(32 if interpret else QUANT_COLS, triton.next_power_of_2(n))
+    _quantize_rows_kernel[(triton.cdiv(t, QUANT_ROWS),)](
+        out, part[0], part[1], part[2], whip, t, float(clip), float(2 ** bits - 1), out.stride(0), out.stride(1),
+        N=n, NB=nb, NB_P2=triton.next_power_of_2(nb), BLOCK_R=QUANT_ROWS, BLOCK_C=cols, num_warps=QUANT_WARPS,
+    )
 
 
 def rotate_quant_whip_triton(x: torch.Tensor, r: torch.Tensor, bits: int, clip: float, *,
                              out: torch.Tensor | None = None, whip: torch.Tensor | None = None,
-                             interpret: bool = False, tiles: tuple | None = None):
+                             interpret: bool = False, tiles: tuple | None = None, variant: str = "fused"):
     """``(Q(X R), whip)`` for 2-D ``x`` [T, n] and ``r`` [n, n] of one dtype (no checks: see ``api.py``).
 
-    ``out`` ([T, n], x's dtype) and ``whip`` ([T], fp32) may be given (the tests pre-fill them with NaN);
-    ``tiles`` overrides the tile choice (see :data:`GPU_TILES`).
+    ``variant``: ``"fused"`` or ``"split"`` (module docstring). ``out`` ([T, n], x's dtype) and ``whip`` ([T],
+    fp32) may be given (the tests pre-fill them with NaN); ``tiles`` overrides the GEMM's tile choice (see
+    :data:`GPU_TILES`).
     """
-    t, n = x.shape
+    t = x.shape[0]
     out = torch.empty_like(x) if out is None else out
     whip = torch.empty(t, device=x.device, dtype=torch.float32) if whip is None else whip
-    bm, bn, bk, warps, stages = tiles or _meta(n, x.dtype, interpret)
-    grid = (triton.cdiv(t, bm),)
-    _rqw_kernel[grid](
-        x, r, out, whip, t, float(clip), float(2 ** bits - 1),
-        x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
-        N=n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, num_warps=warps, num_stages=stages,
-    )
+    tiles = tiles or _meta(x.shape[1], x.dtype, interpret, variant)
+    if variant == "split":
+        split_quantize(out, split_partials(x, r, out, tiles), whip, bits, clip, interpret)
+    elif variant == "fused":
+        _fused(x, r, out, whip, bits, clip, tiles)
+    else:
+        raise ValueError(f"rotate_quant_whip: variant={variant!r} is not allowed; choose 'fused' or 'split'")
     return out, whip

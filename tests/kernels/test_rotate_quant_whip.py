@@ -5,6 +5,8 @@ the test marked ``gpu`` runs compiled in bf16 at d = 4096. The kernel is checked
 ``companion_kernels.rotate_quant_whip.reference`` and against the package's own PyTorch functions
 (``companion.dartquant.quant.quantize_activations`` and ``companion.dartquant.whip.whip_loss``). Outputs are
 pre-filled with NaN so unwritten elements are caught; a mutant with a wrong scale must fail the comparison.
+Both schedules (``variant`` "fused" and "split") are checked; "split" also against "fused" (the same values, the
+Whip sums up to the order of the fp32 additions).
 """
 
 import os
@@ -42,10 +44,10 @@ def _acts(t, n, seed=0):
     return x
 
 
-def _launch(x, r, bits, clip=0.9):
+def _launch(x, r, bits, clip=0.9, variant="fused", tiles=None):
     out = torch.full_like(x, float("nan"))
     whip = torch.full((x.shape[0],), float("nan"), device=x.device)
-    rqw.rotate_quant_whip_triton(x, r, bits, clip, out=out, whip=whip, interpret=INTERP)
+    rqw.rotate_quant_whip_triton(x, r, bits, clip, out=out, whip=whip, interpret=INTERP, variant=variant, tiles=tiles)
     assert torch.isfinite(out).all() and torch.isfinite(whip).all(), "the kernel left elements unwritten"
     return out, whip
 
@@ -94,17 +96,21 @@ def test_matches_the_package_quantizer_and_whip(t, n, bits):
     assert torch.equal(ref, pkg)  # the kernel package's reference is the package's quantizer
 
 
-@pytest.mark.parametrize("tile", rqw.GPU_TILES)
-def test_the_gpu_tiles(tile):
+@pytest.mark.parametrize("variant,tile", [(v, t) for v, tiles in rqw.GPU_TILES.items() for t in tiles])
+def test_the_gpu_tiles(variant, tile):
     """The tile shapes the GPU benchmark tries give the same answer (here wider than the width: all masked)."""
     x, r = _acts(70, 40, seed=11).to(DEV), _rotation(40, seed=12).to(DEV)
-    out = torch.full_like(x, float("nan"))
-    whip = torch.full((70,), float("nan"), device=DEV)
-    rqw.rotate_quant_whip_triton(x, r, 4, 0.9, out=out, whip=whip, interpret=INTERP, tiles=tile)
+    out, whip = _launch(x, r, 4, variant=variant, tiles=tile)
     ref, wref = rotate_quant_whip_reference(x, r, 4)
     assert _agrees(out, ref, x @ r, 4)
     torch.testing.assert_close(whip, wref, rtol=1e-5, atol=1e-6)
 
+
+def test_the_kernel_study_tries_the_gpu_tiles():
+    from companion.dartquant.scale_kernel import GPU_PROFILE
+
+    assert {v: [tuple(t) for t in ts] for v, ts in GPU_PROFILE["tiles"].items()} == {
+        v: list(ts) for v, ts in rqw.GPU_TILES.items()}
 
 def test_fp16_through_the_api_with_leading_dims():
     x = _acts(2 * 19, 32, seed=3).reshape(2, 19, 32).to(DEV, torch.float16)
@@ -130,6 +136,62 @@ def test_all_zero_token_and_one_sided_tokens():
     assert torch.equal(out, ref) and float(out[3].abs().max()) == 0.0
     assert abs(float(whip[3]) - 16.0) < 1e-6
     torch.testing.assert_close(whip, wref)
+
+
+def _whip_rtol(n):
+    """Two fp32 sums of the same n positive terms in different orders differ relatively by at most
+    2(n − 1)·2^-24 (each is within (n − 1)·2^-24 of the exact sum), plus one ulp per term for exp."""
+    return 2 * n * 2.0 ** -24
+
+
+@pytest.mark.parametrize("t,n,bits,dtype", [(37, 24, 4, torch.float32), (21, 80, 2, torch.float32),
+                                            (5, 48, 8, torch.float32), (19, 40, 4, torch.float16)])
+def test_split_equals_the_reference_and_the_fused_variant(t, n, bits, dtype):
+    """"split" on widths and token counts that are not multiples of its tiles (two to three column blocks of
+    partials, a ragged last row block), with an all-zero token (the [−1, 1] range rule): dyadic inputs make
+    X R exact, so both variants must equal the reference bit for bit; the Whip sums agree within the
+    summation-order bound, and a sum that drops the last (tail) column, or counts it twice, is outside it."""
+    g = torch.Generator().manual_seed(t * 100 + n + bits)
+    x = torch.randint(-16, 17, (t, n), generator=g).float() / 8
+    x[:, 0] *= 4  # an outlier channel
+    x[t // 2] = 0.0
+    r = (torch.randint(0, 2, (n, n), generator=g).float() * 2 - 1) / 8
+    x, r = x.to(DEV, dtype), r.to(DEV, dtype)
+    out, whip = _launch(x, r, bits, variant="split")
+    ref, wref = rotate_quant_whip_reference(x, r, bits)
+    assert torch.equal(out, ref) and float(out[t // 2].abs().max()) == 0.0
+    fused, wfused = _launch(x, r, bits)
+    assert torch.equal(out, fused)
+    tol = _whip_rtol(n)
+    for other in (wref, wfused):
+        torch.testing.assert_close(whip, other, rtol=tol, atol=0.0)
+    tail = torch.exp(-(x @ r).float()[:, -1].abs())
+    for wrong in (wref - tail, wref + tail):
+        assert not torch.allclose(whip, wrong, rtol=tol, atol=0.0)
+
+
+def test_split_on_rotated_activations():
+    """"split" on Gaussian activations with massive channels and a dense rotation: within GEMM rounding of the
+    package's quantizer, the same values as "fused", Whip sums within the summation-order bound of fused's."""
+    x, r = _acts(45, 72, seed=13).to(DEV), _rotation(72, seed=14).to(DEV)
+    out, whip = _launch(x, r, 4, variant="split")
+    y = x @ r
+    assert _agrees(out, quantize_activations(y, bits=4, clip=0.9), y, 4)
+    fused, wfused = _launch(x, r, 4)
+    assert torch.equal(out, fused)  # the same tiles in K: the same rounded y
+    torch.testing.assert_close(whip, wfused, rtol=_whip_rtol(72), atol=0.0)
+    api, wapi = rotate_quant_whip(x.reshape(5, 9, 72), r, bits=4, impl="triton", variant="split")
+    assert torch.equal(api.reshape(45, 72), out) and torch.equal(wapi.reshape(45), whip)
+
+
+def test_a_bad_variant_is_rejected():
+    with pytest.raises(ValueError, match=r"variant='tiled' is not allowed; choose one of \('fused', 'split'\)"):
+        rotate_quant_whip(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), variant="tiled")
+    with pytest.raises(ValueError, match="variant=None"):
+        rotate_quant_whip(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), impl="reference", variant=None)
+    with pytest.raises(ValueError, match="'fused' or 'split'"):
+        rqw.rotate_quant_whip_triton(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), 4, 0.9,
+                                     interpret=INTERP, variant="Split")
 
 
 def _wrong_scale(y, bits, factor, clip=0.9):
@@ -224,13 +286,14 @@ def test_triton_impl_needs_cuda_or_interpreter(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["fused", "split"])
 @pytest.mark.parametrize("bits", [4, 8])
-def test_gpu_bf16_llm_width(bits):
+def test_gpu_bf16_llm_width(bits, variant):
     from companion.dartquant.hadamard import random_hadamard
 
     x = _acts(3000, 4096, seed=9).to(DEV, torch.bfloat16)
     r = random_hadamard(4096, seed=10).to(DEV, torch.bfloat16)  # QuaRot's R1 start (a CPU QR at 4096 is slow)
-    out, whip = rotate_quant_whip(x, r, bits=bits, impl="triton")
+    out, whip = rotate_quant_whip(x, r, bits=bits, impl="triton", variant=variant)
     y = x @ r
     ref, wref = rotate_quant_whip_reference(x, r, bits)
     assert _agrees(out, ref, y, bits, max_frac=0.05)

@@ -1,0 +1,89 @@
+"""The one-GPU (H200) study of paper 08's Triton op ``companion_kernels.rotate_quant_whip`` (``Y = X R``, per-token
+INT4 fake quantization with clip 0.9, the per-token Whip sums of Eq. 4) and the reader of its committed results.
+No plotly import.
+
+What it runs, stage by stage (bodies in :mod:`companion.dartquant.kernel_bench`; 32768 tokens × d = 4096, bf16,
+QuaRot's random Hadamard R, activations with 4 massive channels):
+
+1. ``kernel``: the peers first, ``torch.compile`` of the eager reference (its compilation's seconds recorded,
+   then timed) and eager PyTorch; then ours, each variant (``fused``: one program per 128 tokens sweeping the
+   width twice; ``split``: a tiled GEMM writing per-tile row partials, then a row pass) × the tiles of
+   ``tiles`` (the fused ones are ``GPU_TILES["fused"]``, timed before in the ``dartquant`` study): agreement with
+   eager PyTorch on the GPU, ms, TB/s, TFLOP/s, speed relative to the compiled peer and to eager;
+2. ``breakdown``: where the split variant's time goes: cuBLAS's X R alone, the split GEMM with its partials
+   epilogue, its row pass.
+
+Run it with ``python -m companion.bench dartquant_kernel`` (``--smoke``: a tiny CPU run, the kernels in the
+Triton interpreter, ``torch.compile`` with the ``eager`` backend). The ``dartquant`` study's recorded ``kernel``
+and ``kernel_compile`` stages (``dartquant_gpu.json``, fused variant only) are the earlier record;
+:func:`companion.dartquant.scale.kernel_summary` reads this study's JSON when it exists.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from companion.core.stages import Stage, not_finished, study_functions
+from companion.dartquant import kernel_bench as K
+
+RESULTS_NAME = "dartquant_kernel"
+COMMAND = "python -m companion.bench dartquant_kernel"
+DEADLINE_S = 110
+GPU_PROFILE = {
+    "tokens": 32768, "n": 4096, "bits": 4, "dtype": "bfloat16", "compile_backend": "inductor",
+    # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) per variant: companion_kernels.rotate_quant_whip's GPU_TILES
+    "tiles": {"fused": [[128, 128, 64, 8, 3], [64, 256, 64, 8, 3]],
+              "split": [[128, 256, 64, 8, 3], [128, 128, 64, 8, 3], [128, 128, 64, 4, 4]]},
+    "seed": 0,
+}
+# the GPU tiles run in the interpreter too (one or two programs here), on a width and token count no tile divides
+SMOKE_PROFILE = {**GPU_PROFILE, "tokens": 67, "n": 40, "dtype": "float32", "compile_backend": "eager"}
+# needs_s, not yet timed on an H200: Inductor's compilation of the reference (2.1 s in the dartquant study's
+# record, more on a fresh machine) + 5 tiles × (a Triton JIT compilation of a few s + agreement + timing)
+STAGES = (
+    Stage("kernel", K.run_kernel, needs_s=75),
+    Stage("breakdown", K.run_breakdown, needs_s=15),
+)
+
+
+run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
+
+
+def summary(payload: dict) -> str:
+    """One line on a payload whose ``kernel`` stage is done: the peers, the fastest matching tile of each variant
+    with its speed relative to the compiled peer, and the agreement of every tile tried."""
+    k = payload["kernel"]
+    c, e = k["compiled"], k["eager"]
+    txt = (f"Rotate + INT{k['bits']} fake-quant + Whip kernels, {k['tokens']} tokens × d={k['n']} {k['dtype']} "
+           f"(recorded on {payload.get('device', 'an unnamed device')}, {payload.get('date', 'no date')}): "
+           f"torch.compile of the eager code {c['ms']:.3f} ms ({c['tflops']:.0f} TFLOP/s; compiled in "
+           f"{c['compile_seconds']:.1f} s), eager PyTorch {e['ms']:.3f} ms; ours")
+    tried = [row for row in k["ours"] if "ms" in row]
+    for variant in dict.fromkeys(row["variant"] for row in tried):
+        rows = [row for row in tried if row["variant"] == variant and row["agreement"]["matches"]]
+        if rows:
+            b = min(rows, key=lambda row: row["ms"])
+            txt += (f", {K.tile_name(b)} {b['ms']:.3f} ms ({b['tflops']:.0f} TFLOP/s, {b['tbps']:.2f} TB/s): "
+                    f"{b['vs_compiled']:.2f}× the compiled speed, {b['vs_eager']:.2f}× eager")
+        else:
+            txt += f", {variant}: no tile matches PyTorch"
+    skipped = [K.tile_name(row) for row in k["ours"] if "skipped" in row]
+    if skipped:
+        txt += f"; not timed (deadline): {', '.join(skipped)}"
+    if tried:
+        dtype = getattr(torch, k["dtype"])
+        worst = max(tried, key=lambda row: (row["agreement"]["off_frac"], row["agreement"]["max_steps"]))["agreement"]
+        txt += (f". Matches PyTorch: {'yes' if k['all_match'] else 'NO'} (every tile tried; at most "
+                f"{100 * worst['off_frac']:.3f} % of elements on another grid point, at most "
+                f"{max(row['agreement']['max_steps'] for row in tried):.3f} steps (bound "
+                f"{K.kernel_steps_bound(k['bits'], dtype):.3f}); Whip sums within "
+                f"{max(row['agreement']['whip_rel'] for row in tried):.1e})")
+    return txt + f". Bytes counted: {k['bytes_counted']}."
+
+
+def mismatches(payload: dict) -> list[str]:
+    """The tiles of a payload's ``kernel`` stage whose output does not match eager PyTorch (``[]``: none, or the
+    stage not done)."""
+    if not_finished(payload, ("kernel",)):
+        return []
+    return [K.tile_name(row) for row in payload["kernel"]["ours"] if "ms" in row and not row["agreement"]["matches"]]
