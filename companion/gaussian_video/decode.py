@@ -460,16 +460,18 @@ def rasterizer_stage(ctx: StageContext) -> dict:
     return out
 
 
-#: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`: (Gaussians per chunk, warps);
-#: the first of each list is the default
-FORWARD_VARIANTS = ((16, 4), (16, 8), (32, 4), (32, 8))
+#: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`: forward (schedule, Gaussians per
+#: chunk, warps) and backward (Gaussians per chunk, warps); the first of each is the default. The sequential
+#: schedule with 8 warps is gsplat's layout (one pixel per thread)
+FORWARD_VARIANTS = (("chunk", 16, 4), ("chunk", 16, 8), ("chunk", 32, 4), ("chunk", 32, 8),
+                    ("sequential", 16, 8), ("sequential", 32, 8), ("sequential", 16, 4))
 BACKWARD_VARIANTS = ((16, 8), (16, 4), (32, 8))
 
 
 def raster_sweep_stage(ctx: StageContext) -> dict:
     """The tile rasteriser's launch variants on our own projection and tile lists of the l = L frame (the inputs
-    of :func:`render_view`): per (``block_g``, warps) of :data:`FORWARD_VARIANTS` the forward alone and the
-    forward that also saves T_final and the used-entry count (what training runs), per variant of
+    of :func:`render_view`): per (schedule, ``block_g``, warps) of :data:`FORWARD_VARIANTS` the forward alone and
+    the forward that also saves T_final and the used-entry count (what training runs), per variant of
     :data:`BACKWARD_VARIANTS` the backward kernel on a fixed random output gradient; median ms each, and each
     variant's max |Δ| against the default (the render; the gradients relative to their largest entry)."""
     from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton
@@ -483,21 +485,21 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
     n_used = torch.empty(W, W, dtype=torch.int32, device=dev)
     grad_out = torch.rand(W, W, 3, generator=torch.Generator(device=dev).manual_seed(0), device=dev)
 
-    def forward(block_g, warps, save=False):
+    def forward(schedule, block_g, warps, save=False):
         kw = {"final_t": final_t, "n_used": n_used} if save else {}
-        return rasterize_triton(*args, W, W, block_g=block_g, num_warps=warps, **kw)
+        return rasterize_triton(*args, W, W, block_g=block_g, num_warps=warps, schedule=schedule, **kw)
 
     def backward(block_g, warps):
         return rasterize_backward_triton(*args, final_t, n_used, grad_out, W, W, block_g=block_g, num_warps=warps)
 
     image = forward(*FORWARD_VARIANTS[0])
     rows = {"forward": [], "backward": []}
-    for block_g, warps in FORWARD_VARIANTS:
+    for variant in FORWARD_VARIANTS:
         rows["forward"].append({
-            "block_g": block_g, "num_warps": warps,
-            "forward_ms": round(_ms(lambda: forward(block_g, warps), dev), 4),
-            "forward_saving_ms": round(_ms(lambda: forward(block_g, warps, save=True), dev), 4),
-            "max_abs_diff": float((forward(block_g, warps) - image).abs().max())})
+            "schedule": variant[0], "block_g": variant[1], "num_warps": variant[2],
+            "forward_ms": round(_ms(lambda: forward(*variant), dev), 4),
+            "forward_saving_ms": round(_ms(lambda: forward(*variant, save=True), dev), 4),
+            "max_abs_diff": float((forward(*variant) - image).abs().max())})
     forward(*FORWARD_VARIANTS[0], save=True)
     grads = backward(*BACKWARD_VARIANTS[0])
     for block_g, warps in BACKWARD_VARIANTS:

@@ -18,6 +18,9 @@ chunk stays stopped in the next. As in gsplat, a tile leaves its loop once all i
 backward the forward also writes, per pixel, T_final and the length of that prefix (``n_used``; gsplat keeps
 the index of its last entry, ``last_ids``).
 
+A second schedule, :func:`_rasterize_seq_kernel`, walks the list one Gaussian at a time with a running T per
+pixel, gsplat's own loop (no scan, no division; a pair costs one exp): the same render, the same saved state.
+
 Backward (:func:`_rasterize_bwd_kernel`): one program per tile walks its list back to front, from the largest
 ``n_used`` of its pixels, recovering each T_i from T_final and summing the per-pair gradients over the
 tile's pixels before one atomic add per Gaussian and attribute.
@@ -27,8 +30,8 @@ whose pairs cost exp(σ), log(1 − α) and two more exps (the in-chunk transmit
 logs): without the early exit, ``BLOCK_G`` = 32: 1.99 ms; with it, ``BLOCK_G`` = 16 / 32 / 64 / 128:
 0.68 / 0.97 / 3.57 / 14.8 ms (larger chunks waste work past the stop and spill registers), so 16 is the
 default. gsplat's CUDA ``rasterize_to_pixels`` takes 0.20 ms on the same lists
-(benchmarks/results/gaussian_video_decode.json). The one-exp forward above and the backward kernel are not
-yet timed on the H200.
+(benchmarks/results/gaussian_video_decode.json). The one-exp forward above, the sequential schedule and the
+backward kernel are not yet timed on the H200.
 """
 
 from __future__ import annotations
@@ -129,6 +132,66 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
 
 
 @triton.jit
+def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr, final_t_ptr,
+                          n_used_ptr, height, width, n_tiles_x, background, alpha_min,
+                          TILE: tl.constexpr, BLOCK_G: tl.constexpr, SAVE: tl.constexpr):
+    """The same render as :func:`_rasterize_kernel`, Gaussian by Gaussian as gsplat's CUDA kernel walks them:
+    each pixel keeps its T and a flag that it stopped, and a pair costs one exp and no scan. The tile's list is
+    read ``BLOCK_G`` entries per step of the outer loop (the inner one unrolled), and the tile leaves once
+    every pixel has stopped (checked once per step)."""
+    pid = tl.program_id(0)
+    ty = pid // n_tiles_x
+    tx = pid % n_tiles_x
+    p = tl.arange(0, TILE * TILE)
+    px = tx * TILE + p % TILE
+    py = ty * TILE + p // TILE
+    fx = px.to(tl.float32) + 0.5
+    fy = py.to(tl.float32) + 0.5
+    start = tl.load(offsets_ptr + pid)
+    end = tl.load(offsets_ptr + pid + 1)
+    T = tl.full([TILE * TILE], 1.0, tl.float32)
+    live = tl.full([TILE * TILE], 1, tl.int1)
+    n_used = tl.zeros([TILE * TILE], tl.int32)
+    acc_r = tl.zeros([TILE * TILE], tl.float32)
+    acc_g = tl.zeros([TILE * TILE], tl.float32)
+    acc_b = tl.zeros([TILE * TILE], tl.float32)
+    k = start
+    while (k < end) & (tl.max(live.to(tl.int32), axis=0) > 0):
+        for i in tl.static_range(BLOCK_G):
+            j = k + i
+            real = j < end
+            gid = tl.load(ids_ptr + j, mask=real, other=0).to(tl.int64)
+            mx = tl.load(means_ptr + gid * 2, mask=real, other=0.0).to(tl.float32)
+            my = tl.load(means_ptr + gid * 2 + 1, mask=real, other=0.0).to(tl.float32)
+            ca = tl.load(conics_ptr + gid * 3, mask=real, other=0.0).to(tl.float32)
+            cb = tl.load(conics_ptr + gid * 3 + 1, mask=real, other=0.0).to(tl.float32)
+            cc = tl.load(conics_ptr + gid * 3 + 2, mask=real, other=0.0).to(tl.float32)
+            o = tl.load(opac_ptr + gid, mask=real, other=0.0).to(tl.float32)
+            dx = fx - mx
+            dy = fy - my
+            sigma = 0.5 * (ca * dx * dx + cc * dy * dy) + cb * dx * dy
+            a = tl.minimum(o * tl.exp(-tl.maximum(sigma, 0.0)), ALPHA_MAX)
+            a = tl.where((a < alpha_min) | (real == 0), 0.0, a)
+            next_t = T * (1.0 - a)
+            live = live & (next_t > T_EPS) & real  # gsplat: stop before next_T <= 1e-4, for good
+            w = tl.where(live, a * T, 0.0)
+            acc_r += w * tl.load(colors_ptr + gid * 3, mask=real, other=0.0).to(tl.float32)
+            acc_g += w * tl.load(colors_ptr + gid * 3 + 1, mask=real, other=0.0).to(tl.float32)
+            acc_b += w * tl.load(colors_ptr + gid * 3 + 2, mask=real, other=0.0).to(tl.float32)
+            n_used += live.to(tl.int32)
+            T = tl.where(live, next_t, T)
+        k += BLOCK_G
+    inside = (px < width) & (py < height)
+    pix = py * width + px
+    tl.store(out_ptr + pix * 3, acc_r + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 1, acc_g + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 2, acc_b + T * background, mask=inside)
+    if SAVE:
+        tl.store(final_t_ptr + pix, T, mask=inside)
+        tl.store(n_used_ptr + pix, n_used, mask=inside)
+
+
+@triton.jit
 def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, final_t_ptr, n_used_ptr,
                           grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr, g_colors_ptr, height, width, n_tiles_x,
                           background, alpha_min, TILE: tl.constexpr, BLOCK_G: tl.constexpr):
@@ -204,20 +267,30 @@ def _placeholder_ids(ids):
     return ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=ids.device)
 
 
+#: the forward's two schedules: "chunk" (:func:`_rasterize_kernel`, the default) and "sequential"
+#: (:func:`_rasterize_seq_kernel`); the GPU study times both (``raster_sweep``)
+SCHEDULES = ("chunk", "sequential")
+
+
 def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16, background=0.0,
-                     alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None, num_warps=4):
-    """Launch one program per tile (``num_warps`` warps); ``out`` ``[H, W, 3]`` float32 (allocated when None).
-    Given ``final_t`` ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or neither), it also writes each
-    pixel's T_final and the number of its tile's list entries it used, for :func:`rasterize_backward_triton`."""
+                     alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None, num_warps=4,
+                     schedule="chunk"):
+    """Launch one program per tile (``num_warps`` warps, ``schedule`` of :data:`SCHEDULES`); ``out`` ``[H, W, 3]``
+    float32 (allocated when None). Given ``final_t`` ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or
+    neither), it also writes each pixel's T_final and the number of its tile's list entries it used, for
+    :func:`rasterize_backward_triton`."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"gaussian_splat: schedule={schedule!r} is not one of {SCHEDULES}")
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
     if out is None:
         out = torch.empty(height, width, 3, device=means2d.device, dtype=torch.float32)
     save = final_t is not None
     if save != (n_used is not None):
         raise ValueError("gaussian_splat: pass final_t and n_used together (the backward needs both) or neither")
-    _rasterize_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, out,
-                                      final_t, n_used, height, width, tx_n, float(background), float(alpha_min),
-                                      TILE=tile, BLOCK_G=block_g, SAVE=save, num_warps=num_warps)
+    kernel = _rasterize_kernel if schedule == "chunk" else _rasterize_seq_kernel
+    kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, out, final_t, n_used,
+                           height, width, tx_n, float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g,
+                           SAVE=save, num_warps=num_warps)
     return out
 
 
