@@ -1,4 +1,4 @@
-"""Static figures of the SeerAttention notebook (paper 01): the idea, the loss, recall, GPU timings."""
+"""Static figures of the SeerAttention notebook (paper 01): the idea, the loss, recall, GPU timings, the kernel study."""
 
 from __future__ import annotations
 
@@ -73,4 +73,24 @@ def gpu_figure(rows: list) -> go.Figure:
     fig.update_xaxes(type="log", title_text="sequence length (tokens)")
     fig.update_yaxes(title_text="speed-up over the fastest dense SDPA")
     fig.update_layout(title="Block-sparse kernel with the gate's masks vs dense attention (GPU run)", height=380)
+    return fig
+
+
+def kernel_study_figure(run: dict) -> go.Figure:
+    """The block-sparse kernel study (``companion.seer_attention.scale_kernel``): the kernel's speed-up over compiled
+    FlexAttention on the same random masks against the kept share of causal blocks, one line per length; forward
+    (its ``main`` stage) solid, forward + backward (its ``backward`` stage, when recorded) dashed."""
+    fig = go.Figure()
+    stages = (("forward", [r for r in (run.get("main") or {}).get("rows", []) if r.get("speedup_vs_flex")], "solid"),
+              ("forward + backward", [r for r in run.get("backward") or [] if r.get("speedup_vs_flex")], "dash"))
+    for what, rows, dash in stages:
+        for n in sorted({r["n"] for r in rows}):
+            rs = sorted((r for r in rows if r["n"] == n), key=lambda r: r["density"])
+            fig.add_trace(go.Scatter(x=[r["density_actual"] for r in rs], y=[r["speedup_vs_flex"] for r in rs],
+                                     mode="lines+markers", line=dict(dash=dash), name=f"{what}, N = {n // 1024}k"))
+    fig.add_hline(y=1.0, line=dict(color="grey", dash="dot"), annotation_text="as fast as FlexAttention")
+    fig.update_xaxes(type="log", title_text="kept share of the causal blocks")
+    fig.update_yaxes(title_text="speed-up over compiled FlexAttention")
+    fig.update_layout(title=f"Block-sparse kernel vs FlexAttention on the same masks ({run.get('device', 'GPU')}, "
+                            f"{run.get('date', '')})", height=380)
     return fig

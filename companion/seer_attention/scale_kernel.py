@@ -60,3 +60,24 @@ STAGES = (
 
 
 run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
+
+
+def summary(run: dict) -> str:
+    """One line on a recorded run for the notebook: where and when, the forward's speed-up over compiled
+    FlexAttention (range over the lengths and densities timed, and at ≤ 10 % of the blocks), and forward +
+    backward when its stage is recorded (else the command that records it)."""
+    fwd = [r for r in (run.get("main") or {}).get("rows", []) if r.get("speedup_vs_flex")]
+    bwd = [r for r in run.get("backward") or [] if r.get("speedup_vs_flex")]
+
+    def span(rows):
+        xs = [r["speedup_vs_flex"] for r in rows]
+        return f"{min(xs):.2f}–{max(xs):.2f}×" if xs else "not timed"
+
+    sparse = [r for r in fwd if r["density"] <= 0.1]
+    text = (f"Kernel study, recorded on {run.get('device', 'an unnamed device')}, {run.get('date', 'no date')}: the "
+            f"forward runs at {span(fwd)} the speed of compiled FlexAttention on the same masks "
+            f"({span(sparse)} at ≤ 10 % of the blocks)")
+    if bwd:
+        return text + f"; forward + backward at {span(bwd)} its speed."
+    return text + ("; forward + backward not recorded yet (its `backward` stage: "
+                   "python -m companion.bench block_sparse_attention).")

@@ -156,3 +156,21 @@ def test_gpu_timing_path_on_cuda():
     rows = study.time_attention(masks, 2048, heads=8, head_dim=128, block_size=64, flex=True, log=lambda *a: None)
     assert [r["backend"] for r in rows] == ["SDPA flash", "SDPA cuDNN", study.FLEX, study.KERNEL]
     assert rows[-1]["max_abs_err_vs_masked_sdpa"] < 2e-2 and rows[-1]["ms"] > 0
+
+
+def test_kernel_study_summary_and_figure():
+    """The notebook's line and figure on the kernel study: the recorded forward rows (one line per length), and
+    forward + backward once its stage holds rows (dashed), else the command that records it."""
+    from companion.seer_attention.figures import kernel_study_figure
+
+    run = scale_kernel.recorded()
+    fwd = [r["speedup_vs_flex"] for r in run["main"]["rows"] if r.get("speedup_vs_flex")]
+    text = scale_kernel.summary(run)
+    assert f"{min(fwd):.2f}–{max(fwd):.2f}×" in text and "forward + backward not recorded yet" in text
+    assert len(kernel_study_figure(run).data) == len({r["n"] for r in run["main"]["rows"]})
+    back = [{"n": 8192, "density": 0.1, "density_actual": 0.1, "speedup_vs_flex": 1.3},
+            {"n": 8192, "density": 0.5, "density_actual": 0.5, "speedup_vs_flex": 0.9}]
+    text = scale_kernel.summary({**run, "backward": back})
+    assert text.endswith("forward + backward at 0.90–1.30× its speed.")
+    fig = kernel_study_figure({**run, "backward": back})
+    assert fig.data[-1].line.dash == "dash" and list(fig.data[-1].y) == [1.3, 0.9]
