@@ -22,7 +22,8 @@ culls outside the image, the torch path only culls depth ≤ 0.01. Both take qua
 linear scales, opacities in [0, 1], world-to-camera view matrices and pinhole K, and return
 ``[C, H, W, 3]``. They agree to within those cut-offs (:func:`backend_agreement`, run by the study and a
 ``gpu`` test on CUDA; not here: gsplat has no CPU path). ``"tiles"`` is this project's own tile renderer with
-gsplat's conventions: :func:`~.splat.project_ewa` with the Jacobian clamp (autograd), 16 × 16 tile binning, and
+gsplat's conventions: ``companion_kernels.gaussian_splat.project_torch`` (the EWA projection with the Jacobian
+clamp and gsplat's culling, the oracle of the Triton projection; autograd), 16 × 16 tile binning, and
 ``companion_kernels.gaussian_splat.rasterize_binned`` (the Triton kernels forward and backward on CUDA, the
 per-tile PyTorch version elsewhere); it differs from gsplat only in the binning bound (every tile where
 α' ≥ 1/255, against gsplat's 3.33σ cap) and in float rounding.
@@ -265,23 +266,20 @@ def render(means, quats, scales, opacities, colors, viewmats, K, width: int, hei
 
 def _render_tiles(means, quats, scales, opacities, colors, viewmats, K, width: int, height: int, info) -> torch.Tensor:
     """The ``"tiles"`` backend of :func:`render` (module docstring): per camera, the EWA projection of all N
-    Gaussians (a culled one, depth ≤ NEAR, is binned into no tile, so the 2-D means keep their N rows), tile
-    lists from the detached projection, and the differentiable tile rasteriser."""
-    from companion_kernels.gaussian_splat import bin_gaussians, rasterize_binned
+    Gaussians (``companion_kernels.gaussian_splat.project_torch``, differentiable; a culled one, depth < NEAR, has
+    a zero conic and is binned into no tile, so the 2-D means keep their N rows), tile lists from the detached
+    projection, and the differentiable tile rasteriser."""
+    from companion_kernels.gaussian_splat import bin_gaussians, project_torch, rasterize_binned
 
-    cov = covariance_3d(quats, scales)
     out, m2s, vis = [], [], []
     for view in viewmats:
-        m2, cov2, depth = project_ewa(means, cov, view, K, image_size=(width, height))
-        con, keep = conics(cov2), depth > NEAR
-        offsets, ids = bin_gaussians(m2.detach(), con.detach(), torch.where(keep, opacities, 0.0).detach(),
-                                     depth.detach(), height, width)
+        m2, con, depth, visible = project_torch(means, quats, scales, view, K, height, width, near_plane=NEAR)
+        offsets, ids = bin_gaussians(m2.detach(), con.detach(), opacities.detach(), depth.detach(), height, width)
         if info is not None and m2.requires_grad:
             m2.retain_grad()
             m2s.append(m2)
-            vis.append(keep)
-        out.append(rasterize_binned(m2.contiguous(), con.contiguous(), opacities.contiguous(), colors.contiguous(),
-                                    offsets, ids, height, width))
+            vis.append(visible)
+        out.append(rasterize_binned(m2, con, opacities.contiguous(), colors.contiguous(), offsets, ids, height, width))
     if m2s:
         info.update(means2d=m2s, visible=torch.stack(vis))
     return torch.stack(out)

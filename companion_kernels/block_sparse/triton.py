@@ -94,6 +94,30 @@ def _load_tile(ptr, desc, row0, b, h, start, offs_n, offs_d, stride_n, N, EVEN_N
 
 
 @triton.jit
+def _token_mask(s, rows, cols, kb, qb, N, NB, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, ALWAYS: tl.constexpr):
+    """Scores ``s`` of query tokens ``rows`` against key tokens ``cols`` (of key block ``kb``, query block ``qb``)
+    with −inf where the key lies past N or, causally, after the query. Only the tiles that can hold such a pair
+    pay for the test: under causal masking the key blocks from the diagonal on, and the ragged last key block
+    (``ALWAYS``: every tile, a launch variant of the forward). The forward, the backward and the pooled map all
+    mask through here, so they drop the same scores."""
+    if CAUSAL or not EVEN_N:
+        if ALWAYS:
+            need = True
+        else:
+            need = False
+            if CAUSAL:
+                need = kb >= qb
+            if not EVEN_N:
+                need = need | (kb == NB - 1)
+        if need:
+            ok = cols[None, :] < N
+            if CAUSAL:
+                ok = ok & (rows[:, None] >= cols[None, :])
+            s = tl.where(ok, s, float("-inf"))
+    return s
+
+
+@triton.jit
 def _bsa_step(q, acc, l_i, m_i, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0, b, hk, offs_m, offs_s, offs_d,
               stride_kn, stride_vn, N, NB, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, SUB_N: tl.constexpr, CAUSAL: tl.constexpr,
@@ -105,24 +129,7 @@ def _bsa_step(q, acc, l_i, m_i, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0,
         k = _load_tile(k_base, desc_k, kv_row0, b, hk, start_n, offs_s, offs_d, stride_kn, N,
                        EVEN_N, TMA, SUB_N, HEAD_DIM)
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC)
-        if CAUSAL or not EVEN_N:
-            cols = start_n + offs_s
-            if MASK_ALWAYS:
-                ok = cols[None, :] < N
-                if CAUSAL:
-                    ok = ok & (offs_m[:, None] >= cols[None, :])
-                qk = tl.where(ok, qk, float("-inf"))
-            else:
-                need = False
-                if CAUSAL:
-                    need = kb >= qb
-                if not EVEN_N:
-                    need = need | (kb == NB - 1)
-                if need:
-                    ok = cols[None, :] < N
-                    if CAUSAL:
-                        ok = ok & (offs_m[:, None] >= cols[None, :])
-                    qk = tl.where(ok, qk, float("-inf"))
+        qk = _token_mask(qk, offs_m, start_n + offs_s, kb, qb, N, NB, CAUSAL, EVEN_N, MASK_ALWAYS)
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         p = tl.math.exp2(qk * qk_scale - m_safe[:, None])
@@ -227,16 +234,7 @@ def _bwd_probs(q, k, lse, rows, cols, kb, qb, N, NB, sm_scale,
     """P = exp(S - LSE) of one tile, S = sm_scale * Q K^T; 0 where the forward masked the score (only the
     blocks on the causal diagonal and the ragged last key block need the token mask, as there)."""
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * sm_scale
-    need = False
-    if CAUSAL:
-        need = kb >= qb
-    if not EVEN_N:
-        need = need | (kb == NB - 1)
-    if need:
-        ok = cols[None, :] < N
-        if CAUSAL:
-            ok = ok & (rows[:, None] >= cols[None, :])
-        s = tl.where(ok, s, float("-inf"))
+    s = _token_mask(s, rows, cols, kb, qb, N, NB, CAUSAL, EVEN_N, False)
     return tl.exp(s - lse[:, None])
 
 
@@ -416,18 +414,7 @@ def _pool_scores(q, k_base, kb, qb, offs_m, offs_n, offs_d, stride_kn, N, NB, qk
     """Scaled (base-2) scores of one tile, -inf where masked."""
     k = _load_tile(k_base, k_base, 0, 0, 0, kb * BLOCK, offs_n, offs_d, stride_kn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
-    need = False
-    if CAUSAL:
-        need = kb == qb
-    if not EVEN_N:
-        need = need | (kb == NB - 1)
-    if need:
-        cols = kb * BLOCK + offs_n
-        ok = cols[None, :] < N
-        if CAUSAL:
-            ok = ok & (offs_m[:, None] >= cols[None, :])
-        qk = tl.where(ok, qk, float("-inf"))
-    return qk
+    return _token_mask(qk, offs_m, kb * BLOCK + offs_n, kb, qb, N, NB, CAUSAL, EVEN_N, False)
 
 
 @triton.jit

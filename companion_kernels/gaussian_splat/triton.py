@@ -47,22 +47,58 @@ T_EPS = tl.constexpr(1e-4)  # gsplat: stop before next_T = T·(1 − α) ≤ T_E
 
 
 @triton.jit
-def _pairs(j, valid, fx, fy, means_ptr, conics_ptr, opac_ptr, ids_ptr, alpha_min):
-    """The [pixels, BLOCK_G] pairs of list entries ``j`` (``valid`` marks real ones): the Gaussian ids, dx, dy,
-    the conic (a, b, c), o, σ before its clamp, e^(−σ) after it, and α (0 for skipped or unreal pairs)."""
-    gid = tl.load(ids_ptr + j, mask=valid, other=0).to(tl.int64)
+def _tile_pixels(pid, n_tiles_x, height, width, TILE: tl.constexpr):
+    """Tile ``pid``'s TILE² pixels (row-major tiles, row-major pixels): their centres (fx, fy), flat index in the
+    image and whether they lie inside it (the last tile row and column may overhang)."""
+    p = tl.arange(0, TILE * TILE)
+    px = (pid % n_tiles_x) * TILE + p % TILE
+    py = (pid // n_tiles_x) * TILE + p // TILE
+    return px.to(tl.float32) + 0.5, py.to(tl.float32) + 0.5, py * width + px, (px < width) & (py < height)
+
+
+@triton.jit
+def _store_render(out_ptr, final_t_ptr, n_used_ptr, pix, inside, acc_r, acc_g, acc_b, T, n_used, background,
+                  SAVE: tl.constexpr):
+    """A forward's end: colour + T·background per pixel and, with ``SAVE``, T_final and the used-entry count."""
+    tl.store(out_ptr + pix * 3, acc_r + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 1, acc_g + T * background, mask=inside)
+    tl.store(out_ptr + pix * 3 + 2, acc_b + T * background, mask=inside)
+    if SAVE:
+        tl.store(final_t_ptr + pix, T, mask=inside)
+        tl.store(n_used_ptr + pix, n_used, mask=inside)
+
+
+@triton.jit
+def _gaussian(gid, valid, means_ptr, conics_ptr, opac_ptr):
+    """The mean (mx, my), conic (a, b, c) and opacity o of Gaussians ``gid`` (zeros where not ``valid``)."""
     mx = tl.load(means_ptr + gid * 2, mask=valid, other=0.0).to(tl.float32)
     my = tl.load(means_ptr + gid * 2 + 1, mask=valid, other=0.0).to(tl.float32)
     ca = tl.load(conics_ptr + gid * 3, mask=valid, other=0.0).to(tl.float32)
     cb = tl.load(conics_ptr + gid * 3 + 1, mask=valid, other=0.0).to(tl.float32)
     cc = tl.load(conics_ptr + gid * 3 + 2, mask=valid, other=0.0).to(tl.float32)
     o = tl.load(opac_ptr + gid, mask=valid, other=0.0).to(tl.float32)
+    return mx, my, ca, cb, cc, o
+
+
+@triton.jit
+def _alpha(dx, dy, ca, cb, cc, o, valid, alpha_min):
+    """σ before its clamp, e^(−σ) after it (the pair's one transcendental) and α (0 for skipped or unreal
+    pairs), with the operands already broadcast to the pairs' shape."""
+    sigma = 0.5 * (ca * dx * dx + cc * dy * dy) + cb * dx * dy
+    vis = tl.exp(-tl.maximum(sigma, 0.0))
+    a = tl.minimum(o * vis, ALPHA_MAX)
+    return sigma, vis, tl.where((a < alpha_min) | (valid == 0), 0.0, a)
+
+
+@triton.jit
+def _pairs(j, valid, fx, fy, means_ptr, conics_ptr, opac_ptr, ids_ptr, alpha_min):
+    """The [pixels, BLOCK_G] pairs of list entries ``j`` (``valid`` marks real ones): the Gaussian ids, dx, dy,
+    the conic (a, b, c), o, σ before its clamp, e^(−σ) after it, and α (0 for skipped or unreal pairs)."""
+    gid = tl.load(ids_ptr + j, mask=valid, other=0).to(tl.int64)
+    mx, my, ca, cb, cc, o = _gaussian(gid, valid, means_ptr, conics_ptr, opac_ptr)
     dx = fx[:, None] - mx[None, :]
     dy = fy[:, None] - my[None, :]
-    sigma = 0.5 * (ca[None, :] * dx * dx + cc[None, :] * dy * dy) + cb[None, :] * dx * dy
-    vis = tl.exp(-tl.maximum(sigma, 0.0))  # the pair's one transcendental
-    a = tl.minimum(o[None, :] * vis, ALPHA_MAX)
-    a = tl.where((a < alpha_min) | (valid[None, :] == 0), 0.0, a)
+    sigma, vis, a = _alpha(dx, dy, ca[None, :], cb[None, :], cc[None, :], o[None, :], valid[None, :], alpha_min)
     return gid, dx, dy, ca, cb, cc, o, sigma, vis, a
 
 
@@ -101,13 +137,7 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
                       n_used_ptr, height, width, n_tiles_x, background, alpha_min,
                       TILE: tl.constexpr, BLOCK_G: tl.constexpr, SAVE: tl.constexpr):
     pid = tl.program_id(0)
-    ty = pid // n_tiles_x
-    tx = pid % n_tiles_x
-    p = tl.arange(0, TILE * TILE)
-    px = tx * TILE + p % TILE
-    py = ty * TILE + p // TILE
-    fx = px.to(tl.float32) + 0.5
-    fy = py.to(tl.float32) + 0.5
+    fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     start = tl.load(offsets_ptr + pid)
     end = tl.load(offsets_ptr + pid + 1)
     T = tl.full([TILE * TILE], 1.0, tl.float32)
@@ -121,14 +151,7 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
         T, TA, n_used, acc_r, acc_g, acc_b = _chunk(k, end, fx, fy, T, TA, n_used, acc_r, acc_g, acc_b, means_ptr,
                                                     conics_ptr, opac_ptr, colors_ptr, ids_ptr, alpha_min, BLOCK_G)
         k += BLOCK_G
-    inside = (px < width) & (py < height)
-    pix = py * width + px
-    tl.store(out_ptr + pix * 3, acc_r + T * background, mask=inside)
-    tl.store(out_ptr + pix * 3 + 1, acc_g + T * background, mask=inside)
-    tl.store(out_ptr + pix * 3 + 2, acc_b + T * background, mask=inside)
-    if SAVE:
-        tl.store(final_t_ptr + pix, T, mask=inside)
-        tl.store(n_used_ptr + pix, n_used, mask=inside)
+    _store_render(out_ptr, final_t_ptr, n_used_ptr, pix, inside, acc_r, acc_g, acc_b, T, n_used, background, SAVE)
 
 
 @triton.jit
@@ -140,13 +163,7 @@ def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
     read ``BLOCK_G`` entries per step of the outer loop (the inner one unrolled), and the tile leaves once
     every pixel has stopped (checked once per step)."""
     pid = tl.program_id(0)
-    ty = pid // n_tiles_x
-    tx = pid % n_tiles_x
-    p = tl.arange(0, TILE * TILE)
-    px = tx * TILE + p % TILE
-    py = ty * TILE + p // TILE
-    fx = px.to(tl.float32) + 0.5
-    fy = py.to(tl.float32) + 0.5
+    fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     start = tl.load(offsets_ptr + pid)
     end = tl.load(offsets_ptr + pid + 1)
     T = tl.full([TILE * TILE], 1.0, tl.float32)
@@ -161,34 +178,19 @@ def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
             j = k + i
             real = j < end
             gid = tl.load(ids_ptr + j, mask=real, other=0).to(tl.int64)
-            mx = tl.load(means_ptr + gid * 2, mask=real, other=0.0).to(tl.float32)
-            my = tl.load(means_ptr + gid * 2 + 1, mask=real, other=0.0).to(tl.float32)
-            ca = tl.load(conics_ptr + gid * 3, mask=real, other=0.0).to(tl.float32)
-            cb = tl.load(conics_ptr + gid * 3 + 1, mask=real, other=0.0).to(tl.float32)
-            cc = tl.load(conics_ptr + gid * 3 + 2, mask=real, other=0.0).to(tl.float32)
-            o = tl.load(opac_ptr + gid, mask=real, other=0.0).to(tl.float32)
-            dx = fx - mx
-            dy = fy - my
-            sigma = 0.5 * (ca * dx * dx + cc * dy * dy) + cb * dx * dy
-            a = tl.minimum(o * tl.exp(-tl.maximum(sigma, 0.0)), ALPHA_MAX)
-            a = tl.where((a < alpha_min) | (real == 0), 0.0, a)
+            mx, my, ca, cb, cc, o = _gaussian(gid, real, means_ptr, conics_ptr, opac_ptr)
+            _, _, a = _alpha(fx - mx, fy - my, ca, cb, cc, o, real, alpha_min)
             next_t = T * (1.0 - a)
             live = live & (next_t > T_EPS) & real  # gsplat: stop before next_T <= 1e-4, for good
             w = tl.where(live, a * T, 0.0)
-            acc_r += w * tl.load(colors_ptr + gid * 3, mask=real, other=0.0).to(tl.float32)
-            acc_g += w * tl.load(colors_ptr + gid * 3 + 1, mask=real, other=0.0).to(tl.float32)
-            acc_b += w * tl.load(colors_ptr + gid * 3 + 2, mask=real, other=0.0).to(tl.float32)
+            cr, cg, cbl = _colors(gid, real, colors_ptr)
+            acc_r += w * cr
+            acc_g += w * cg
+            acc_b += w * cbl
             n_used += live.to(tl.int32)
             T = tl.where(live, next_t, T)
         k += BLOCK_G
-    inside = (px < width) & (py < height)
-    pix = py * width + px
-    tl.store(out_ptr + pix * 3, acc_r + T * background, mask=inside)
-    tl.store(out_ptr + pix * 3 + 1, acc_g + T * background, mask=inside)
-    tl.store(out_ptr + pix * 3 + 2, acc_b + T * background, mask=inside)
-    if SAVE:
-        tl.store(final_t_ptr + pix, T, mask=inside)
-        tl.store(n_used_ptr + pix, n_used, mask=inside)
+    _store_render(out_ptr, final_t_ptr, n_used_ptr, pix, inside, acc_r, acc_g, acc_b, T, n_used, background, SAVE)
 
 
 @triton.jit
@@ -214,15 +216,7 @@ def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
     over the tile's pixels (axis 0), then added to the fp32 gradients with one atomic add per Gaussian and
     attribute."""
     pid = tl.program_id(0)
-    ty = pid // n_tiles_x
-    tx = pid % n_tiles_x
-    p = tl.arange(0, TILE * TILE)
-    px = tx * TILE + p % TILE
-    py = ty * TILE + p // TILE
-    fx = px.to(tl.float32) + 0.5
-    fy = py.to(tl.float32) + 0.5
-    inside = (px < width) & (py < height)
-    pix = py * width + px
+    fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
     n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
     gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)

@@ -20,9 +20,10 @@ over 3 stages (``tl.range(..., num_stages)``). Compiled ahead of time for sm_90 
 asynchronous copies into 3 shared-memory buffers (96 KiB) and 243 registers without spills; a 128 × 256
 tile spills, so it is not used. Each program re-reads its X row panel once per column block (from L2 when
 it is still there), so X traffic is n/128 times X's size. Timed on one H200 at 32768 × 4096 bf16: 2.94 ms
-(64 × 256 tile), where ``torch.compile`` of the eager reference took 1.66 ms. Since then its K loop and its
-quantizer live in helpers shared with the split variant (``_dot_tile``, ``_scale_zero``, ``_fake_quant``, inlined
-by Triton; the same operations in the same order): not yet timed again on the H200.
+(64 × 256 tile), where ``torch.compile`` of the eager reference took 1.66 ms. Since then its K loop, its tile
+store with the row statistics and its quantizer live in helpers shared with the split variant (``_dot_tile``,
+``_store_y``, ``_scale_zero``, ``_quantize_y``, inlined by Triton; the same operations in the same order): not yet
+timed again on the H200.
 
 **"split"** (:func:`_rotate_partials_kernel`, then :func:`_quantize_rows_kernel`): the GEMM as an ordinary 2-D
 tiled matmul, so that it fills the GPU, and the per-token range as a reduction of per-tile partials:
@@ -90,6 +91,30 @@ def _fake_quant(yf, scale, zero, maxq):
 
 
 @triton.jit
+def _store_y(acc, y_ptr, rows64, row_ok, cols, col_ok, stride_ym, stride_yn):
+    """A tile of X R rounded to Y's dtype (the value eager matmul returns) and stored; its rows' maximum, minimum
+    and Σ exp(−|y|) of the rounded values."""
+    m = row_ok[:, None] & col_ok[None, :]
+    y = acc.to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y, mask=m)
+    yf = y.to(tl.float32)
+    return (tl.max(tl.where(m, yf, float("-inf")), axis=1), tl.min(tl.where(m, yf, float("inf")), axis=1),
+            tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1))
+
+
+@triton.jit
+def _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, N: tl.constexpr,
+                BLOCK: tl.constexpr):
+    """Fake-quantize the rows' Y in place, ``BLOCK`` columns at a time (:func:`_fake_quant`)."""
+    for c0 in range(0, N, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        m = row_ok[:, None] & (cols < N)[None, :]
+        ptrs = y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn
+        yf = tl.load(ptrs, mask=m, other=0.0).to(tl.float32)
+        tl.store(ptrs, _fake_quant(yf, scale, zero, maxq).to(y_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
 def _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
               N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
               IEEE: tl.constexpr, STAGES: tl.constexpr):
@@ -131,22 +156,14 @@ def _rqw_kernel(
         col_ok = cols < N
         acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
                         N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
-        m = row_ok[:, None] & col_ok[None, :]
-        y = acc.to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y, mask=m)
-        yf = y.to(tl.float32)
-        rmax = tl.maximum(rmax, tl.max(tl.where(m, yf, float("-inf")), axis=1))
-        rmin = tl.minimum(rmin, tl.min(tl.where(m, yf, float("inf")), axis=1))
-        whip += tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1)
+        tmax, tmin, twhip = _store_y(acc, y_ptr, rows64, row_ok, cols, col_ok, stride_ym, stride_yn)
+        rmax = tl.maximum(rmax, tmax)
+        rmin = tl.minimum(rmin, tmin)
+        whip += twhip
     tl.store(w_ptr + rows, whip, mask=row_ok)
     scale, zero = _scale_zero(rmax, rmin, clip, maxq)
     tl.debug_barrier()  # the second sweep reads what other threads of this program wrote
-    for n0 in range(0, N, BLOCK_N):
-        cols = n0 + offs_n
-        m = row_ok[:, None] & (cols < N)[None, :]
-        ptrs = y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn
-        yf = tl.load(ptrs, mask=m, other=0.0).to(tl.float32)
-        tl.store(ptrs, _fake_quant(yf, scale, zero, maxq).to(y_ptr.dtype.element_ty), mask=m)
+    _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, N, BLOCK_N)
 
 
 @triton.jit
@@ -172,14 +189,11 @@ def _rotate_partials_kernel(
     col_ok = cols < N
     acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
                     N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
-    m = row_ok[:, None] & col_ok[None, :]
-    y = acc.to(y_ptr.dtype.element_ty)
-    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, y, mask=m)
-    yf = y.to(tl.float32)
+    tmax, tmin, twhip = _store_y(acc, y_ptr, rows64, row_ok, cols, col_ok, stride_ym, stride_yn)
     slot = rows64 * NB + pid_n
-    tl.store(pmax_ptr + slot, tl.max(tl.where(m, yf, float("-inf")), axis=1), mask=row_ok)
-    tl.store(pmin_ptr + slot, tl.min(tl.where(m, yf, float("inf")), axis=1), mask=row_ok)
-    tl.store(pwhip_ptr + slot, tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1), mask=row_ok)
+    tl.store(pmax_ptr + slot, tmax, mask=row_ok)
+    tl.store(pmin_ptr + slot, tmin, mask=row_ok)
+    tl.store(pwhip_ptr + slot, twhip, mask=row_ok)
 
 
 @triton.jit
@@ -199,12 +213,7 @@ def _quantize_rows_kernel(
     rmin = tl.min(tl.load(pmin_ptr + slots, mask=pm, other=float("inf")), axis=1)
     tl.store(w_ptr + rows, tl.sum(tl.load(pwhip_ptr + slots, mask=pm, other=0.0), axis=1), mask=row_ok)
     scale, zero = _scale_zero(rmax, rmin, clip, maxq)
-    for c0 in range(0, N, BLOCK_C):
-        cols = c0 + tl.arange(0, BLOCK_C)
-        m = row_ok[:, None] & (cols < N)[None, :]
-        ptrs = y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn
-        yf = tl.load(ptrs, mask=m, other=0.0).to(tl.float32)
-        tl.store(ptrs, _fake_quant(yf, scale, zero, maxq).to(y_ptr.dtype.element_ty), mask=m)
+    _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, N, BLOCK_C)
 
 
 def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
