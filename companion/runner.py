@@ -57,6 +57,10 @@ NOTEBOOK_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)\.ipynb$")
 # A notebook's status; a run's status is "running", "passed", "failed" or "interrupted".
 STATUSES = ("passed", "failed", "timed out", "lost", "interrupted", "not run")
 FAILED = ("failed", "timed out", "lost")  # the statuses that fail a run
+# A kernel that dies before its first reply ran no cell (two kernels started at once can race for the same
+# ports): papermill is started again, within the same time limit, this many times.
+KERNEL_START_FAILED = "Kernel died before replying to kernel_info"
+KERNEL_START_RETRIES = 1
 
 
 @dataclass
@@ -304,20 +308,24 @@ def execute_task(key: str, name: str, source: bytes, origin: str, parameters: di
             cmd += ["-y", f"{k}: {json.dumps(value)}"]  # JSON is YAML: strings stay strings, lists stay lists
         log_path = scratch / f"{stem}.log"
         start = time.perf_counter()
-        with open(log_path, "w", encoding="utf-8") as log:
-            proc = children.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                  preexec_fn=_parent_death_signal)
-            if proc is None:
-                return {"key": key, "notebook": stem, "status": "not run", "seconds": 0.0,
-                        "error": "the run was interrupted before it started", "files": {}}
-            try:
-                proc.wait(timeout=timeout)
-                status = "passed" if proc.returncode == 0 else "failed"
-            except subprocess.TimeoutExpired:
-                kill_tree(proc)  # papermill, its kernel and everything they started
-                status = "timed out"
-            finally:
-                children.release(proc)
+        for attempt in range(1 + KERNEL_START_RETRIES):
+            with open(log_path, "w", encoding="utf-8") as log:
+                proc = children.start(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      text=True, preexec_fn=_parent_death_signal)
+                if proc is None:
+                    return {"key": key, "notebook": stem, "status": "not run", "seconds": 0.0,
+                            "error": "the run was interrupted before it started", "files": {}}
+                try:
+                    proc.wait(timeout=timeout and max(timeout - (time.perf_counter() - start), 1.0))
+                    status = "passed" if proc.returncode == 0 else "failed"
+                except subprocess.TimeoutExpired:
+                    kill_tree(proc)  # papermill, its kernel and everything they started
+                    status = "timed out"
+                finally:
+                    children.release(proc)
+            if status != "failed" or KERNEL_START_FAILED not in log_path.read_text(encoding="utf-8", errors="replace"):
+                break
+            print(f"  {stem}: its kernel died while starting (attempt {attempt + 1}); starting it again", flush=True)
         seconds = time.perf_counter() - start
         if proc.pid in children.stopped:  # ended by the stop, whatever its exit status says
             status = "interrupted"

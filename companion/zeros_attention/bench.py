@@ -17,8 +17,9 @@ the smoke profile records the peer as absent, with the reason.
 The stages, in order: :func:`fla_stage` (the peer's version), :func:`rows_stage` (the headline rows),
 :func:`checks_stage` (ours against the oracle on this device), :func:`accuracy_stage` (ours and fla dk192 at
 the longest T against a float64 evaluation of the exact ZeroS weights on sampled rows),
-:func:`variants_stage` (other chunk sizes of ours), :func:`pieces_stage` (the per-kernel split of our
-time) and :func:`targets_stage` (the project's kernel targets, evaluated on the rows).
+:func:`variants_stage` (other chunk sizes of ours), :func:`segments_stage` (the state passes split into
+other numbers of segments), :func:`pieces_stage` (the per-kernel split of our time) and :func:`targets_stage`
+(the project's kernel targets, evaluated on the rows).
 
 No plotly here: this module must import on the bare GPU machine.
 """
@@ -35,7 +36,7 @@ from companion.core import check_choice, time_ms
 from companion.zeros_attention import functional as Fz
 
 __all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "pieces_stage", "rows_stage", "sampled_rows_reference",
-           "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
+           "segments_stage", "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
            "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
 # The anchors (shared/anchors/README.md, "Linear attention"): H200, torch 2.11, triton 3.6,
@@ -195,8 +196,9 @@ def summarize_targets(rows, fla_available):
     return out
 
 
-def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed):
-    """Milliseconds of each kernel of ours at one T (the forward and backward pieces, launched alone)."""
+def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
+    """Milliseconds of each kernel of ours at one T (the forward and backward pieces, launched alone; a
+    segmented state pass counts both of its launches)."""
     from companion_kernels.zeros_linear import triton as zt
 
     q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, dev, seed=seed)
@@ -204,39 +206,26 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed):
     g = zt._geometry(q, v, chunk)
     BH, NT = B * H, g["NT"]
     rows4, lb, pb = zt._scalars(s, s1, sh, None, chunk)
-    h = zt._fwd_states(k, v, s, lb, chunk)
+    h = zt._fwd_states(k, v, s, lb, chunk, segments)
     par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
     f32 = torch.float32
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     ds, ds1, dsh = (torch.zeros(B, T, H, device=dev, dtype=f32) for _ in range(3))
-    xc, yc, cc, ys = (torch.empty(BH, NT, device=dev, dtype=f32) for _ in range(4))
-    dh = torch.empty_like(h)
-
-    def scalars():
-        zt._scalars(s, s1, sh, None, chunk)
-
-    def state_fwd():
-        zt._fwd_states(k, v, s, lb, chunk)
-
-    def out_fwd():
-        zt._fwd_out(q, k, v, s, rows4, h, lb, chunk)
-
-    def dq_bwd():
-        zt._dq_bwd[(NT, BH)](q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, dsh, xc, yc, T, H, NT,
-                             HAS_S0=False, **par)
-
-    def state_bwd():
-        zt._state_bwd[zt._seq_grid(g)](q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT, K=g["K"], V=g["V"], BT=chunk,
-                                       BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"],
-                                       INTERPRET=zt._INTERPRET)
-
-    def dkv_bwd():
-        zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
-
-    out = {}
-    for name, fn in (("scalars", scalars), ("state_fwd", state_fwd), ("out_fwd", out_fwd), ("dq_bwd", dq_bwd),
-                     ("state_bwd", state_bwd), ("dkv_bwd", dkv_bwd)):
-        out[name] = time_ms(fn, dev, **timing)
+    xc, yc = (torch.empty(BH, NT, device=dev, dtype=f32) for _ in range(2))
+    dq_bwd = lambda: zt._dq_bwd[(NT, BH)](q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, dsh, xc, yc,  # noqa: E731
+                                          T, H, NT, HAS_S0=False, **par)
+    dq_bwd()
+    dh, cc, ys = zt._bwd_states(q, do, rows4, lb, xc, yc, chunk, segments)
+    pieces = {
+        "scalars": lambda: zt._scalars(s, s1, sh, None, chunk),
+        "state_fwd": lambda: zt._fwd_states(k, v, s, lb, chunk, segments),
+        "out_fwd": lambda: zt._fwd_out(q, k, v, s, rows4, h, lb, chunk),
+        "dq_bwd": dq_bwd,
+        "state_bwd": lambda: zt._bwd_states(q, do, rows4, lb, xc, yc, chunk, segments),
+        "dkv_bwd": lambda: zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par),
+    }
+    out = {name: time_ms(fn, dev, **timing) for name, fn in pieces.items()}
+    out["segments"] = zt._segments(g, dev, segments)[1]
     cfg = {}
     for name in ("_state_fwd", "_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
         best = getattr(getattr(zt, name), "best_config", None)
@@ -288,16 +277,32 @@ def fla_stage(ctx) -> dict:
     return info
 
 
-def _ours(S, T, chunk, backward):
+def _ours(S, T, chunk, backward, segments=None):
+    """Our kernel through the public op, or, for a given ``segments``, through the Triton entry point that
+    takes the split of the state passes."""
     from companion_kernels.zeros_linear import zeros_linear
+    from companion_kernels.zeros_linear.triton import zeros_linear_triton
+
+    def op(*leaves):
+        if segments is None:
+            return zeros_linear(*leaves, impl="triton", chunk_size=chunk)
+        return zeros_linear_triton(*leaves, chunk_size=chunk, segments=segments)
 
     def make():
         leaves = S.inputs(T, requires_grad=backward)
         if not backward:
-            return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=chunk)), None
+            return (lambda: op(*leaves)), None
         do = torch.randn(S.B, T, S.H, S.d, device=S.dev, dtype=S.dtype)
-        return (lambda: zeros_linear(*leaves, impl="triton", chunk_size=chunk).backward(do)), leaves
+        return (lambda: op(*leaves).backward(do)), leaves
     return make
+
+
+def _auto_segments(S, T, chunk):
+    """How many segments the state passes use by default at this size (``triton._segments``)."""
+    from companion_kernels.zeros_linear import triton as zt
+
+    g = zt._geometry(torch.empty(S.B, T, S.H, S.d, device="meta"), torch.empty(S.B, T, S.H, S.d, device="meta"), chunk)
+    return zt._segments(g, S.dev, None)[1]
 
 
 def _sdpa(S, T, backward):
@@ -352,7 +357,8 @@ def rows_stage(ctx) -> list[dict]:
             else:
                 rows.append({"T": T, "impl": "fla_dk192", "mode": mode, "error": f"fla absent: {info['error']}"})
             rows.append(_measure("sdpa_flash", T, mode, _sdpa(S, T, bw), S.dev, S.log, S.timing))
-            rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw), S.dev, S.log, S.timing, chunk=S.chunk))
+            rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw), S.dev, S.log, S.timing, chunk=S.chunk,
+                                 segments=_auto_segments(S, T, S.chunk)))
     return rows
 
 
@@ -426,17 +432,37 @@ def variants_stage(ctx) -> list[dict]:
     return rows
 
 
+def segments_stage(ctx) -> list[dict]:
+    """Ours at the headline chunk with the sequential state passes walked in each of ``variant_segments``
+    segments (1: one sequential walk over all chunks), every T and mode; a count is started only while the
+    stage has time left. Rows as in :func:`rows_stage`, with ``segments``."""
+    S = _Setup(ctx)
+    rows = []
+    for n in S.p["variant_segments"]:
+        if ctx.left() <= 0:
+            S.log(f"  segments: no time left, {n} segments and later not timed")
+            break
+        for T in S.T_list:
+            for mode, bw in (("fwd", False), ("fwd_bwd", True)):
+                rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw, segments=n), S.dev, S.log, S.timing,
+                                     chunk=S.chunk, segments=n))
+    return rows
+
+
 def pieces_stage(ctx) -> dict:
-    """``{chunk: {kernel: ms, "configs": the autotuner's choices}}``: each kernel of ours launched alone at the
-    longest T, for the headline chunk and every variant, while the stage has time left."""
+    """``{name: {kernel: ms, "segments", "configs": the autotuner's choices}}``: each kernel of ours launched alone
+    at the longest T, for the headline chunk and every variant (name: the chunk; the default split of the state
+    passes) and for the headline chunk with one segment (name ``"<chunk>_one_segment"``), while the stage has
+    time left."""
     S = _Setup(ctx)
     out = {}
-    for c in sorted({S.chunk, *S.p["variant_chunks"]}):
+    runs = [(str(c), c, None) for c in sorted({S.chunk, *S.p["variant_chunks"]})] + [(f"{S.chunk}_one_segment", S.chunk, 1)]
+    for name, c, segments in runs:
         if out and ctx.left() <= 0:
-            S.log(f"  pieces: no time left, chunk {c} and later not timed")
+            S.log(f"  pieces: no time left, {name} and later not timed")
             break
-        out[str(c)] = _time_pieces(max(S.T_list), S.B, S.H, S.d, S.dtype, S.dev, c, S.timing, S.seed)
-        S.log(f"  pieces chunk {c} T={max(S.T_list)}: {out[str(c)]}")
+        out[name] = _time_pieces(max(S.T_list), S.B, S.H, S.d, S.dtype, S.dev, c, S.timing, S.seed, segments)
+        S.log(f"  pieces {name} T={max(S.T_list)}: {out[name]}")
     return out
 
 

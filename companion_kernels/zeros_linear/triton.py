@@ -19,10 +19,10 @@ non-innermost dimension with one thread per (b, h), 30 of 31 ms at T=64k). They 
 chunks, as a chunk-local scan plus a value carried across chunks, in the manner of
 flash-linear-attention's ``chunk_local_cumsum`` and state passing:
 
-* ``_chunk_totals`` (grid chunks x B*H) reduces each chunk to its log-sum-exp and sum;
+* ``_chunk_totals`` (grid chunks/16 x B*H) reduces each chunk to its log-sum-exp and sum;
   ``_chunk_scan`` (grid B*H) scans those totals, ``tl.associative_scan`` with a log-sum-exp combine
   and ``tl.cumsum``, in blocks of up to 1024 chunks linked by a carry, into ``Lam_c, P_c``
-  ``[B*H, NT]``; ``_row_scalars`` (grid chunks x B*H) turns the carried ``Lam_{c-1}, P_{c-1}`` and the
+  ``[B*H, NT]``; ``_row_scalars`` (grid chunks/16 x B*H) turns the carried ``Lam_{c-1}, P_{c-1}`` and the
   chunk-local inclusive scans into every row's ``lam_t, a_t, b_t, g_t`` (``rows4 [B*H, 4, T]``, fp32,
   saved for the backward). Each pass is exact and stable (the combine is
   ``max(x, y) + log1p(e^{-|x - y|})``); together they read the logits and gates once;
@@ -38,15 +38,22 @@ Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass par
 (K-tiles, V-tiles, B*H), then chunk-parallel passes):
 
 * ``_chunk_totals``, ``_chunk_scan``, ``_row_scalars``: the per-step scalars (above);
-* ``_state_fwd``  grid (3 parts x K-tiles, V-tiles, B*H): the state before each chunk, three
+* ``_state_fwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the state before each chunk, three
   ``[d x dv]`` parts F~ = sum e^{s_i - Lam_c} k_i v_i^T (only this part is rescaled, by
   ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T;
 * ``_out_fwd``    grid (chunks, B*H): intra-chunk masked product, and the inter-chunk
   term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
 * ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
-* ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H): the reverse state of
+* ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the reverse state of
   ``sum_t coef_t q_t do_t^T`` and the reverse carries C, Y;
 * ``_dkv_bwd``    grid (chunks, B*H): dk, dv, ds.
+
+**The sequential state passes walk the sequence in segments side by side** (as flash-linear-attention's
+split state kernels do for long sequences): at B*H = 16 one walk per (part, tile, head) is about 100
+programs for 132 SMs, each through T/64 dependent steps. With ``NSEG`` segments a first launch walks every
+segment but one from a zero state and stores its total (fp32); the second starts each segment from the
+sum of the totals before it (after it, in reverse), the log-sum-exp frames brought into line by factors
+``<= 1``, and stores the states. Each launch takes T/(64 NSEG) dependent steps on NSEG times the programs.
 
 The backward recomputes the forward states (only inputs, ``rows4`` and two ``[B*H, NT]`` vectors are
 saved), so activation memory is linear in T: two state buffers ``[B*H, NT, 3d, dv]`` in the input
@@ -72,6 +79,8 @@ __all__ = ["zeros_linear_triton", "CHUNK"]
 
 CHUNK = 64
 _SCAN_BLOCK = 1024  # chunks per block of the scan over chunk totals (a carry links the blocks)
+_CHUNKS_PER_PROGRAM = 16  # chunks a program of the two chunk-parallel scalar passes takes (tiny programs otherwise)
+_MIN_SEGMENT = 16  # chunks: the shortest segment the automatic split of the state passes makes
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -118,16 +127,18 @@ def _shifted_logits(s, b, hh, rows, mrow, T, H):
 # The per-step scalars: chunk totals -> scan over chunks -> rows (three chunk-parallel passes)
 # ----------------------------------------------------------------------------------------------
 @triton.jit
-def _chunk_totals(s, lt, st, T, H, NT, BT: tl.constexpr):
-    """lt[c], st[c] = log-sum-exp and sum of the shifted logits of chunk c."""
-    c = tl.program_id(0)
+def _chunk_totals(s, lt, st, T, H, NT, BT: tl.constexpr, CB: tl.constexpr):
+    """lt[c], st[c] = log-sum-exp and sum of the shifted logits of chunk c (CB chunks a program)."""
+    cs = tl.program_id(0) * CB + tl.arange(0, CB)
     bh = tl.program_id(1).to(tl.int64)
-    rows = c * BT + tl.arange(0, BT)
+    rows = cs[:, None] * BT + tl.arange(0, BT)[None, :]
     mrow = rows < T
+    mc = cs < NT  # every chunk below NT has at least one row
     sc = _shifted_logits(s, bh // H, bh % H, rows, mrow, T, H)
-    smax = tl.max(tl.where(mrow, sc, float("-inf")), axis=0)
-    tl.store(lt + bh * NT + c, smax + tl.log(tl.sum(tl.where(mrow, tl.exp(sc - smax), 0.0), axis=0)))
-    tl.store(st + bh * NT + c, tl.sum(sc, axis=0))
+    smax = tl.where(mc, tl.max(tl.where(mrow, sc, float("-inf")), axis=1), 0.0)
+    lse = smax + tl.log(tl.sum(tl.where(mrow, tl.exp(sc - smax[:, None]), 0.0), axis=1))
+    tl.store(lt + bh * NT + cs, lse, mask=mc)
+    tl.store(st + bh * NT + cs, tl.sum(sc, axis=1), mask=mc)
 
 
 @triton.jit
@@ -161,21 +172,22 @@ def _chunk_scan(lt, st, lb, pb, NT, NB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, HAS_S0: tl.constexpr):
+def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, CB: tl.constexpr, HAS_S0: tl.constexpr):
     """rows4[bh] = [lam_t, a_t, b_t, g_t], each contiguous in T, from the carried ``Lam_{c-1}, P_{c-1}``
-    and the chunk-local inclusive scans (``tl.associative_scan`` of log-sum-exp, ``tl.cumsum``)."""
-    c = tl.program_id(0)
+    and the chunk-local inclusive scans (``tl.associative_scan`` of log-sum-exp, ``tl.cumsum``), CB
+    chunks a program."""
+    cs = tl.program_id(0) * CB + tl.arange(0, CB)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
     hh = bh % H
-    rows = c * BT + tl.arange(0, BT)
+    rows = cs[:, None] * BT + tl.arange(0, BT)[None, :]
     mrow = rows < T
     sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
-    cp = tl.maximum(c - 1, 0)
-    lam_prev = tl.where(c > 0, tl.load(lb + bh * NT + cp), float("-inf"))
-    p_prev = tl.where(c > 0, tl.load(pb + bh * NT + cp), 0.0)
-    lam = _lse_combine(tl.associative_scan(sc, 0, _lse_combine), lam_prev)
-    P = p_prev + tl.cumsum(sc, 0)
+    has_prev = (cs > 0) & (cs < NT)
+    lam_prev = tl.load(lb + bh * NT + cs - 1, mask=has_prev, other=float("-inf"))
+    p_prev = tl.load(pb + bh * NT + cs - 1, mask=has_prev, other=0.0)
+    lam = _lse_combine(tl.associative_scan(sc, 1, _lse_combine), lam_prev[:, None])
+    P = p_prev[:, None] + tl.cumsum(sc, 1)
     tpos = (rows + 1).to(tl.float32)
     off = b * T * H + hh + rows * H
     a = tl.load(sh + off, mask=mrow, other=0.0).to(tl.float32)
@@ -208,8 +220,11 @@ def _load_rows(rows4, lb, bh, c, rows, mrow, T, NT):
 # ----------------------------------------------------------------------------------------------
 @triton.jit
 def _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_base, hmask, is_f, is_g, offk, offv,
-                    offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
-    tl.store(h_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(h_base.dtype.element_ty), mask=hmask)
+                    offt, T, H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr,
+                    STORE: tl.constexpr):
+    if STORE:
+        tl.store(h_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(h_base.dtype.element_ty),
+                 mask=hmask)
     rows = c * BT + offt
     mrow = rows < T
     kc = tl.load(k_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
@@ -224,15 +239,39 @@ def _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_bas
     return acc, lam_new
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
-def _state_fwd(k, v, s, h, lb, T, H, NT,
+def _segment(NT, SEG, NSEG, STORE: tl.constexpr, REVERSE: tl.constexpr):
+    """``(bh, j, c0, c1)`` of a sequential state program: grid axis 2 is ``B*H x segments``. The totals pass
+    (``STORE=False``) skips the one segment whose total no other segment needs: the last one going
+    forward, the first one in reverse."""
+    nsg = NSEG if STORE else NSEG - 1
+    pid = tl.program_id(2)
+    bh = (pid // nsg).to(tl.int64)
+    j = pid % nsg
+    if not STORE and REVERSE:
+        j += 1
+    c0 = j * SEG
+    return bh, j, c0, tl.minimum(c0 + SEG, NT)
+
+
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE"],
+                 prune_configs_by={"early_config_prune": _prune_bv})
+@triton.jit
+def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
-               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
-    """h[c] = state of the keys before chunk c (F part in the frame Lam_{c-1}); reads Lam_c from lb."""
+               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr,
+               STORE: tl.constexpr):
+    """h[c] = state of the keys before chunk c (F part in the frame Lam_{c-1}); reads Lam_c from lb.
+
+    The chunks are walked in ``NSEG`` segments of ``SEG`` chunks, side by side (one segment: the plain
+    sequential pass). ``STORE=False`` (segments 0..NSEG-2) walks a segment from a zero state and writes
+    the state after it to ``tot[bh, j]`` (fp32, F in the frame of the segment's last chunk);
+    ``STORE=True`` starts segment j from the sum of the earlier segments' totals, F brought to the frame
+    ``Lam_{c0-1}`` by factors ``e^{Lam_end - Lam_{c0-1}} <= 1``, and stores h[c] for its chunks. Both
+    passes run ``SEG`` dependent steps instead of ``NT``."""
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
-    bh = tl.program_id(2).to(tl.int64)
+    bh, j, c0, c1 = _segment(NT, SEG, NSEG, STORE, False)
     part = i_k // NKT
     kt = i_k % NKT
     b = bh // H
@@ -245,21 +284,35 @@ def _state_fwd(k, v, s, h, lb, T, H, NT,
     s_base = s + b * T * H + hh
     s_first = tl.load(s_base).to(tl.float32)
     h_base = h + bh * NT * 3 * K * V + part * K * V
+    lb_base = lb + bh * NT
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
+    tot_base = tot + (bh * NSEG * 3 + part) * K * V + offk[:, None] * V + offv[None, :]
     is_f = part == 0
     is_g = part == 1
     acc = tl.zeros([BK, BV], dtype=tl.float32)
-    lam = s_first * 0.0 + float("-inf")
+    lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
-        c = NT * 0
-        while c < NT:
-            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT, hmask,
-                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
+        if STORE:
+            m = j * 0
+            while m < j:
+                acc += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(
+                    is_f, tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam), 1.0)
+                m += 1
+        c = c0
+        while c < c1:
+            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_base, hmask,
+                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC, STORE)
             c += 1
     else:
-        for c in range(NT):
-            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb + bh * NT, hmask,
-                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC)
+        if STORE:
+            for m in range(0, j):
+                acc += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(
+                    is_f, tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam), 1.0)
+        for c in range(c0, c1):
+            acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_base, hmask,
+                                       is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC, STORE)
+    if not STORE:
+        tl.store(tot_base + j * 3 * K * V, acc, mask=hmask)
 
 
 @triton.autotune(configs=_par_configs(), key=["BT", "K", "V"])
@@ -384,10 +437,12 @@ def _dq_bwd(q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, ds0, xc, yc, T, 
 @triton.jit
 def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base, cc_base, ys_base,
                     hmask, writer, is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr,
-                    BT: tl.constexpr, PREC: tl.constexpr):
-    tl.store(dh_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(dh_base.dtype.element_ty), mask=hmask)
-    tl.store(cc_base + c, C, mask=writer)
-    tl.store(ys_base + c, Y, mask=writer)
+                    BT: tl.constexpr, PREC: tl.constexpr, STORE: tl.constexpr):
+    if STORE:
+        tl.store(dh_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(dh_base.dtype.element_ty),
+                 mask=hmask)
+        tl.store(cc_base + c, C, mask=writer)
+        tl.store(ys_base + c, Y, mask=writer)
     rows = c * BT + offt
     mrow = rows < T
     qc = tl.load(q_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
@@ -407,16 +462,33 @@ def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_b
     return acc, C, Y
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
-def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT,
+def _state_bwd_carry(acc, C, Y, m, tot_base, totc_base, lb_base, lam_to, is_f, hmask, SEG, K: tl.constexpr,
+                     V: tl.constexpr):
+    """Add the total of (later) segment m, stored in the frame ``Lam_{m SEG - 1}``, in the frame ``lam_to``."""
+    f = tl.exp(lam_to - tl.load(lb_base + m * SEG - 1))  # <= 1: Lam is non-decreasing
+    acc += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(is_f, f, 1.0)
+    C += tl.load(totc_base + 2 * m) * f
+    Y += tl.load(totc_base + 2 * m + 1)
+    return acc, C, Y
+
+
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE"],
+                 prune_configs_by={"early_config_prune": _prune_bv})
+@triton.jit
+def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, NSEG,
                K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, NKT: tl.constexpr,
-               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
+               BVF: tl.constexpr, BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr,
+               STORE: tl.constexpr):
     """dh[c] = sum over rows t in chunks > c of coef_t q_t do_t^T (F part in the frame Lam_c);
-    cc[c], ys[c] = the reverse carries of the scalar chain."""
+    cc[c], ys[c] = the reverse carries of the scalar chain.
+
+    Segments as in ``_state_fwd``, walked backwards: ``STORE=False`` (segments 1..NSEG-1) writes each
+    segment's total (F and C in the frame ``Lam_{c0-1}``) to ``tot``, ``totc``; ``STORE=True`` starts
+    segment j from the sum of the later segments' totals in the frame ``Lam_{c1-1}``."""
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
-    bh = tl.program_id(2).to(tl.int64)
+    bh, j, c0, c1 = _segment(NT, SEG, NSEG, STORE, True)
     part = i_k // NKT
     kt = i_k % NKT
     b = bh // H
@@ -428,25 +500,44 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT,
     o_base = do + b * T * H * V + hh * V
     r_base = rows4 + bh * 4 * T  # [lam, a, b, g] rows of this head
     dh_base = dh + bh * NT * 3 * K * V + part * K * V
+    lb_base = lb + bh * NT
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
+    tot_base = tot + (bh * NSEG * 3 + part) * K * V + offk[:, None] * V + offv[None, :]
+    totc_base = totc + bh * NSEG * 2
+    xc_base, yc_base, cc_base, ys_base = xc + bh * NT, yc + bh * NT, cc + bh * NT, ys + bh * NT
     is_f = part == 0
     is_g = part == 1
     writer = (i_k == 0) & (i_v == 0)
     acc = tl.zeros([BK, BV], dtype=tl.float32)
-    C = tl.load(lb + bh * NT) * 0.0
+    C = tl.load(lb_base) * 0.0
     Y = C
-    if INTERPRET:
-        i = NT * 0
-        while i < NT:
-            acc, C, Y = _state_bwd_step(acc, C, Y, NT - 1 - i, q_base, o_base, r_base, lb + bh * NT, dh_base,
-                                        xc + bh * NT, yc + bh * NT, cc + bh * NT, ys + bh * NT, hmask, writer, is_f,
-                                        is_g, offk, offv, offt, T, H, K, V, BT, PREC)
-            i += 1
+    lam_end = tl.load(lb_base + c1 - 1)
+    if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
+        if STORE:
+            m = j + 1
+            while m < NSEG:
+                acc, C, Y = _state_bwd_carry(acc, C, Y, m, tot_base, totc_base, lb_base, lam_end, is_f, hmask, SEG,
+                                             K, V)
+                m += 1
+        c = c1 - 1
+        while c >= c0:
+            acc, C, Y = _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base,
+                                        cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V,
+                                        BT, PREC, STORE)
+            c -= 1
     else:
-        for i in range(NT):
-            acc, C, Y = _state_bwd_step(acc, C, Y, NT - 1 - i, q_base, o_base, r_base, lb + bh * NT, dh_base,
-                                        xc + bh * NT, yc + bh * NT, cc + bh * NT, ys + bh * NT, hmask, writer, is_f,
-                                        is_g, offk, offv, offt, T, H, K, V, BT, PREC)
+        if STORE:
+            for m in range(j + 1, NSEG):
+                acc, C, Y = _state_bwd_carry(acc, C, Y, m, tot_base, totc_base, lb_base, lam_end, is_f, hmask, SEG,
+                                             K, V)
+        for i in range(c1 - c0):
+            acc, C, Y = _state_bwd_step(acc, C, Y, c1 - 1 - i, q_base, o_base, r_base, lb_base, dh_base, xc_base,
+                                        yc_base, cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V,
+                                        BT, PREC, STORE)
+    if not STORE:
+        tl.store(tot_base + j * 3 * K * V, acc, mask=hmask)
+        tl.store(totc_base + 2 * j, C, mask=writer)
+        tl.store(totc_base + 2 * j + 1, Y, mask=writer)
 
 
 @triton.autotune(configs=_par_configs(), key=["BT", "K", "V"], restore_value=["ds"])  # ds accumulates
@@ -534,8 +625,28 @@ def _empty(*shape, device, dtype):
     return torch.empty(*shape, device=device, dtype=dtype)
 
 
-def _seq_grid(g):
-    return lambda meta: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"])
+def _segments(g, device, segments):
+    """``(SEG, NSEG)``: chunks per segment and segments of the sequential state passes. ``segments=None``
+    picks about four programs per SM on CUDA (at least ``_MIN_SEGMENT`` chunks each) and one segment
+    elsewhere; an int asks for that many (at most one per chunk)."""
+    NT = g["NT"]
+    if segments is None:
+        segments = 1
+        if device.type == "cuda":
+            programs = 3 * g["NKT"] * triton.cdiv(g["V"], 64) * g["B"] * g["H"]
+            sms = torch.cuda.get_device_properties(device).multi_processor_count
+            segments = max(1, min(round(4 * sms / programs), NT // _MIN_SEGMENT))
+    seg = triton.cdiv(NT, max(1, min(segments, NT)))
+    return seg, triton.cdiv(NT, seg)
+
+
+def _run_segmented(kernel, g, nseg, args, kw):
+    """Launch a sequential state kernel: the totals pass (when there is more than one segment), then the
+    pass that stores the states. Grid: (3 parts x K-tiles, V-tiles, B*H x segments)."""
+    for store in ((False, True) if nseg > 1 else (True,)):
+        nsg = nseg if store else nseg - 1
+        grid = lambda meta, n=nsg: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"] * n)  # noqa: E731
+        kernel[grid](*args, **kw, STORE=store)
 
 
 def _scalars(s, sigma1, sigmah, sigma0, chunk):
@@ -546,21 +657,45 @@ def _scalars(s, sigma1, sigmah, sigma0, chunk):
     dev, f32 = s.device, torch.float32
     lt, st, lb, pb = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
     rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)
-    _chunk_totals[(NT, B * H)](s, lt, st, T, H, NT, BT=chunk)
+    CB = min(_CHUNKS_PER_PROGRAM, triton.next_power_of_2(NT))
+    grid = (triton.cdiv(NT, CB), B * H)
+    _chunk_totals[grid](s, lt, st, T, H, NT, BT=chunk, CB=CB)
     _chunk_scan[(B * H,)](lt, st, lb, pb, NT, NB=min(_SCAN_BLOCK, triton.next_power_of_2(NT)), INTERPRET=_INTERPRET)
     has_s0 = sigma0 is not None
-    _row_scalars[(NT, B * H)](s, sigma1, sigmah, sigma0 if has_s0 else sigmah, lb, pb, rows4, T, H, NT, BT=chunk,
-                              HAS_S0=has_s0)
+    _row_scalars[grid](s, sigma1, sigmah, sigma0 if has_s0 else sigmah, lb, pb, rows4, T, H, NT, BT=chunk, CB=CB,
+                       HAS_S0=has_s0)
     return rows4, lb, pb
 
 
-def _fwd_states(k, v, s, lb, chunk):
+def _seq_meta(g, chunk):
+    return dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"],
+                INTERPRET=_INTERPRET)
+
+
+def _fwd_states(k, v, s, lb, chunk, segments=None):
     """The chunk states ``h [B*H, NT, 3, d, dv]`` (in the input dtype)."""
     g = _geometry(k, v, chunk)
+    seg, nseg = _segments(g, k.device, segments)
     h = _empty(g["B"] * g["H"], g["NT"], 3, g["K"], g["V"], device=k.device, dtype=k.dtype)
-    _state_fwd[_seq_grid(g)](k, v, s, h, lb, g["T"], g["H"], g["NT"], K=g["K"], V=g["V"], BT=chunk,
-                             BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
+    tot = _empty(g["B"] * g["H"] * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=k.device,
+                 dtype=torch.float32)
+    _run_segmented(_state_fwd, g, nseg, (k, v, s, h, lb, tot, g["T"], g["H"], g["NT"], seg, nseg),
+                   _seq_meta(g, chunk))
     return h
+
+
+def _bwd_states(q, do, rows4, lb, xc, yc, chunk, segments=None):
+    """The reverse states ``dh [B*H, NT, 3, d, dv]`` and the reverse carries ``cc, ys [B*H, NT]``."""
+    g = _geometry(q, do, chunk)
+    seg, nseg = _segments(g, q.device, segments)
+    BH, NT, dev = g["B"] * g["H"], g["NT"], q.device
+    dh = _empty(BH, NT, 3, g["K"], g["V"], device=dev, dtype=q.dtype)
+    cc, ys = (_empty(BH, NT, device=dev, dtype=torch.float32) for _ in range(2))
+    tot = _empty(BH * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=dev, dtype=torch.float32)
+    totc = _empty(BH * nseg * 2 if nseg > 1 else 1, device=dev, dtype=torch.float32)
+    _run_segmented(_state_bwd, g, nseg, (q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, g["T"], g["H"], NT, seg,
+                                         nseg), _seq_meta(g, chunk))
+    return dh, cc, ys
 
 
 def _fwd_out(q, k, v, s, rows4, h, lb, chunk):
@@ -573,11 +708,11 @@ def _fwd_out(q, k, v, s, rows4, h, lb, chunk):
 
 class _ZeroSChunk(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk):
+    def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk, segments):
         rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
-        o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk), lb, chunk)
+        o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk, segments), lb, chunk)
         ctx.save_for_backward(q, k, v, s, sigma0, rows4, lb, pb)
-        ctx.chunk = chunk
+        ctx.chunk, ctx.segments = chunk, segments
         ctx.gate_dtypes = (sigma1.dtype, sigmah.dtype)
         return o
 
@@ -589,24 +724,22 @@ class _ZeroSChunk(torch.autograd.Function):
         g = _geometry(q, v, chunk)
         B, T, H, NT = g["B"], g["T"], g["H"], g["NT"]
         dev = q.device
-        h = _fwd_states(k, v, s, lb, chunk)
+        h = _fwd_states(k, v, s, lb, chunk, ctx.segments)
         f32 = torch.float32
         dq = _empty(*q.shape, device=dev, dtype=q.dtype)
         dk = _empty(*k.shape, device=dev, dtype=k.dtype)
         dv = _empty(*v.shape, device=dev, dtype=v.dtype)
         ds, ds1, dsh = (_empty(B, T, H, device=dev, dtype=f32) for _ in range(3))
         ds0 = _empty(B, T, H, device=dev, dtype=f32) if has_s0 else dsh
-        xc, yc, cc, ys = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
+        xc, yc = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(2))
         par = dict(K=g["K"], V=g["V"], BT=chunk, BK=g["BK"], BV=g["BV"], PREC=g["prec"])
         _dq_bwd[(NT, B * H)](q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, ds0, xc, yc, T, H, NT,
                              HAS_S0=has_s0, **par)
         del h
-        dh = _empty(B * H, NT, 3, g["K"], g["V"], device=dev, dtype=k.dtype)
-        _state_bwd[_seq_grid(g)](q, do, rows4, lb, dh, xc, yc, cc, ys, T, H, NT, K=g["K"], V=g["V"], BT=chunk,
-                                 BK=g["BKS"], NKT=g["NKT"], BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
+        dh, cc, ys = _bwd_states(q, do, rows4, lb, xc, yc, chunk, ctx.segments)
         _dkv_bwd[(NT, B * H)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
         return (dq, dk, dv, ds.to(s.dtype), ds1.to(ctx.gate_dtypes[0]), dsh.to(ctx.gate_dtypes[1]),
-                ds0.to(sigma0.dtype) if has_s0 else None, None)
+                ds0.to(sigma0.dtype) if has_s0 else None, None, None)
 
 
 def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
@@ -629,10 +762,12 @@ def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
     return o.to(v.dtype)
 
 
-def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK):
-    """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``)."""
+def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK, segments=None):
+    """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``). ``segments``: how
+    many parts of the sequence the sequential state passes walk side by side (None: about four programs
+    per SM on CUDA, one elsewhere; the result is the same up to rounding)."""
     if not causal:
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
     s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
     sigma0 = sigma0.contiguous() if sigma0 is not None else None
-    return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size)
+    return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size, segments)

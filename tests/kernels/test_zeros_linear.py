@@ -113,11 +113,44 @@ def test_many_chunks_with_moving_logits_fwd_bwd(no_torch_scans):
         assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
 
 
-@pytest.mark.parametrize("scan_block", [1024, 2])
-def test_scalar_passes_match_the_definition(monkeypatch, scan_block):
+@pytest.mark.parametrize("segments", [2, 5, 17])
+def test_state_passes_split_into_segments_match_the_oracle(segments, no_torch_scans):
+    """The sequential state passes walked in segments side by side (17 chunks, the last one ragged, split
+    into 2, 5 and 17 segments: uneven, and one chunk each): the carried totals, in the log-sum-exp frames
+    of logits that rise by 120 then fall, give the float64 oracle's output and gradients."""
+    B, T, H, d = 1, 263, 2, 16
+    args = _inputs(B, T, H, d, d, torch.float32, seed=23, s_scale=2.0, sigma0=True)
+    args[3] = args[3] + 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
+    go = torch.randn(B, T, H, d, generator=torch.Generator().manual_seed(3)).to(DEV)
+    got, g_got = _grads(lambda *a: zl_triton.zeros_linear_triton(*a, chunk_size=16, segments=segments), args, go)
+    want, g_want = _grads(lambda *a: zeros_linear_reference(*a), [a.double() if a is not None else None for a in args],
+                          go.double())
+    torch.testing.assert_close(got.double(), want, atol=5e-5, rtol=1e-4)
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah", "sigma0"), g_got, g_want):
+        err = (a.double() - b).abs().max().item()
+        assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
+
+
+def test_segment_split_of_the_state_passes():
+    """(chunks per segment, segments): as asked, capped at one segment per chunk, never an empty segment;
+    automatic on the CPU: one segment."""
+    g = dict(NT=17, NKT=1, V=16, B=1, H=2)
+    cpu = torch.device("cpu")
+    assert zl_triton._segments(g, cpu, None) == (17, 1)
+    assert zl_triton._segments(g, cpu, 1) == (17, 1)
+    assert zl_triton._segments(g, cpu, 5) == (4, 5)
+    assert zl_triton._segments(g, cpu, 6) == (3, 6)  # ceil(17 / 6) = 3 chunks a segment -> 6 segments
+    assert zl_triton._segments(g, cpu, 16) == (2, 9)  # no empty segment
+    assert zl_triton._segments(g, cpu, 100) == (1, 17)
+
+
+@pytest.mark.parametrize("scan_block, chunks_per_program", [(1024, 16), (2, 8)])
+def test_scalar_passes_match_the_definition(monkeypatch, scan_block, chunks_per_program):
     """The three scalar passes (chunk totals, scan over chunks, rows) against float64 scans in PyTorch,
-    with a ragged last chunk, logits rising by 200, and (scan_block=2) the carry between scan blocks."""
+    with a ragged last chunk, logits rising by 200, (scan_block=2) the carry between scan blocks and
+    (5 chunks a program) a last program with chunks past the end."""
     monkeypatch.setattr(zl_triton, "_SCAN_BLOCK", scan_block)
+    monkeypatch.setattr(zl_triton, "_CHUNKS_PER_PROGRAM", chunks_per_program)
     B, T, H, chunk = 2, 181, 3, 16  # 12 chunks, the last one with 5 rows
     g = torch.Generator().manual_seed(11)
     s = torch.randn(B, T, H, generator=g) * 3 + 200 * torch.linspace(0, 1, T)[None, :, None]
@@ -258,3 +291,21 @@ def test_long_ragged_bf16_sequence_against_float64_rows():
         got = out[:, rows].permute(1, 0, 2, 3).double()
         rel = (got - want).norm(dim=-1) / want.norm(dim=-1)
         assert torch.isfinite(rel).all() and rel.max().item() < 5e-2, (chunk, rel.max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("segments", [1, 7, None])
+def test_state_pass_segments_on_gpu_fwd_bwd(segments):
+    """The compiled state passes, one sequential walk, 7 uneven segments and the automatic split, at
+    T = 20,011 with rising logits (fp32 inputs): the output against the library's fp32 streaming form,
+    the gradients against one segment's."""
+    from companion.zeros_attention import zeros_chunked
+
+    args = _inputs(1, 20011, 2, 32, 32, torch.float32, seed=15, s_trend=300.0, device="cuda")
+    go = torch.randn(1, 20011, 2, 32, device="cuda")
+    got, g_got = _grads(lambda *a: zl_triton.zeros_linear_triton(*a, segments=segments), args, go)
+    want = zeros_chunked(*args[:6], chunk_size=256)
+    assert ((got - want).norm() / want.norm()).item() < 1e-4
+    one, g_one = _grads(lambda *a: zl_triton.zeros_linear_triton(*a, segments=1), args, go)
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah"), g_got, g_one):
+        assert ((a - b).norm() / b.norm()).item() < 1e-4, name

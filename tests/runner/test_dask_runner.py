@@ -9,6 +9,7 @@ import platform
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from importlib import metadata
@@ -151,3 +152,28 @@ def test_the_timeout_exception_keeps_its_payload_through_pickling_and_stays_shor
     payload = {"notebook": "02_stuck", "status": "timed out", "files": {"x.ipynb": b"0" * 100_000}}
     exc = pickle.loads(pickle.dumps(runner.NotebookTimedOut(payload)))
     assert exc.payload == payload and str(exc) == "02_stuck exceeded its time limit"
+
+
+@pytest.mark.parametrize("deaths, status", [(1, "passed"), (2, "failed")])
+def test_a_kernel_that_dies_while_starting_is_started_once_more(tmp_path, deaths, status):
+    """papermill's "Kernel died before replying to kernel_info" (no cell ran) gets one more start; a second
+    death fails the notebook with that error."""
+    book = tiny_notebook(tmp_path / "01_k.ipynb", "from companion.core import record\nrecord('y', 3)")
+
+    class DyingKernels(runner.Children):
+        starts = 0
+
+        def start(self, cmd, **kwargs):
+            self.starts += 1
+            if self.starts <= deaths:  # what papermill prints when its kernel dies at start-up
+                cmd = [sys.executable, "-c", f"import sys; print('RuntimeError: {runner.KERNEL_START_FAILED}'); sys.exit(1)"]
+            return super().start(cmd, **kwargs)
+
+    children = DyingKernels()
+    payload = runner.execute_task("k", book.name, book.read_bytes(), str(book), {}, 120, children=children)
+    assert children.starts == min(deaths, 1 + runner.KERNEL_START_RETRIES) + (status == "passed")
+    assert payload["status"] == status
+    if status == "passed":
+        assert payload["records"] == {"y": 3}
+    else:
+        assert runner.KERNEL_START_FAILED in payload["error"]
