@@ -230,12 +230,16 @@ def _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_bas
     kc = tl.load(k_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
     vc = tl.load(v_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
     sc = tl.load(s_base + rows * H, mask=mrow, other=0.0).to(tl.float32) - s_first
-    lam_new = tl.load(lb_base + c)  # Lam_c, from the scan over chunk totals
+    if STORE:
+        lam_new = tl.load(lb_base + c)  # Lam_c, from the scan over chunk totals
+    else:
+        lam_new = lam  # a segment's total is summed in one frame, its last chunk's: no rescaling chain
     coef_f = tl.exp(tl.where(mrow, sc - lam_new, float("-inf")))
     coef = tl.where(is_f, coef_f, tl.where(is_g, tl.where(mrow, sc, 0.0), tl.where(mrow, 1.0, 0.0)))
-    resc = tl.where(is_f, tl.exp(lam - lam_new), 1.0)
     kw = (kc.to(tl.float32) * coef[:, None]).to(vc.dtype)
-    acc = acc * resc + tl.dot(tl.trans(kw), vc, input_precision=PREC)
+    if STORE:
+        acc = acc * tl.where(is_f, tl.exp(lam - lam_new), 1.0)
+    acc += tl.dot(tl.trans(kw), vc, input_precision=PREC)
     return acc, lam_new
 
 
@@ -264,8 +268,8 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
     """h[c] = state of the keys before chunk c (F part in the frame Lam_{c-1}); reads Lam_c from lb.
 
     The chunks are walked in ``NSEG`` segments of ``SEG`` chunks, side by side (one segment: the plain
-    sequential pass). ``STORE=False`` (segments 0..NSEG-2) walks a segment from a zero state and writes
-    the state after it to ``tot[bh, j]`` (fp32, F in the frame of the segment's last chunk);
+    sequential pass). ``STORE=False`` (segments 0..NSEG-2) sums a segment's keys into ``tot[bh, j]``
+    (fp32; F in the frame of the segment's last chunk from the start, so a plain accumulation);
     ``STORE=True`` starts segment j from the sum of the earlier segments' totals, F brought to the frame
     ``Lam_{c0-1}`` by factors ``e^{Lam_end - Lam_{c0-1}} <= 1``, and stores h[c] for its chunks. Both
     passes run ``SEG`` dependent steps instead of ``NT``."""
@@ -290,7 +294,10 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
     is_f = part == 0
     is_g = part == 1
     acc = tl.zeros([BK, BV], dtype=tl.float32)
-    lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
+    if STORE:
+        lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
+    else:
+        lam = tl.load(lb_base + c1 - 1)
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         if STORE:
             m = j * 0
@@ -435,9 +442,12 @@ def _dq_bwd(q, k, v, do, s, rows4, h, lb, pb, dq, ds, ds1, dsh, ds0, xc, yc, T, 
 
 
 @triton.jit
-def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base, cc_base, ys_base,
-                    hmask, writer, is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr,
+def _state_bwd_step(acc, C, Y, c, lam_seg, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base, cc_base,
+                    ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K: tl.constexpr, V: tl.constexpr,
                     BT: tl.constexpr, PREC: tl.constexpr, STORE: tl.constexpr):
+    """One chunk of the reverse state walk. ``STORE``: store the state of the chunks after c (frame Lam_c),
+    then fold chunk c in (frame Lam_{c-1}). Otherwise sum chunk c into a segment total kept in the one frame
+    ``lam_seg`` (= Lam_{c0-1} <= lam_t of every row t of the segment): no rescaling chain."""
     if STORE:
         tl.store(dh_base + c * 3 * K * V + offk[:, None] * V + offv[None, :], acc.to(dh_base.dtype.element_ty),
                  mask=hmask)
@@ -448,16 +458,19 @@ def _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_b
     qc = tl.load(q_base + rows[:, None] * H * K + offk[None, :], mask=mrow[:, None] & (offk[None, :] < K), other=0.0)
     oc = tl.load(o_base + rows[:, None] * H * V + offv[None, :], mask=mrow[:, None] & (offv[None, :] < V), other=0.0)
     lam_r = tl.load(r_base + rows, mask=mrow, other=0.0)
-    lam_c = tl.load(lb_base + c)
     lam_prev = tl.where(c > 0, tl.load(lb_base + tl.maximum(c - 1, 0)), float("-inf"))
-    coef_f = tl.load(r_base + T + rows, mask=mrow, other=0.0) * tl.exp(tl.where(mrow, lam_prev - lam_r, float("-inf")))
+    frame = lam_prev if STORE else lam_seg
+    coef_f = tl.load(r_base + T + rows, mask=mrow, other=0.0) * tl.exp(tl.where(mrow, frame - lam_r, float("-inf")))
     coef = tl.where(is_f, coef_f, tl.where(is_g, tl.load(r_base + 2 * T + rows, mask=mrow, other=0.0),
                                            tl.load(r_base + 3 * T + rows, mask=mrow, other=0.0)))
-    resc_l = tl.exp(lam_prev - lam_c)
-    resc = tl.where(is_f, resc_l, 1.0)
     qw = (qc.to(tl.float32) * coef[:, None]).to(oc.dtype)
-    acc = acc * resc + tl.dot(tl.trans(qw), oc, input_precision=PREC)
-    C = C * resc_l + tl.load(xc_base + c)
+    if STORE:
+        resc_l = tl.exp(lam_prev - tl.load(lb_base + c))
+        acc = acc * tl.where(is_f, resc_l, 1.0)
+        C = C * resc_l + tl.load(xc_base + c)
+    else:
+        C += tl.load(xc_base + c) * tl.exp(lam_seg - lam_prev)
+    acc += tl.dot(tl.trans(qw), oc, input_precision=PREC)
     Y = Y + tl.load(yc_base + c)
     return acc, C, Y
 
@@ -483,8 +496,8 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, N
     """dh[c] = sum over rows t in chunks > c of coef_t q_t do_t^T (F part in the frame Lam_c);
     cc[c], ys[c] = the reverse carries of the scalar chain.
 
-    Segments as in ``_state_fwd``, walked backwards: ``STORE=False`` (segments 1..NSEG-1) writes each
-    segment's total (F and C in the frame ``Lam_{c0-1}``) to ``tot``, ``totc``; ``STORE=True`` starts
+    Segments as in ``_state_fwd``, walked backwards: ``STORE=False`` (segments 1..NSEG-1) sums each
+    segment's total (F and C in the frame ``Lam_{c0-1}``) into ``tot``, ``totc``; ``STORE=True`` starts
     segment j from the sum of the later segments' totals in the frame ``Lam_{c1-1}``."""
     i_k = tl.program_id(0)
     i_v = tl.program_id(1)
@@ -512,6 +525,7 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, N
     C = tl.load(lb_base) * 0.0
     Y = C
     lam_end = tl.load(lb_base + c1 - 1)
+    lam_seg = tl.load(lb_base + tl.maximum(c0 - 1, 0))  # the totals pass's frame (segments j >= 1 only)
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         if STORE:
             m = j + 1
@@ -521,9 +535,9 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, N
                 m += 1
         c = c1 - 1
         while c >= c0:
-            acc, C, Y = _state_bwd_step(acc, C, Y, c, q_base, o_base, r_base, lb_base, dh_base, xc_base, yc_base,
-                                        cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V,
-                                        BT, PREC, STORE)
+            acc, C, Y = _state_bwd_step(acc, C, Y, c, lam_seg, q_base, o_base, r_base, lb_base, dh_base, xc_base,
+                                        yc_base, cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H,
+                                        K, V, BT, PREC, STORE)
             c -= 1
     else:
         if STORE:
@@ -531,9 +545,9 @@ def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, N
                 acc, C, Y = _state_bwd_carry(acc, C, Y, m, tot_base, totc_base, lb_base, lam_end, is_f, hmask, SEG,
                                              K, V)
         for i in range(c1 - c0):
-            acc, C, Y = _state_bwd_step(acc, C, Y, c1 - 1 - i, q_base, o_base, r_base, lb_base, dh_base, xc_base,
-                                        yc_base, cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv, offt, T, H, K, V,
-                                        BT, PREC, STORE)
+            acc, C, Y = _state_bwd_step(acc, C, Y, c1 - 1 - i, lam_seg, q_base, o_base, r_base, lb_base, dh_base,
+                                        xc_base, yc_base, cc_base, ys_base, hmask, writer, is_f, is_g, offk, offv,
+                                        offt, T, H, K, V, BT, PREC, STORE)
     if not STORE:
         tl.store(tot_base + j * 3 * K * V, acc, mask=hmask)
         tl.store(totc_base + 2 * j, C, mask=writer)
@@ -627,15 +641,17 @@ def _empty(*shape, device, dtype):
 
 def _segments(g, device, segments):
     """``(SEG, NSEG)``: chunks per segment and segments of the sequential state passes. ``segments=None``
-    picks about four programs per SM on CUDA (at least ``_MIN_SEGMENT`` chunks each) and one segment
-    elsewhere; an int asks for that many (at most one per chunk)."""
+    picks about four programs per SM on CUDA (at least ``_MIN_SEGMENT`` chunks each), and one segment
+    where that gives fewer than three (two launches of NT/2 steps walk as many steps as one of NT) or
+    off CUDA; an int asks for that many (at most one per chunk)."""
     NT = g["NT"]
     if segments is None:
         segments = 1
         if device.type == "cuda":
             programs = 3 * g["NKT"] * triton.cdiv(g["V"], 64) * g["B"] * g["H"]
             sms = torch.cuda.get_device_properties(device).multi_processor_count
-            segments = max(1, min(round(4 * sms / programs), NT // _MIN_SEGMENT))
+            segments = min(round(4 * sms / programs), NT // _MIN_SEGMENT)
+            segments = segments if segments >= 3 else 1
     seg = triton.cdiv(NT, max(1, min(segments, NT)))
     return seg, triton.cdiv(NT, seg)
 
