@@ -24,7 +24,8 @@ flash-linear-attention's ``chunk_local_cumsum`` and state passing:
   and ``tl.cumsum``, in blocks of up to 1024 chunks linked by a carry, into ``Lam_c, P_c``
   ``[B*H, NT]``; ``_row_scalars`` (grid chunks/16 x B*H) turns the carried ``Lam_{c-1}, P_{c-1}`` and the
   chunk-local inclusive scans into every row's ``lam_t, a_t, b_t, g_t`` (``rows4 [B*H, 4, T]``, fp32,
-  saved for the backward). Each pass is exact and stable (the combine is
+  saved for the backward); up to T = 8192 one launch does all three (``_scalars_one_program``, one program a
+  head scanning its whole row: short sequences are launch-bound). Each pass is exact and stable (the combine is
   ``max(x, y) + log1p(e^{-|x - y|})``); together they read the logits and gates once;
 * the sequential state kernel then only loads ``Lam_c`` per chunk (like fla's ``g_last``), and the
   chunk-parallel kernels load their rows' scalars;
@@ -37,7 +38,7 @@ flash-linear-attention's ``chunk_local_cumsum`` and state passing:
 Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass parallel over
 (K-tiles, V-tiles, B*H), then chunk-parallel passes):
 
-* ``_chunk_totals``, ``_chunk_scan``, ``_row_scalars``: the per-step scalars (above);
+* ``_chunk_totals``, ``_chunk_scan``, ``_row_scalars`` (or ``_scalars_one_program``): the per-step scalars (above);
 * ``_state_fwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the state before each chunk, three
   ``[d x dv]`` parts F~ = sum e^{s_i - Lam_c} k_i v_i^T (only this part is rescaled, by
   ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T;
@@ -79,6 +80,7 @@ __all__ = ["zeros_linear_triton", "CHUNK"]
 
 CHUNK = 64
 _SCAN_BLOCK = 1024  # chunks per block of the scan over chunk totals (a carry links the blocks)
+_ONE_PROGRAM_T = 8192  # up to this T one launch computes the scalars (one program a head scans the whole row)
 _CHUNKS_PER_PROGRAM = 16  # chunks a program of the two chunk-parallel scalar passes takes (tiny programs otherwise)
 _MIN_SEGMENT = 16  # chunks: the shortest segment the automatic split of the state passes makes
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -172,6 +174,24 @@ def _chunk_scan(lt, st, lb, pb, NT, NB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
+def _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0: tl.constexpr):
+    """rows4[bh] = [lam_t, a_t, b_t, g_t] on these rows, the gates from ``lam_t`` and ``P_t``:
+    ``a = sigmah``, ``b = (sigma1 - sigmah)/t``, ``g = -(b P + sigmah)/t (+ sigma0/t)``."""
+    tpos = (rows + 1).to(tl.float32)
+    off = b * T * H + hh + rows * H
+    a = tl.load(sh + off, mask=mrow, other=0.0).to(tl.float32)
+    bb = (tl.load(s1 + off, mask=mrow, other=0.0).to(tl.float32) - a) / tpos
+    g = -(bb * P + a) / tpos
+    if HAS_S0:
+        g += tl.load(s0 + off, mask=mrow, other=0.0).to(tl.float32) / tpos
+    r = rows4 + bh * 4 * T + rows
+    tl.store(r, lam, mask=mrow)
+    tl.store(r + T, a, mask=mrow)
+    tl.store(r + 2 * T, bb, mask=mrow)
+    tl.store(r + 3 * T, g, mask=mrow)
+
+
+@triton.jit
 def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, CB: tl.constexpr, HAS_S0: tl.constexpr):
     """rows4[bh] = [lam_t, a_t, b_t, g_t], each contiguous in T, from the carried ``Lam_{c-1}, P_{c-1}``
     and the chunk-local inclusive scans (``tl.associative_scan`` of log-sum-exp, ``tl.cumsum``), CB
@@ -188,18 +208,26 @@ def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, CB: t
     p_prev = tl.load(pb + bh * NT + cs - 1, mask=has_prev, other=0.0)
     lam = _lse_combine(tl.associative_scan(sc, 1, _lse_combine), lam_prev[:, None])
     P = p_prev[:, None] + tl.cumsum(sc, 1)
-    tpos = (rows + 1).to(tl.float32)
-    off = b * T * H + hh + rows * H
-    a = tl.load(sh + off, mask=mrow, other=0.0).to(tl.float32)
-    bb = (tl.load(s1 + off, mask=mrow, other=0.0).to(tl.float32) - a) / tpos
-    g = -(bb * P + a) / tpos
-    if HAS_S0:
-        g += tl.load(s0 + off, mask=mrow, other=0.0).to(tl.float32) / tpos
-    r = rows4 + bh * 4 * T + rows
-    tl.store(r, lam, mask=mrow)
-    tl.store(r + T, a, mask=mrow)
-    tl.store(r + 2 * T, bb, mask=mrow)
-    tl.store(r + 3 * T, g, mask=mrow)
+    _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0)
+
+
+@triton.jit
+def _scalars_one_program(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, TP: tl.constexpr,
+                         HAS_S0: tl.constexpr):
+    """The three scalar passes in one launch for a short sequence (``T <= TP``): one program a head scans
+    all its T logits at once and stores the rows and, at each chunk's last row, ``Lam_c, P_c``."""
+    bh = tl.program_id(0).to(tl.int64)
+    b = bh // H
+    hh = bh % H
+    rows = tl.arange(0, TP)
+    mrow = rows < T
+    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    lam = tl.associative_scan(sc, 0, _lse_combine)  # padded rows (0) come after every real one
+    P = tl.cumsum(sc, 0)
+    chunk_end = mrow & (((rows + 1) % BT == 0) | (rows == T - 1))
+    tl.store(lb + bh * NT + rows // BT, lam, mask=chunk_end)
+    tl.store(pb + bh * NT + rows // BT, P, mask=chunk_end)
+    _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0)
 
 
 @triton.jit
@@ -667,19 +695,26 @@ def _run_segmented(kernel, g, nseg, args, kw):
 
 def _scalars(s, sigma1, sigmah, sigma0, chunk):
     """The per-step scalars: ``rows4 [B*H, 4, T]`` (lam, a, b, g per row) and the chunk-end carries
-    ``lb, pb [B*H, NT]`` (Lam_c, P_c), by three chunk-parallel passes (totals, scan, rows)."""
+    ``lb, pb [B*H, NT]`` (Lam_c, P_c), by three chunk-parallel passes (totals, scan, rows), or by one
+    launch up to ``T = _ONE_PROGRAM_T`` (short sequences are launch-bound)."""
     B, T, H = s.shape
     NT = triton.cdiv(T, chunk)
     dev, f32 = s.device, torch.float32
-    lt, st, lb, pb = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(4))
+    lb, pb = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(2))
     rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)
+    has_s0 = sigma0 is not None
+    gates = (sigma1, sigmah, sigma0 if has_s0 else sigmah)
+    if T <= _ONE_PROGRAM_T:
+        TP = triton.next_power_of_2(T)  # warps: no spills compiled for sm_90 (TP 8192: 16 warps, 124 registers)
+        _scalars_one_program[(B * H,)](s, *gates, lb, pb, rows4, T, H, NT, BT=chunk, TP=TP, HAS_S0=has_s0,
+                                       num_warps=max(4, min(16, TP // 512)))
+        return rows4, lb, pb
+    lt, st = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(2))
     CB = min(_CHUNKS_PER_PROGRAM, triton.next_power_of_2(NT))
     grid = (triton.cdiv(NT, CB), B * H)
     _chunk_totals[grid](s, lt, st, T, H, NT, BT=chunk, CB=CB)
     _chunk_scan[(B * H,)](lt, st, lb, pb, NT, NB=min(_SCAN_BLOCK, triton.next_power_of_2(NT)), INTERPRET=_INTERPRET)
-    has_s0 = sigma0 is not None
-    _row_scalars[grid](s, sigma1, sigmah, sigma0 if has_s0 else sigmah, lb, pb, rows4, T, H, NT, BT=chunk, CB=CB,
-                       HAS_S0=has_s0)
+    _row_scalars[grid](s, *gates, lb, pb, rows4, T, H, NT, BT=chunk, CB=CB, HAS_S0=has_s0)
     return rows4, lb, pb
 
 

@@ -96,9 +96,11 @@ def test_running_max_is_stable_where_logits_grow():
     torch.testing.assert_close(got.double(), want, atol=5e-5, rtol=1e-4)
 
 
-def test_many_chunks_with_moving_logits_fwd_bwd(no_torch_scans):
+def test_many_chunks_with_moving_logits_fwd_bwd(no_torch_scans, monkeypatch):
     """17 chunks (ragged last one), logits rising by 120 then falling: the carried log-sum-exp,
-    cumulative sum and their reverse carries in the backward against the float64 oracle."""
+    cumulative sum and their reverse carries in the backward against the float64 oracle, with the
+    scalars in the three passes of long sequences."""
+    monkeypatch.setattr(zl_triton, "_ONE_PROGRAM_T", 0)
     B, T, H, d = 1, 263, 2, 16
     args = _inputs(B, T, H, d, d, torch.float32, seed=21, s_scale=2.0)
     ramp = 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
@@ -144,13 +146,15 @@ def test_segment_split_of_the_state_passes():
     assert zl_triton._segments(g, cpu, 100) == (1, 17)
 
 
-@pytest.mark.parametrize("scan_block, chunks_per_program", [(1024, 16), (2, 8)])
-def test_scalar_passes_match_the_definition(monkeypatch, scan_block, chunks_per_program):
+@pytest.mark.parametrize("scan_block, chunks_per_program, one_program_t", [(1024, 16, 0), (2, 8, 0), (1024, 16, 8192)])
+def test_scalar_passes_match_the_definition(monkeypatch, scan_block, chunks_per_program, one_program_t):
     """The three scalar passes (chunk totals, scan over chunks, rows) against float64 scans in PyTorch,
     with a ragged last chunk, logits rising by 200, (scan_block=2) the carry between scan blocks and
-    (5 chunks a program) a last program with chunks past the end."""
+    (8 chunks a program, 12 chunks) a last program with chunks past the end; and the one-launch form
+    of short sequences."""
     monkeypatch.setattr(zl_triton, "_SCAN_BLOCK", scan_block)
     monkeypatch.setattr(zl_triton, "_CHUNKS_PER_PROGRAM", chunks_per_program)
+    monkeypatch.setattr(zl_triton, "_ONE_PROGRAM_T", one_program_t)
     B, T, H, chunk = 2, 181, 3, 16  # 12 chunks, the last one with 5 rows
     g = torch.Generator().manual_seed(11)
     s = torch.randn(B, T, H, generator=g) * 3 + 200 * torch.linspace(0, 1, T)[None, :, None]
