@@ -114,9 +114,10 @@ def _setup(ctx):
 
 
 def tile_name(row: dict) -> str:
-    """``"split 128×256×64 w8 s3"``: a row of :func:`run_kernel`'s ``ours`` (its variant and tile)."""
-    bm, bn, bk, warps, stages = row["tile"]
-    return f"{row['variant']} {bm}×{bn}×{bk} w{warps} s{stages}"
+    """``"split 128×256×64 w8 s3"`` (``" TMA"`` appended where X and R are loaded through tensor descriptors): a
+    row of :func:`run_kernel`'s ``ours`` (its variant and tile)."""
+    bm, bn, bk, warps, stages, *tma = row["tile"]  # records before the TMA option have five entries
+    return f"{row['variant']} {bm}×{bn}×{bk} w{warps} s{stages}" + (" TMA" if tma and tma[0] else "")
 
 
 def run_kernel(ctx) -> dict:

@@ -44,6 +44,13 @@ n positive terms, within (n − 1)·2^-24 of the exact sum relatively (the class
 summation), so the two differ by at most 2(n − 1)·2^-24 relatively (4.9e-4 at n = 4096; measured in the
 interpreter at 64 × 1024 fp32, 32 column blocks: 2.4e-7). Not yet timed on the H200.
 
+**Loads.** Both variants read X and R through masked pointers (on Hopper the K loop's tiles go through
+``cp.async`` into ``STAGES`` shared-memory buffers), or, for a tile whose sixth entry ``TMA`` is 1, through
+host-built tensor descriptors (Hopper's TMA: one asynchronous bulk copy a tile, zero-filled past the edges, no
+address arithmetic in registers; rows must be a multiple of 16 bytes). Compiled ahead of time for sm_90a as the
+JIT specialises them, the split 128 × 256 × 64 tile takes 223 registers with pointers and 222 with TMA, the fused
+128 × 128 × 64 tile 244 and 198, none spilling. The defaults use pointers until the TMA tiles are timed.
+
 ``round`` is written with ``floor`` (exact for |v| < 2^22, here |v| ≤ (2^b − 1)/clip): ``libdevice.rint``
 does not run in the CPU interpreter. fp32 inputs use ``input_precision="ieee"`` (no TF32), matching
 PyTorch with ``allow_tf32`` off.
@@ -54,6 +61,11 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+try:  # host-side tensor descriptors (TMA loads on Hopper; triton >= 3.3)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover
+    TensorDescriptor = None
 
 #: row blocks that sweep the column blocks together in the split variant's GEMM (grouped launch order)
 GROUP_M = 8
@@ -115,19 +127,24 @@ def _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, 
 
 
 @triton.jit
-def _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
-              N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              IEEE: tl.constexpr, STAGES: tl.constexpr):
-    """``X[rows] @ R[:, cols]`` accumulated in fp32 over K blocks, the K loop pipelined over ``STAGES``."""
+def _dot_tile(x_ptr, r_ptr, x_desc, r_desc, row0, col0, rows64, row_ok, cols, col_ok, stride_xm, stride_xk,
+              stride_rk, stride_rn, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              IEEE: tl.constexpr, STAGES: tl.constexpr, TMA: tl.constexpr):
+    """``X[rows] @ R[:, cols]`` accumulated in fp32 over K blocks, the K loop pipelined over ``STAGES``; the tiles
+    loaded through masked pointers, or (``TMA``) through tensor descriptors, which zero-fill past the edges."""
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k0 in tl.range(0, N, BLOCK_K, num_stages=STAGES):
-        ks = k0 + offs_k
-        k_ok = ks < N
-        a = tl.load(x_ptr + rows64[:, None] * stride_xm + ks[None, :] * stride_xk,
-                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(r_ptr + ks[:, None] * stride_rk + cols[None, :] * stride_rn,
-                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        if TMA:
+            a = x_desc.load([row0, k0])
+            b = r_desc.load([k0, col0])
+        else:
+            ks = k0 + offs_k
+            k_ok = ks < N
+            a = tl.load(x_ptr + rows64[:, None] * stride_xm + ks[None, :] * stride_xk,
+                        mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+            b = tl.load(r_ptr + ks[:, None] * stride_rk + cols[None, :] * stride_rn,
+                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         if IEEE:
             acc = tl.dot(a, b, acc, input_precision="ieee")
         else:
@@ -137,10 +154,10 @@ def _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, 
 
 @triton.jit
 def _rqw_kernel(
-    x_ptr, r_ptr, y_ptr, w_ptr, T, clip, maxq,
+    x_ptr, r_ptr, x_desc, r_desc, y_ptr, w_ptr, T, clip, maxq,
     stride_xm, stride_xk, stride_rk, stride_rn, stride_ym, stride_yn,
     N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr,
-    STAGES: tl.constexpr,
+    STAGES: tl.constexpr, TMA: tl.constexpr,
 ):
     """The fused variant: one program per ``BLOCK_M`` tokens, two sweeps over the width (module docstring)."""
     pid = tl.program_id(0)
@@ -154,8 +171,8 @@ def _rqw_kernel(
     for n0 in range(0, N, BLOCK_N):
         cols = n0 + offs_n
         col_ok = cols < N
-        acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
-                        N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
+        acc = _dot_tile(x_ptr, r_ptr, x_desc, r_desc, pid * BLOCK_M, n0, rows64, row_ok, cols, col_ok, stride_xm,
+                        stride_xk, stride_rk, stride_rn, N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES, TMA)
         tmax, tmin, twhip = _store_y(acc, y_ptr, rows64, row_ok, cols, col_ok, stride_ym, stride_yn)
         rmax = tl.maximum(rmax, tmax)
         rmin = tl.minimum(rmin, tmin)
@@ -168,10 +185,10 @@ def _rqw_kernel(
 
 @triton.jit
 def _rotate_partials_kernel(
-    x_ptr, r_ptr, y_ptr, pmax_ptr, pmin_ptr, pwhip_ptr, T,
+    x_ptr, r_ptr, x_desc, r_desc, y_ptr, pmax_ptr, pmin_ptr, pwhip_ptr, T,
     stride_xm, stride_xk, stride_rk, stride_rn, stride_ym, stride_yn,
     N: tl.constexpr, NB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    IEEE: tl.constexpr, STAGES: tl.constexpr, GROUP: tl.constexpr,
+    IEEE: tl.constexpr, STAGES: tl.constexpr, GROUP: tl.constexpr, TMA: tl.constexpr,
 ):
     """The split variant's GEMM: tile (pid_m, pid_n) of Y = X R in X's dtype, and its per-row partials
     (max, min, Σ exp(−|y|) of the rounded values) in slot ``pid_n`` of the ``[T, NB]`` buffers."""
@@ -187,8 +204,8 @@ def _rotate_partials_kernel(
     rows64 = rows.to(tl.int64)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    acc = _dot_tile(x_ptr, r_ptr, rows64, row_ok, cols, col_ok, stride_xm, stride_xk, stride_rk, stride_rn,
-                    N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES)
+    acc = _dot_tile(x_ptr, r_ptr, x_desc, r_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, rows64, row_ok, cols, col_ok,
+                    stride_xm, stride_xk, stride_rk, stride_rn, N, BLOCK_M, BLOCK_N, BLOCK_K, IEEE, STAGES, TMA)
     tmax, tmin, twhip = _store_y(acc, y_ptr, rows64, row_ok, cols, col_ok, stride_ym, stride_yn)
     slot = rows64 * NB + pid_n
     tl.store(pmax_ptr + slot, tmax, mask=row_ok)
@@ -217,36 +234,58 @@ def _quantize_rows_kernel(
 
 
 def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of ``variant``'s GEMM."""
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of ``variant``'s GEMM (pointer loads: TMA 0)."""
     p2 = max(16, triton.next_power_of_2(n))
     if interp:  # the interpreter runs one program at a time in numpy: small tiles keep tests fast
-        return 16, min(32, p2), min(32, p2), 4, 1
+        return 16, min(32, p2), min(32, p2), 4, 1, 0
     if dtype == torch.float32:
-        return 64, min(128, p2), min(32, p2), 8, 3
+        return 64, min(128, p2), min(32, p2), 8, 3, 0
     if variant == "split":  # the Triton matmul tutorial's tile for 16-bit inputs on Hopper
-        return 128, min(256, p2), min(64, p2), 8, 3
-    return 128, min(128, p2), min(64, p2), 8, 3
+        return 128, min(256, p2), min(64, p2), 8, 3, 0
+    return 128, min(128, p2), min(64, p2), 8, 3, 0
 
 
-#: tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) the GPU benchmark tries for 16-bit inputs, per variant.
-#: fused: the default, and a wider column block that halves X's re-reads (255 registers, no spills ahead of time);
-#: split: the default and two 128 × 128 tiles (fewer registers in the epilogue, more programs)
+#: tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) the GPU benchmark tries for 16-bit inputs, per
+#: variant. fused: the default, and a wider column block that halves X's re-reads (255 registers, no spills ahead
+#: of time); split: the default and two 128 × 128 tiles (fewer registers in the epilogue, more programs). TMA 1:
+#: the same tiles with X and R loaded through tensor descriptors (Hopper's TMA; asynchronous copies, no address
+#: arithmetic in registers), not yet timed
 GPU_TILES = {
-    "fused": ((128, 128, 64, 8, 3), (64, 256, 64, 8, 3)),
-    "split": ((128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4)),
+    "fused": ((128, 128, 64, 8, 3, 0), (64, 256, 64, 8, 3, 0), (128, 128, 64, 8, 3, 1)),
+    "split": ((128, 256, 64, 8, 3, 0), (128, 128, 64, 8, 3, 0), (128, 128, 64, 4, 4, 0), (128, 256, 64, 8, 3, 1),
+              (128, 256, 64, 8, 4, 1)),
 }
+
+
+def _operands(x: torch.Tensor, r: torch.Tensor, tiles: tuple):
+    """What the kernels read X and R through: the tensors themselves, or (a tile with TMA 1) tensor descriptors of
+    their ``[BLOCK_M, BLOCK_K]`` and ``[BLOCK_K, BLOCK_N]`` tiles, over a row-major copy of a tensor that is not
+    row-major (a transposed R, say)."""
+    bm, bn, bk, _, _, tma = tiles
+    if not tma:
+        return x, r
+    if TensorDescriptor is None:  # pragma: no cover
+        raise RuntimeError("rotate_quant_whip: tiles with TMA loads need triton >= 3.3 (tensor descriptors)")
+    descs = []
+    for t, block in ((x, [bm, bk]), (r, [bk, bn])):
+        t = t if t.stride(1) == 1 and t.data_ptr() % 16 == 0 else t.contiguous()
+        if (t.stride(0) * t.element_size()) % 16:
+            raise ValueError(f"rotate_quant_whip: tiles with TMA loads need rows of a multiple of 16 bytes; a width "
+                             f"of {t.shape[1]} in {t.dtype} is {t.shape[1] * t.element_size()} bytes")
+        descs.append(TensorDescriptor(t, list(t.shape), list(t.stride()), block))
+    return descs
 #: the split variant's row pass: tokens a program, columns a step (32 in the interpreter) and warps
 QUANT_ROWS, QUANT_COLS, QUANT_WARPS = 4, 1024, 4
 
 
 def _fused(x, r, out, whip, bits, clip, tiles):
     t, n = x.shape
-    bm, bn, bk, warps, stages = tiles
+    bm, bn, bk, warps, stages, tma = tiles
     _rqw_kernel[(triton.cdiv(t, bm),)](
-        x, r, out, whip, t, float(clip), float(2 ** bits - 1),
+        x, r, *_operands(x, r, tiles), out, whip, t, float(clip), float(2 ** bits - 1),
         x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
-        N=n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, num_warps=warps,
-        num_stages=stages,
+        N=n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, TMA=bool(tma),
+        num_warps=warps, num_stages=stages,
     )
 
 
@@ -254,14 +293,14 @@ def split_partials(x: torch.Tensor, r: torch.Tensor, out: torch.Tensor, tiles: t
     """The split variant's GEMM (:func:`_rotate_partials_kernel`): ``out`` ← X R in x's dtype; returns the fp32
     partials ``[3, T, n/BLOCK_N]`` (each token's max, min and Σ exp(−|y|) per column block)."""
     t, n = x.shape
-    bm, bn, bk, warps, stages = tiles
+    bm, bn, bk, warps, stages, tma = tiles
     nb = triton.cdiv(n, bn)
     part = torch.empty(3, t, nb, device=x.device, dtype=torch.float32)
     _rotate_partials_kernel[(triton.cdiv(t, bm) * nb,)](
-        x, r, out, part[0], part[1], part[2], t,
+        x, r, *_operands(x, r, tiles), out, part[0], part[1], part[2], t,
         x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
         N=n, NB=nb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, GROUP=GROUP_M,
-        num_warps=warps, num_stages=stages,
+        TMA=bool(tma), num_warps=warps, num_stages=stages,
     )
     return part
 

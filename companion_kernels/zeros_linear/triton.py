@@ -705,7 +705,7 @@ def _scalars(s, sigma1, sigmah, sigma0, chunk):
     has_s0 = sigma0 is not None
     gates = (sigma1, sigmah, sigma0 if has_s0 else sigmah)
     if T <= _ONE_PROGRAM_T:
-        TP = triton.next_power_of_2(T)  # warps: no spills compiled for sm_90 (TP 8192: 16 warps, 124 registers)
+        TP = triton.next_power_of_2(T)  # warps: no spills compiled for sm_90 (TP 8192: 16 warps, 112 registers)
         _scalars_one_program[(B * H,)](s, *gates, lb, pb, rows4, T, H, NT, BT=chunk, TP=TP, HAS_S0=has_s0,
                                        num_warps=max(4, min(16, TP // 512)))
         return rows4, lb, pb

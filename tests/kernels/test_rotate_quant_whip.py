@@ -106,6 +106,22 @@ def test_the_gpu_tiles(variant, tile):
     torch.testing.assert_close(whip, wref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("variant", ["fused", "split"])
+def test_tma_tiles_on_a_transposed_rotation_and_rows_tma_cannot_address(variant):
+    """A tile with TMA loads reads a transposed R through a row-major copy (the same answer as pointer loads);
+    rows of 72 bytes (fp16, width 36: not a multiple of 16 bytes) are refused, naming the width."""
+    x, r = _acts(33, 40, seed=13).to(DEV), _rotation(40, seed=14).to(DEV)
+    assert r.stride(1) != 1  # the test rotation is a transposed view
+    tile = (16, 32, 32, 4, 1, 1)
+    out, whip = _launch(x, r, 4, variant=variant, tiles=tile)
+    want, wwant = _launch(x, r, 4, variant=variant, tiles=tile[:5] + (0,))
+    assert torch.equal(out, want)
+    torch.testing.assert_close(whip, wwant, rtol=1e-6, atol=0)
+    xh, rh = _acts(5, 36, seed=15).to(DEV).half(), torch.eye(36, device=DEV).half()
+    with pytest.raises(ValueError, match="a width of 36 in torch.float16 is 72 bytes"):
+        _launch(xh, rh, 4, variant=variant, tiles=tile)
+
+
 def test_the_kernel_study_tries_the_gpu_tiles():
     from companion.dartquant.scale_kernel import GPU_PROFILE
 
