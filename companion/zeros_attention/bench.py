@@ -220,6 +220,7 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
         "scalars": lambda: zt._scalars(s, s1, sh, None, chunk),
         "state_fwd": lambda: zt._fwd_states(k, v, s, lb, chunk, segments),
         "out_fwd": lambda: zt._fwd_out(q, k, v, s, rows4, h, lb, chunk),
+        "fused_state_out_fwd": lambda: zt._fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments),
         "dq_bwd": dq_bwd,
         "state_bwd": lambda: zt._bwd_states(q, do, rows4, lb, xc, yc, chunk, segments),
         "dkv_bwd": lambda: zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par),
@@ -227,7 +228,7 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
     out = {name: time_ms(fn, dev, **timing) for name, fn in pieces.items()}
     out["segments"] = zt._segments(g, dev, segments)[1]
     cfg = {}
-    for name in ("_state_fwd", "_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
+    for name in ("_state_fwd", "_out_fwd", "_state_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
         best = getattr(getattr(zt, name), "best_config", None)
         cfg[name] = str(best) if best is not None else None
     out["configs"] = cfg
@@ -277,16 +278,16 @@ def fla_stage(ctx) -> dict:
     return info
 
 
-def _ours(S, T, chunk, backward, segments=None):
-    """Our kernel through the public op, or, for a given ``segments``, through the Triton entry point that
-    takes the split of the state passes."""
+def _ours(S, T, chunk, backward, segments=None, fused=False):
+    """Our kernel through the public op, or, for a given ``segments`` or ``fused``, through the Triton entry point
+    that takes the split of the state passes and the fused forward."""
     from companion_kernels.zeros_linear import zeros_linear
     from companion_kernels.zeros_linear.triton import zeros_linear_triton
 
     def op(*leaves):
-        if segments is None:
+        if segments is None and not fused:
             return zeros_linear(*leaves, impl="triton", chunk_size=chunk)
-        return zeros_linear_triton(*leaves, chunk_size=chunk, segments=segments)
+        return zeros_linear_triton(*leaves, chunk_size=chunk, segments=segments, fused=fused)
 
     def make():
         leaves = S.inputs(T, requires_grad=backward)
@@ -433,19 +434,26 @@ def variants_stage(ctx) -> list[dict]:
 
 
 def segments_stage(ctx) -> list[dict]:
-    """Ours at the headline chunk with the sequential state passes walked in each of ``variant_segments``
-    segments (1: one sequential walk over all chunks), every T and mode; a count is started only while the
-    stage has time left. Rows as in :func:`rows_stage`, with ``segments``."""
+    """Ours at the headline chunk for each ``[segments, fused]`` of ``variant_state_passes``: the sequential
+    state passes walked in that many segments (1: one walk over all chunks; None: the automatic split), the
+    forward through stored states or fused (states in registers, the output written from the walk), every T
+    and mode; a pair is started only while the stage has time left. Rows as in :func:`rows_stage`, with
+    ``segments`` (the count used) and ``fused``."""
+    from companion_kernels.zeros_linear.triton import FUSED_MAX_DIM
+
     S = _Setup(ctx)
     rows = []
-    for n in S.p["variant_segments"]:
+    for n, fused in S.p["variant_state_passes"]:
         if ctx.left() <= 0:
-            S.log(f"  segments: no time left, {n} segments and later not timed")
+            S.log(f"  segments: no time left, ({n}, fused={fused}) and later not timed")
             break
+        if fused and S.d > FUSED_MAX_DIM:
+            continue
         for T in S.T_list:
+            used = n if n is not None else _auto_segments(S, T, S.chunk)
             for mode, bw in (("fwd", False), ("fwd_bwd", True)):
-                rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw, segments=n), S.dev, S.log, S.timing,
-                                     chunk=S.chunk, segments=n))
+                rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw, segments=used, fused=fused), S.dev,
+                                     S.log, S.timing, chunk=S.chunk, segments=used, fused=fused))
     return rows
 
 

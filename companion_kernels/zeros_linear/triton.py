@@ -76,9 +76,10 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["zeros_linear_triton", "CHUNK"]
+__all__ = ["zeros_linear_triton", "CHUNK", "FUSED_MAX_DIM"]
 
 CHUNK = 64
+FUSED_MAX_DIM = 128  # head dims the fused forward takes (three fp32 [d x BV] states in registers)
 _SCAN_BLOCK = 1024  # chunks per block of the scan over chunk totals (a carry links the blocks)
 _ONE_PROGRAM_T = 8192  # up to this T one launch computes the scalars (one program a head scans the whole row)
 _CHUNKS_PER_PROGRAM = 16  # chunks a program of the two chunk-parallel scalar passes takes (tiny programs otherwise)
@@ -92,6 +93,13 @@ def _seq_configs():
         return [triton.Config({"BV": 16}, num_warps=4, num_stages=1)]
     return [triton.Config({"BV": bv}, num_warps=w, num_stages=st)
             for bv in (32, 64) for w in (2, 4) for st in (2, 3)]
+
+
+def _fused_configs():
+    """The fused forward walk: V-tile width, warps and stages (2 warps spill heavily on sm_90: not tried)."""
+    if _INTERPRET:
+        return [triton.Config({"BV": 16}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BV": bv}, num_warps=w, num_stages=st) for bv in (32, 64) for w in (4, 8) for st in (2, 3)]
 
 
 def _par_configs():
@@ -350,11 +358,30 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
         tl.store(tot_base + j * 3 * K * V, acc, mask=hmask)
 
 
+@triton.jit
+def _chunk_out(qc, kc, vc, sc, lam, a, bb, g, eF, rows, mrow, hF, hG, hH, PREC: tl.constexpr):
+    """A chunk's output rows (fp32): the intra-chunk masked product, plus the inter-chunk term
+    ``[fF q | b q | g q] @ [F~; G; H]``, one K = 3d product accumulated in fp32, from the state parts before
+    the chunk (in q's dtype; F~ in the frame Lam_{c-1} <= lam_t, so ``fF = a e^{Lam_{c-1} - lam_t} <= a``)."""
+    m2q = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
+    A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
+    E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
+    W = a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None]
+    W = tl.where(m2q, W * A, 0.0)
+    acc = tl.dot(W.to(vc.dtype), vc, input_precision=PREC)
+    qf = qc.to(tl.float32)
+    acc = tl.dot((qf * (a * eF)[:, None]).to(qc.dtype), hF, acc, input_precision=PREC)
+    acc = tl.dot((qf * bb[:, None]).to(qc.dtype), hG, acc, input_precision=PREC)
+    acc = tl.dot((qf * g[:, None]).to(qc.dtype), hH, acc, input_precision=PREC)
+    return acc
+
+
 @triton.autotune(configs=_par_configs(), key=["BT", "K", "V"])
 @triton.jit
 def _out_fwd(q, k, v, s, rows4, h, lb, o, T, H, NT,
              K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
              PREC: tl.constexpr):
+    """o of chunk c (grid chunks x B*H) from the stored state h[c]."""
     c = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -372,26 +399,88 @@ def _out_fwd(q, k, v, s, rows4, h, lb, o, T, H, NT,
     vc = tl.load(v + v_off, mask=mv, other=0.0)
     sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
     lam, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
-    m2q = (rows[:, None] >= rows[None, :]) & mrow[:, None] & mrow[None, :]
-
-    A = tl.dot(qc, tl.trans(kc), input_precision=PREC)
-    E = tl.exp(tl.where(m2q, sc[None, :] - lam[:, None], float("-inf")))
-    W = a[:, None] * E + bb[:, None] * sc[None, :] + g[:, None]
-    W = tl.where(m2q, W * A, 0.0)
-    acc = tl.dot(W.to(vc.dtype), vc, input_precision=PREC)
-
-    # inter-chunk: [fF q | b q | g q] @ [F~; G; H], one K=3d product accumulated in fp32
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     h_base = h + (bh * NT + c) * 3 * K * V + offk[:, None] * V + offv[None, :]
     hF = tl.load(h_base, mask=hmask, other=0.0).to(qc.dtype)
     hG = tl.load(h_base + K * V, mask=hmask, other=0.0).to(qc.dtype)
     hH = tl.load(h_base + 2 * K * V, mask=hmask, other=0.0).to(qc.dtype)
-    fF = a * eF  # state stabilised at Lam_{c-1} <= lam_t; 0 in the first chunk
-    qf = qc.to(tl.float32)
-    acc = tl.dot((qf * fF[:, None]).to(qc.dtype), hF, acc, input_precision=PREC)
-    acc = tl.dot((qf * bb[:, None]).to(qc.dtype), hG, acc, input_precision=PREC)
-    acc = tl.dot((qf * g[:, None]).to(qc.dtype), hH, acc, input_precision=PREC)
+    acc = _chunk_out(qc, kc, vc, sc, lam, a, bb, g, eF, rows, mrow, hF, hG, hH, PREC)
     tl.store(o + v_off, acc.to(o.dtype.element_ty), mask=mv)
+
+
+@triton.jit
+def _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt, T, H, NT,
+                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Chunk c of the fused walk: its output (this V-tile) from the state parts in registers, then the chunk
+    folded into them (as ``_state_fwd_step`` does for one part)."""
+    rows = c * BT + offt
+    mrow = rows < T
+    mk = mrow[:, None] & (offk[None, :] < K)
+    mv = mrow[:, None] & (offv[None, :] < V)
+    qk_off = b * T * H * K + hh * K + rows[:, None] * H * K + offk[None, :]
+    v_off = b * T * H * V + hh * V + rows[:, None] * H * V + offv[None, :]
+    qc = tl.load(q + qk_off, mask=mk, other=0.0)
+    kc = tl.load(k + qk_off, mask=mk, other=0.0)
+    vc = tl.load(v + v_off, mask=mv, other=0.0)
+    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    lam_r, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
+    acc = _chunk_out(qc, kc, vc, sc, lam_r, a, bb, g, eF, rows, mrow, F.to(qc.dtype), G.to(qc.dtype),
+                     Hs.to(qc.dtype), PREC)
+    tl.store(o + v_off, acc.to(o.dtype.element_ty), mask=mv)
+    lam_new = tl.load(lb + bh * NT + c)  # Lam_c
+    kf = kc.to(tl.float32)
+    kF = (kf * tl.exp(tl.where(mrow, sc - lam_new, float("-inf")))[:, None]).to(vc.dtype)
+    F = F * tl.exp(lam - lam_new) + tl.dot(tl.trans(kF), vc, input_precision=PREC)
+    G += tl.dot(tl.trans((kf * sc[:, None]).to(vc.dtype)), vc, input_precision=PREC)
+    Hs += tl.dot(tl.trans(kc), vc, input_precision=PREC)
+    return F, G, Hs, lam_new
+
+
+@triton.autotune(configs=_fused_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
+@triton.jit
+def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
+                   K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr,
+                   BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
+    """The storing pass of ``_state_fwd`` fused with ``_out_fwd`` (flash-linear-attention's "fused chunk" form):
+    program (1, V-tile, B*H x segment) keeps the three state parts of its V-tile, the whole head's K, in registers,
+    starts from the earlier segments' totals (``tot``, from ``_state_fwd``'s totals launch) and walks its
+    chunks, writing each chunk's output instead of the states: no state goes through memory."""
+    i_v = tl.program_id(1)
+    bh, j, c0, c1 = _segment(NT, SEG, NSEG, True, False)
+    b = bh // H
+    hh = bh % H
+    offk = tl.arange(0, BK)
+    offv = i_v * BV + tl.arange(0, BV)
+    offt = tl.arange(0, BT)
+    lb_base = lb + bh * NT
+    hmask = (offk[:, None] < K) & (offv[None, :] < V)
+    tot_base = tot + bh * NSEG * 3 * K * V + offk[:, None] * V + offv[None, :]
+    F = tl.zeros([BK, BV], dtype=tl.float32)
+    G = tl.zeros([BK, BV], dtype=tl.float32)
+    Hs = tl.zeros([BK, BV], dtype=tl.float32)
+    lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
+    if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
+        m = j * 0
+        while m < j:
+            F += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.exp(
+                tl.load(lb_base + (m + 1) * SEG - 1) - lam)
+            G += tl.load(tot_base + m * 3 * K * V + K * V, mask=hmask, other=0.0)
+            Hs += tl.load(tot_base + m * 3 * K * V + 2 * K * V, mask=hmask, other=0.0)
+            m += 1
+        c = c0
+        while c < c1:
+            F, G, Hs, lam = _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt,
+                                            T, H, NT, K, V, BT, PREC)
+            c += 1
+    else:
+        for m in range(0, j):
+            F += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.exp(
+                tl.load(lb_base + (m + 1) * SEG - 1) - lam)
+            G += tl.load(tot_base + m * 3 * K * V + K * V, mask=hmask, other=0.0)
+            Hs += tl.load(tot_base + m * 3 * K * V + 2 * K * V, mask=hmask, other=0.0)
+        for c in range(c0, c1):
+            F, G, Hs, lam = _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt,
+                                            T, H, NT, K, V, BT, PREC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -757,11 +846,32 @@ def _fwd_out(q, k, v, s, rows4, h, lb, chunk):
     return o
 
 
+def _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments=None):
+    """The output through the fused walk (``_state_out_fwd``), after the totals launch of ``_state_fwd`` when
+    there is more than one segment: the chunk states never go to memory."""
+    g = _geometry(q, v, chunk)
+    seg, nseg = _segments(g, q.device, segments)
+    BH, dev = g["B"] * g["H"], q.device
+    o = _empty(g["B"], g["T"], g["H"], g["V"], device=dev, dtype=v.dtype)
+    tot = _empty(BH * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=dev, dtype=torch.float32)
+    meta = _seq_meta(g, chunk)
+    if nseg > 1:
+        grid = lambda m: (3 * g["NKT"], triton.cdiv(g["V"], m["BV"]), BH * (nseg - 1))  # noqa: E731
+        _state_fwd[grid](k, v, s, k, lb, tot, g["T"], g["H"], g["NT"], seg, nseg, **meta, STORE=False)
+    _state_out_fwd[lambda m: (1, triton.cdiv(g["V"], m["BV"]), BH * nseg)](
+        q, k, v, s, rows4, lb, tot, o, g["T"], g["H"], g["NT"], seg, nseg, K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
+        BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
+    return o
+
+
 class _ZeroSChunk(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk, segments):
+    def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk, segments, fused):
         rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
-        o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk, segments), lb, chunk)
+        if fused:
+            o = _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments)
+        else:
+            o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk, segments), lb, chunk)
         ctx.save_for_backward(q, k, v, s, sigma0, rows4, lb, pb)
         ctx.chunk, ctx.segments = chunk, segments
         ctx.gate_dtypes = (sigma1.dtype, sigmah.dtype)
@@ -790,7 +900,7 @@ class _ZeroSChunk(torch.autograd.Function):
         dh, cc, ys = _bwd_states(q, do, rows4, lb, xc, yc, chunk, ctx.segments)
         _dkv_bwd[(NT, B * H)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par)
         return (dq, dk, dv, ds.to(s.dtype), ds1.to(ctx.gate_dtypes[0]), dsh.to(ctx.gate_dtypes[1]),
-                ds0.to(sigma0.dtype) if has_s0 else None, None, None)
+                ds0.to(sigma0.dtype) if has_s0 else None, None, None, None)
 
 
 def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
@@ -813,12 +923,18 @@ def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
     return o.to(v.dtype)
 
 
-def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK, segments=None):
+def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK, segments=None,
+                        fused=False):
     """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``). ``segments``: how
     many parts of the sequence the sequential state passes walk side by side (None: about four programs
-    per SM on CUDA, one elsewhere; the result is the same up to rounding)."""
+    per SM on CUDA, one elsewhere); ``fused``: the forward's states stay in registers, the output written
+    from the walk (``_state_out_fwd``; head dims up to ``FUSED_MAX_DIM``). The result is the same up to
+    rounding either way."""
     if not causal:
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
     s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
     sigma0 = sigma0.contiguous() if sigma0 is not None else None
-    return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size, segments)
+    if fused and max(q.shape[-1], v.shape[-1]) > FUSED_MAX_DIM:
+        raise ValueError(f"zeros_linear: the fused forward keeps three [d x dv-tile] states in registers, for head "
+                         f"dims up to {FUSED_MAX_DIM}; got d={q.shape[-1]}, dv={v.shape[-1]}")
+    return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size, segments, fused)

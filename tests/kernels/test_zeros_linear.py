@@ -133,6 +133,27 @@ def test_state_passes_split_into_segments_match_the_oracle(segments, no_torch_sc
         assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
 
 
+@pytest.mark.parametrize("segments, chunk, T", [(1, 16, 263), (5, 16, 263), (3, 32, 70)])
+def test_fused_forward_equals_the_stored_states_path(segments, chunk, T):
+    """The fused forward (states in registers, output written from the walk; the segments' totals carried in)
+    against the path through stored states and the float64 oracle; its backward is the same kernels'."""
+    args = _inputs(1, T, 2, 16, 24, torch.float32, seed=25, s_scale=2.0, sigma0=True)
+    args[3] = args[3] + 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
+    go = torch.randn(1, T, 2, 24, generator=torch.Generator().manual_seed(4)).to(DEV)
+    run = lambda fused: lambda *a: zl_triton.zeros_linear_triton(*a, chunk_size=chunk, segments=segments,  # noqa: E731
+                                                                   fused=fused)
+    got, g_got = _grads(run(True), args, go)
+    want, g_want = _grads(run(False), args, go)
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+    for a, b in zip(g_got, g_want):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    ref = zeros_linear_reference(*[a.double() if a is not None else None for a in args])
+    torch.testing.assert_close(got.double(), ref, atol=5e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="head dims up to 128; got d=144"):
+        q = torch.zeros(1, 4, 1, 144, device=DEV)
+        zl_triton.zeros_linear_triton(q, q, q, *(torch.zeros(1, 4, 1, device=DEV) for _ in range(3)), fused=True)
+
+
 def test_segment_split_of_the_state_passes():
     """(chunks per segment, segments): as asked, capped at one segment per chunk, never an empty segment;
     automatic on the CPU: one segment."""
@@ -295,6 +316,19 @@ def test_long_ragged_bf16_sequence_against_float64_rows():
         got = out[:, rows].permute(1, 0, 2, 3).double()
         rel = (got - want).norm(dim=-1) / want.norm(dim=-1)
         assert torch.isfinite(rel).all() and rel.max().item() < 5e-2, (chunk, rel.max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("segments", [1, 7, None])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_forward_on_gpu(segments, dtype):
+    """The fused forward compiled, at T = 20,011 with rising logits and d = dv = 64: equal to the path through
+    stored states (the same bf16 rounding of the states before the output product)."""
+    args = _inputs(1, 20011, 4, 64, 64, dtype, seed=16, s_trend=300.0, device="cuda")
+    got = zl_triton.zeros_linear_triton(*args, segments=segments, fused=True)
+    want = zl_triton.zeros_linear_triton(*args, segments=segments)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    assert ((got.float() - want.float()).norm() / want.float().norm()).item() < tol
 
 
 @pytest.mark.gpu
