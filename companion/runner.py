@@ -282,7 +282,9 @@ def execute_task(key: str, name: str, source: bytes, origin: str, parameters: di
     the claims and recorded values, and ``files`` (name -> bytes: the executed notebook, its HTML report and
     index thumbnail, the claims JSON, the log). ``root`` and ``neighbours`` place the report in its run
     (``companion.report.render_html``). A notebook over its time limit raises :class:`NotebookTimedOut`, which Dask's
-    ``retries=1`` turns into one more attempt (the payload of the last attempt is in the exception).
+    ``retries=1`` turns into one more attempt (the payload of the last attempt is in the exception). A kernel that
+    dies before its first reply (:data:`KERNEL_START_FAILED`: no cell ran) is started again, up to
+    :data:`KERNEL_START_RETRIES` times, within the same time limit.
     """
     import shutil
     import tempfile

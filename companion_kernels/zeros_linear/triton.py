@@ -44,6 +44,8 @@ Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass par
   ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T;
 * ``_out_fwd``    grid (chunks, B*H): intra-chunk masked product, and the inter-chunk
   term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
+* ``_state_out_fwd`` grid (1, V-tiles, B*H x segments), the forward with ``fused=True``: the storing walk
+  and ``_out_fwd`` in one, the three state parts in registers and each chunk's output written as it goes;
 * ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
 * ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the reverse state of
   ``sum_t coef_t q_t do_t^T`` and the reverse carries C, Y;
