@@ -133,13 +133,14 @@ def test_state_passes_split_into_segments_match_the_oracle(segments, no_torch_sc
         assert err <= 1e-4 * max(1.0, b.abs().max().item()), (name, err)
 
 
-@pytest.mark.parametrize("segments, chunk, T", [(1, 16, 263), (5, 16, 263), (3, 32, 70)])
-def test_fused_forward_equals_the_stored_states_path(segments, chunk, T):
+@pytest.mark.parametrize("segments, chunk, T, d, dv", [(1, 16, 263, 16, 24), (5, 16, 263, 16, 24), (3, 32, 70, 20, 12)])
+def test_fused_forward_equals_the_stored_states_path(segments, chunk, T, d, dv):
     """The fused forward (states in registers, output written from the walk; the segments' totals carried in)
-    against the path through stored states and the float64 oracle; its backward is the same kernels'."""
-    args = _inputs(1, T, 2, 16, 24, torch.float32, seed=25, s_scale=2.0, sigma0=True)
+    against the path through stored states and the float64 oracle, head dims that are not powers of two among
+    them; its backward is the same kernels'."""
+    args = _inputs(1, T, 2, d, dv, torch.float32, seed=25, s_scale=2.0, sigma0=True)
     args[3] = args[3] + 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
-    go = torch.randn(1, T, 2, 24, generator=torch.Generator().manual_seed(4)).to(DEV)
+    go = torch.randn(1, T, 2, dv, generator=torch.Generator().manual_seed(4)).to(DEV)
     run = lambda fused: lambda *a: zl_triton.zeros_linear_triton(*a, chunk_size=chunk, segments=segments,  # noqa: E731
                                                                    fused=fused)
     got, g_got = _grads(run(True), args, go)
