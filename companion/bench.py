@@ -57,8 +57,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     _paper("hyperet", "eager PyTorch and the closed form (peers first) vs the fused HRA kernel on a CLIP ViT-L q/v "
            "stack; the shapes-hierarchy alignment with a ViT-Tiny encoder under bf16"),
     _paper("scalekv", "larger VAR model; per-scale attention latency with compression; fused token selection"),
-    _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention "
-           "(notes: `zeros_attention_NOTES.md`)"),
+    _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention; "
+           "its state passes in 1-32 segments, and the fused forward (notes: `zeros_attention_NOTES.md`)"),
     _paper("gaussian_video", "progressive decode + render per level of detail (H.264 via PyAV, and zlib); the Triton "
            "projection, binning and rasteriser vs gsplat (forward, and forward + backward) and the PyTorch splatter; "
            "the rasteriser's launch variants"),
@@ -76,7 +76,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "3 seeds: W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end rotation training; "
            "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192"),
     _paper("dartquant", "the X@R + INT4 fake-quant + Whip-sum kernel: `torch.compile` and eager PyTorch first, then "
-           "the fused and split variants × tiles at 32768 × 4096 bf16; where the split variant's time goes",
+           "the fused and split variants × tiles (pointer and TMA loads) at 32768 × 4096 bf16; where the split "
+           "variant's time goes",
            module="scale_kernel", name="dartquant_kernel"),
     _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
     _paper("ortho_residual", "linear vs Orthogonal-F on a small byte-level decoder to equal steps (a pilot until the "
