@@ -76,8 +76,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "3 seeds: W4A4KV4 perplexity with no rotation, QuaRot, DartQuant and end-to-end rotation training; "
            "calibration time and memory at two widths; QR-Orth vs Cayley step time at n = 4096 / 8192"),
     _paper("dartquant", "the X@R + INT4 fake-quant + Whip-sum kernel: `torch.compile` and eager PyTorch first, then "
-           "the fused and split variants × tiles (pointer and TMA loads) at 32768 × 4096 bf16; where the split "
-           "variant's time goes",
+           "the fused and split variants × tiles (pointer and TMA loads) and torch.mm + a Triton row pass, at "
+           "32768 × 4096 bf16; where the split variant's time goes",
            module="scale_kernel", name="dartquant_kernel"),
     _paper("delta_attention", "sink + window prefill, with and without the Δ correction, vs SDPA, N = 32k … 1M"),
     _paper("ortho_residual", "linear vs Orthogonal-F on a small byte-level decoder to equal steps (a pilot until the "

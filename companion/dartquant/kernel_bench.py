@@ -117,6 +117,8 @@ def tile_name(row: dict) -> str:
     """``"split 128×256×64 w8 s3"`` (``" TMA"`` appended where X and R are loaded through tensor descriptors): a
     row of :func:`run_kernel`'s ``ours`` (its variant and tile)."""
     bm, bn, bk, warps, stages, *tma = row["tile"]  # records before the TMA option have five entries
+    if row["variant"] == "matmul":  # torch.mm, then a row pass of bm tokens a program, bn columns a step
+        return f"matmul + rows {bm}×{bn} w{warps}"
     return f"{row['variant']} {bm}×{bn}×{bk} w{warps} s{stages}" + (" TMA" if tma and tma[0] else "")
 
 

@@ -7,7 +7,8 @@ QuaRot's random Hadamard R, activations with 4 massive channels):
 
 1. ``kernel``: the peers first, ``torch.compile`` of the eager reference (its compilation's seconds recorded,
    then timed) and eager PyTorch; then ours, each variant (``fused``: one program per 128 tokens sweeping the
-   width twice; ``split``: a tiled GEMM writing per-tile row partials, then a row pass) × the tiles of
+   width twice; ``split``: a tiled GEMM writing per-tile row partials, then a row pass; ``matmul``: ``torch.mm``
+   (cuBLAS), then a row pass that takes each token's range from Y) × the tiles of
    ``tiles`` (``GPU_TILES``: pointer loads, and some tiles again with X and R loaded through TMA tensor
    descriptors; the fused pointer tiles were timed before in the ``dartquant`` study): agreement with eager
    PyTorch on the GPU, ms, TB/s, TFLOP/s, speed relative to the compiled peer and to eager;
@@ -29,22 +30,24 @@ from companion.dartquant import kernel_bench as K
 
 RESULTS_NAME = "dartquant_kernel"
 COMMAND = "python -m companion.bench dartquant_kernel"
-DEADLINE_S = 135
+DEADLINE_S = 145
 GPU_PROFILE = {
     "tokens": 32768, "n": 4096, "bits": 4, "dtype": "bfloat16", "compile_backend": "inductor",
     # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) per variant: companion_kernels.rotate_quant_whip's
     # GPU_TILES (TMA 1: X and R loaded through tensor descriptors)
     "tiles": {"fused": [[128, 128, 64, 8, 3, 0], [64, 256, 64, 8, 3, 0], [128, 128, 64, 8, 3, 1]],
               "split": [[128, 256, 64, 8, 3, 0], [128, 128, 64, 8, 3, 0], [128, 128, 64, 4, 4, 0],
-                        [128, 256, 64, 8, 3, 1], [128, 256, 64, 8, 4, 1]]},
+                        [128, 256, 64, 8, 3, 1], [128, 256, 64, 8, 4, 1]],
+              # matmul: torch.mm, then a row pass of (tokens a program, columns a step, -, warps, -, -)
+              "matmul": [[4, 1024, 0, 4, 1, 0], [1, 4096, 0, 8, 1, 0]]},
     "seed": 0,
 }
 # the GPU tiles run in the interpreter too (one or two programs here), on a width and token count no tile divides
 SMOKE_PROFILE = {**GPU_PROFILE, "tokens": 67, "n": 40, "dtype": "float32", "compile_backend": "eager"}
 # needs_s, not yet timed on an H200: Inductor's compilation of the reference (2.1 s in the dartquant study's
-# record, more on a fresh machine) + 8 tiles × (a Triton JIT compilation of a few s + agreement + timing)
+# record, more on a fresh machine) + 10 tiles × (a Triton JIT compilation of a few s + agreement + timing)
 STAGES = (
-    Stage("kernel", K.run_kernel, needs_s=100),
+    Stage("kernel", K.run_kernel, needs_s=110),
     Stage("breakdown", K.run_breakdown, needs_s=15),
 )
 

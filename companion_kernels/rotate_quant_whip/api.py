@@ -5,8 +5,10 @@ per-token asymmetric b-bit fake quantization (clip ratio ``clip``) of the rotate
 shape of ``x``, and the per-token Whip sums ``Σ_channels exp(−|x @ r|)`` (Eq. 4; the loss is their mean) in
 fp32, shape ``x.shape[:-1]``. ``x`` is ``[..., n]``; ``r`` ``[n, n]`` in x's dtype. Definitions:
 ``reference.py``; the kernels: ``triton.py``, where ``variant`` picks the schedule (:data:`VARIANTS`):
-``"fused"``, one program per row block sweeping the width twice, or ``"split"``, a tiled GEMM writing per-tile
-row partials, then a row-wise quantization pass (the reference ignores it). Dispatch and guards:
+``"fused"``, one program per row block sweeping the width twice, ``"split"``, a tiled GEMM writing per-tile
+row partials, then a row-wise quantization pass, or ``"matmul"``, the GEMM by ``torch.mm`` (cuBLAS on a GPU: the
+same Y as eager PyTorch), then a Triton row pass that finds each token's range and quantizes it (the reference
+ignores ``variant``). Dispatch and guards:
 ``companion_kernels.dispatch`` (``impl="auto"`` runs the kernel on CUDA and the reference elsewhere;
 ``impl="triton"`` on the CPU only under ``TRITON_INTERPRET=1``).
 
@@ -26,7 +28,7 @@ from ..dispatch import IMPLS, check_choice, check_impl, check_int, check_same, c
 from . import reference
 
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-VARIANTS = ("fused", "split")  # the Triton kernel's two schedules (triton.py)
+VARIANTS = ("fused", "split", "matmul")  # the kernel's schedules (triton.py)
 _OP = "rotate_quant_whip"
 
 __all__ = ["IMPLS", "TRITON_DTYPES", "VARIANTS", "rotate_quant_whip"]

@@ -1,4 +1,4 @@
-"""Triton kernels of the rotate-quantize-Whip op (DartQuant, Eq. 4 and the per-token INT-b quantizer), two variants.
+"""Triton kernels of the rotate-quantize-Whip op (DartQuant, Eq. 4 and the per-token INT-b quantizer), three variants.
 
 **"fused"** (:func:`_rqw_kernel`): one program owns ``BLOCK_M`` tokens (rows of X) and sweeps the whole width n twice:
 
@@ -50,6 +50,12 @@ host-built tensor descriptors (Hopper's TMA: one asynchronous bulk copy a tile, 
 address arithmetic in registers; rows must be a multiple of 16 bytes). Compiled ahead of time for sm_90a as the
 JIT specialises them, the split 128 × 256 × 64 tile takes 223 registers with pointers and 222 with TMA, the fused
 128 × 128 × 64 tile 244 and 198, none spilling. The defaults use pointers until the TMA tiles are timed.
+
+**"matmul"**: the GEMM by ``torch.mm`` into Y (cuBLAS on a GPU; the Y eager PyTorch computes, bit for bit), then
+the row pass of the split variant with each token's range and Whip sum taken from a sweep over its Y instead of
+partials. Y is written by the GEMM, read twice by the row pass (the second time mostly from L2) and written once
+more: the schedule ``torch.compile`` of the reference is expected to reach (a cuBLAS GEMM and fused row
+kernels), with the row work in one launch.
 
 ``round`` is written with ``floor`` (exact for |v| < 2^22, here |v| ≤ (2^b − 1)/clip): ``libdevice.rint``
 does not run in the CPU interpreter. fp32 inputs use ``input_precision="ieee"`` (no TF32), matching
@@ -128,8 +134,8 @@ def _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, 
 
 @triton.jit
 def _dot_tile(x_ptr, r_ptr, x_desc, r_desc, row0, col0, rows64, row_ok, cols, col_ok, stride_xm, stride_xk,
-              stride_rk, stride_rn, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              IEEE: tl.constexpr, STAGES: tl.constexpr, TMA: tl.constexpr):
+              stride_rk, stride_rn, N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr, IEEE: tl.constexpr, STAGES: tl.constexpr, TMA: tl.constexpr):
     """``X[rows] @ R[:, cols]`` accumulated in fp32 over K blocks, the K loop pipelined over ``STAGES``; the tiles
     loaded through masked pointers, or (``TMA``) through tensor descriptors, which zero-fill past the edges."""
     offs_k = tl.arange(0, BLOCK_K)
@@ -217,25 +223,47 @@ def _rotate_partials_kernel(
 def _quantize_rows_kernel(
     y_ptr, pmax_ptr, pmin_ptr, pwhip_ptr, w_ptr, T, clip, maxq, stride_ym, stride_yn,
     N: tl.constexpr, NB: tl.constexpr, NB_P2: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    FROM_Y: tl.constexpr,
 ):
-    """The split variant's row pass: ``BLOCK_R`` tokens' partials reduced to their range and Whip sums, then
-    their rounded Y fake-quantized in place, ``BLOCK_C`` columns at a time."""
+    """The row pass of the split and matmul variants: ``BLOCK_R`` tokens' range and Whip sums, from the GEMM's
+    per-tile partials (split) or (``FROM_Y``: matmul) from a sweep over their Y, ``BLOCK_C`` columns at a time;
+    then their rounded Y fake-quantized in place (a second sweep, which finds the rows in L2)."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < T
     rows64 = rows.to(tl.int64)
-    blocks = tl.arange(0, NB_P2)
-    pm = row_ok[:, None] & (blocks < NB)[None, :]
-    slots = rows64[:, None] * NB + blocks[None, :]
-    rmax = tl.max(tl.load(pmax_ptr + slots, mask=pm, other=float("-inf")), axis=1)
-    rmin = tl.min(tl.load(pmin_ptr + slots, mask=pm, other=float("inf")), axis=1)
-    tl.store(w_ptr + rows, tl.sum(tl.load(pwhip_ptr + slots, mask=pm, other=0.0), axis=1), mask=row_ok)
+    if FROM_Y:
+        rmax = tl.full([BLOCK_R], float("-inf"), tl.float32)
+        rmin = tl.full([BLOCK_R], float("inf"), tl.float32)
+        whip = tl.zeros([BLOCK_R], tl.float32)
+        for c0 in range(0, N, BLOCK_C):
+            cols = c0 + tl.arange(0, BLOCK_C)
+            m = row_ok[:, None] & (cols < N)[None, :]
+            yf = tl.load(y_ptr + rows64[:, None] * stride_ym + cols[None, :] * stride_yn, mask=m, other=0.0)
+            yf = yf.to(tl.float32)
+            rmax = tl.maximum(rmax, tl.max(tl.where(m, yf, float("-inf")), axis=1))
+            rmin = tl.minimum(rmin, tl.min(tl.where(m, yf, float("inf")), axis=1))
+            whip += tl.sum(tl.where(m, tl.exp(-tl.abs(yf)), 0.0), axis=1)
+    else:
+        blocks = tl.arange(0, NB_P2)
+        pm = row_ok[:, None] & (blocks < NB)[None, :]
+        slots = rows64[:, None] * NB + blocks[None, :]
+        rmax = tl.max(tl.load(pmax_ptr + slots, mask=pm, other=float("-inf")), axis=1)
+        rmin = tl.min(tl.load(pmin_ptr + slots, mask=pm, other=float("inf")), axis=1)
+        whip = tl.sum(tl.load(pwhip_ptr + slots, mask=pm, other=0.0), axis=1)
+    tl.store(w_ptr + rows, whip, mask=row_ok)
     scale, zero = _scale_zero(rmax, rmin, clip, maxq)
     _quantize_y(y_ptr, rows64, row_ok, scale, zero, maxq, stride_ym, stride_yn, N, BLOCK_C)
+
+
+#: the row pass of the split and matmul variants: tokens a program, columns a step (32 in the interpreter), warps
+QUANT_ROWS, QUANT_COLS, QUANT_WARPS = 4, 1024, 4
 
 
 def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of ``variant``'s GEMM (pointer loads: TMA 0)."""
     p2 = max(16, triton.next_power_of_2(n))
+    if variant == "matmul":  # (tokens a program, columns a step, -, warps, -, -) of its row pass
+        return QUANT_ROWS, QUANT_COLS, 0, QUANT_WARPS, 1, 0
     if interp:  # the interpreter runs one program at a time in numpy: small tiles keep tests fast
         return 16, min(32, p2), min(32, p2), 4, 1, 0
     if dtype == torch.float32:
@@ -254,6 +282,7 @@ GPU_TILES = {
     "fused": ((128, 128, 64, 8, 3, 0), (64, 256, 64, 8, 3, 0), (128, 128, 64, 8, 3, 1)),
     "split": ((128, 256, 64, 8, 3, 0), (128, 128, 64, 8, 3, 0), (128, 128, 64, 4, 4, 0), (128, 256, 64, 8, 3, 1),
               (128, 256, 64, 8, 4, 1)),
+    "matmul": ((4, 1024, 0, 4, 1, 0), (1, 4096, 0, 8, 1, 0)),
 }
 
 
@@ -274,8 +303,7 @@ def _operands(x: torch.Tensor, r: torch.Tensor, tiles: tuple):
                              f"of {t.shape[1]} in {t.dtype} is {t.shape[1] * t.element_size()} bytes")
         descs.append(TensorDescriptor(t, list(t.shape), list(t.stride()), block))
     return descs
-#: the split variant's row pass: tokens a program, columns a step (32 in the interpreter) and warps
-QUANT_ROWS, QUANT_COLS, QUANT_WARPS = 4, 1024, 4
+
 
 
 def _fused(x, r, out, whip, bits, clip, tiles):
@@ -305,16 +333,20 @@ def split_partials(x: torch.Tensor, r: torch.Tensor, out: torch.Tensor, tiles: t
     return part
 
 
-def split_quantize(out: torch.Tensor, part: torch.Tensor, whip: torch.Tensor, bits: int, clip: float,
-                   interpret: bool = False) -> None:
-    """The split variant's row pass (:func:`_quantize_rows_kernel`): ``whip`` ← the reduced partials' sums,
-    ``out`` fake-quantized in place from the reduced range."""
+def split_quantize(out: torch.Tensor, part: torch.Tensor | None, whip: torch.Tensor, bits: int, clip: float,
+                   interpret: bool = False, rows: tuple = (QUANT_ROWS, QUANT_COLS, QUANT_WARPS)) -> None:
+    """The row pass (:func:`_quantize_rows_kernel`) of the split variant (``part``: the reduced partials give
+    ``whip`` and the range) or of the matmul variant (``part=None``: both from a sweep over ``out``); ``out``
+    fake-quantized in place. ``rows``: tokens a program, columns a step (32 in the interpreter) and warps."""
     t, n = out.shape
+    block_r, block_c, warps = rows
+    from_y = part is None
+    part = torch.empty(3, 1, 1, device=out.device) if from_y else part
     nb = part.shape[2]
-    cols = min(32 if interpret else QUANT_COLS, triton.next_power_of_2(n))
-    _quantize_rows_kernel[(triton.cdiv(t, QUANT_ROWS),)](
+    cols = min(32 if interpret else block_c, triton.next_power_of_2(n))
+    _quantize_rows_kernel[(triton.cdiv(t, block_r),)](
         out, part[0], part[1], part[2], whip, t, float(clip), float(2 ** bits - 1), out.stride(0), out.stride(1),
-        N=n, NB=nb, NB_P2=triton.next_power_of_2(nb), BLOCK_R=QUANT_ROWS, BLOCK_C=cols, num_warps=QUANT_WARPS,
+        N=n, NB=nb, NB_P2=triton.next_power_of_2(nb), BLOCK_R=block_r, BLOCK_C=cols, FROM_Y=from_y, num_warps=warps,
     )
 
 
@@ -333,8 +365,11 @@ def rotate_quant_whip_triton(x: torch.Tensor, r: torch.Tensor, bits: int, clip: 
     tiles = tiles or _meta(x.shape[1], x.dtype, interpret, variant)
     if variant == "split":
         split_quantize(out, split_partials(x, r, out, tiles), whip, bits, clip, interpret)
+    elif variant == "matmul":
+        torch.mm(x, r, out=out)
+        split_quantize(out, None, whip, bits, clip, interpret, rows=(tiles[0], tiles[1], tiles[3]))
     elif variant == "fused":
         _fused(x, r, out, whip, bits, clip, tiles)
     else:
-        raise ValueError(f"rotate_quant_whip: variant={variant!r} is not allowed; choose 'fused' or 'split'")
+        raise ValueError(f"rotate_quant_whip: variant={variant!r} is not allowed; choose 'fused', 'split' or 'matmul'")
     return out, whip

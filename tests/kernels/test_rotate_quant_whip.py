@@ -5,8 +5,9 @@ the test marked ``gpu`` runs compiled in bf16 at d = 4096. The kernel is checked
 ``companion_kernels.rotate_quant_whip.reference`` and against the package's own PyTorch functions
 (``companion.dartquant.quant.quantize_activations`` and ``companion.dartquant.whip.whip_loss``). Outputs are
 pre-filled with NaN so unwritten elements are caught; a mutant with a wrong scale must fail the comparison.
-Both schedules (``variant`` "fused" and "split") are checked; "split" also against "fused" (the same values, the
-Whip sums up to the order of the fp32 additions).
+Every schedule (``variant`` "fused", "split" and "matmul") is checked; "split" also against "fused" (the same
+values, the Whip sums up to the order of the fp32 additions), "matmul" against the reference bit for bit (the
+same GEMM call).
 """
 
 import os
@@ -200,12 +201,30 @@ def test_split_on_rotated_activations():
     assert torch.equal(api.reshape(45, 72), out) and torch.equal(wapi.reshape(45), whip)
 
 
+@pytest.mark.parametrize("t,n,bits,dtype", [(37, 24, 4, torch.float32), (21, 80, 2, torch.float32),
+                                            (19, 40, 4, torch.float16)])
+def test_matmul_variant_equals_the_reference_bit_for_bit(t, n, bits, dtype):
+    """"matmul": the reference's own GEMM (torch.mm) then the Triton row pass, whose range comes from a sweep
+    over Y (two to three column steps, a ragged last row block, an all-zero token): the same quantized Y as
+    the reference bit for bit on Gaussian activations with a dense rotation, Whip sums within the
+    summation-order bound."""
+    x, r = _acts(t, n, seed=t + n).to(DEV, dtype), _rotation(n, seed=n).to(DEV, dtype)
+    x[t // 2] = 0.0
+    out, whip = _launch(x, r, bits, variant="matmul")
+    ref, wref = rotate_quant_whip_reference(x, r, bits)
+    assert torch.equal(out, ref) and float(out[t // 2].abs().max()) == 0.0
+    torch.testing.assert_close(whip, wref, rtol=_whip_rtol(n), atol=0.0)
+    api, wapi = rotate_quant_whip(x.reshape(1, t, n), r, bits=bits, impl="triton", variant="matmul")
+    assert torch.equal(api.reshape(t, n), out) and torch.equal(wapi.reshape(t), whip)
+
+
 def test_a_bad_variant_is_rejected():
-    with pytest.raises(ValueError, match=r"variant='tiled' is not allowed; choose one of \('fused', 'split'\)"):
+    allowed = r"variant='tiled' is not allowed; choose one of \('fused', 'split', 'matmul'\)"
+    with pytest.raises(ValueError, match=allowed):
         rotate_quant_whip(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), variant="tiled")
     with pytest.raises(ValueError, match="variant=None"):
         rotate_quant_whip(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), impl="reference", variant=None)
-    with pytest.raises(ValueError, match="'fused' or 'split'"):
+    with pytest.raises(ValueError, match="'fused', 'split' or 'matmul'"):
         rqw.rotate_quant_whip_triton(torch.zeros(3, 8, device=DEV), torch.eye(8, device=DEV), 4, 0.9,
                                      interpret=INTERP, variant="Split")
 
@@ -302,7 +321,7 @@ def test_triton_impl_needs_cuda_or_interpreter(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["fused", "split"])
+@pytest.mark.parametrize("variant", ["fused", "split", "matmul"])
 @pytest.mark.parametrize("bits", [4, 8])
 def test_gpu_bf16_llm_width(bits, variant):
     from companion.dartquant.hadamard import random_hadamard

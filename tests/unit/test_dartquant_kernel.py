@@ -151,11 +151,13 @@ def test_stages_refuse_before_importing_a_kernel(monkeypatch):
 def test_profiles():
     P, S = scale_kernel.GPU_PROFILE, scale_kernel.SMOKE_PROFILE
     assert (P["tokens"], P["n"], P["dtype"], P["bits"], P["compile_backend"]) == (32768, 4096, "bfloat16", 4, "inductor")
-    assert set(P["tiles"]) == {"fused", "split"}
+    assert set(P["tiles"]) == {"fused", "split", "matmul"}
     assert all(len(t) == 6 and t[5] in (0, 1) for ts in P["tiles"].values() for t in ts)  # the last: TMA loads
-    assert {t[5] for ts in P["tiles"].values() for t in ts} == {0, 1}
+    assert {t[5] for v in ("fused", "split") for t in P["tiles"][v]} == {0, 1}
     assert set(S) == set(P) and S["compile_backend"] == "eager" and S["tiles"] == P["tiles"]
     # the smoke shape is a multiple of no tile: every mask is exercised
-    assert all(S["tokens"] % t[0] and S["n"] % t[1] and S["n"] % t[2] for ts in S["tiles"].values() for t in ts)
+    gemm_tiles = [t for v in ("fused", "split") for t in S["tiles"][v]]
+    assert all(S["tokens"] % t[0] and S["n"] % t[1] and S["n"] % t[2] for t in gemm_tiles)
+    assert all(S["n"] % t[1] for t in S["tiles"]["matmul"])  # the row pass's column steps: a ragged last one
     assert [s.name for s in scale_kernel.STAGES] == ["kernel", "breakdown"]
     assert sum(s.needs_s for s in scale_kernel.STAGES) <= scale_kernel.DEADLINE_S <= 150
