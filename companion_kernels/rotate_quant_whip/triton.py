@@ -54,8 +54,8 @@ JIT specialises them, the split 128 × 256 × 64 tile takes 223 registers with p
 **"matmul"**: the GEMM by ``torch.mm`` into Y (cuBLAS on a GPU; the Y eager PyTorch computes, bit for bit), then
 the row pass of the split variant with each token's range and Whip sum taken from a sweep over its Y instead of
 partials. Y is written by the GEMM, read twice by the row pass (the second time mostly from L2) and written once
-more: the schedule ``torch.compile`` of the reference is expected to reach (a cuBLAS GEMM and fused row
-kernels), with the row work in one launch.
+more: likely the schedule ``torch.compile`` generates for the reference (a cuBLAS GEMM, then fused row kernels;
+to be read in its output code when timed), with the row work in one launch.
 
 ``round`` is written with ``floor`` (exact for |v| < 2^22, here |v| ≤ (2^b − 1)/clip): ``libdevice.rint``
 does not run in the CPU interpreter. fp32 inputs use ``input_precision="ieee"`` (no TF32), matching
