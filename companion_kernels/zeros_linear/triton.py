@@ -90,7 +90,8 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _seq_configs():
-    """Sequential state passes: V-tile width, warps and pipeline stages (fla tunes the same three)."""
+    """Sequential state passes: V-tile width, warps and pipeline stages (fla tunes the same three); tuned per
+    number of segments, which sets how many programs share the SMs."""
     if _INTERPRET:
         return [triton.Config({"BV": 16}, num_warps=4, num_stages=1)]
     return [triton.Config({"BV": bv}, num_warps=w, num_stages=st)
@@ -299,7 +300,7 @@ def _segment(NT, SEG, NSEG, STORE: tl.constexpr, REVERSE: tl.constexpr):
     return bh, j, c0, tl.minimum(c0 + SEG, NT)
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE"],
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE", "NSEG"],
                  prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
 def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
@@ -441,7 +442,8 @@ def _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk,
     return F, G, Hs, lam_new
 
 
-@triton.autotune(configs=_fused_configs(), key=["BT", "K", "V"], prune_configs_by={"early_config_prune": _prune_bv})
+@triton.autotune(configs=_fused_configs(), key=["BT", "K", "V", "NSEG"],
+                 prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
 def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr,
@@ -608,7 +610,7 @@ def _state_bwd_carry(acc, C, Y, m, tot_base, totc_base, lb_base, lam_to, is_f, h
     return acc, C, Y
 
 
-@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE"],
+@triton.autotune(configs=_seq_configs(), key=["BT", "K", "V", "STORE", "NSEG"],
                  prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
 def _state_bwd(q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, T, H, NT, SEG, NSEG,
