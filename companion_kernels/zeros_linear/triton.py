@@ -365,6 +365,20 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
 
 
 @triton.jit
+def _chunk_inputs(q, k, v, s, b, hh, rows, mrow, offk, offv, T, H, K: tl.constexpr, V: tl.constexpr):
+    """A chunk's q and k tiles (the head's K columns ``offk``), its v tile (the V columns ``offv``), 0 past T;
+    its shifted logits; and the offsets and mask of its output tile (v's)."""
+    mk = mrow[:, None] & (offk[None, :] < K)
+    mv = mrow[:, None] & (offv[None, :] < V)
+    qk_off = b * T * H * K + hh * K + rows[:, None] * H * K + offk[None, :]
+    v_off = b * T * H * V + hh * V + rows[:, None] * H * V + offv[None, :]
+    qc = tl.load(q + qk_off, mask=mk, other=0.0)
+    kc = tl.load(k + qk_off, mask=mk, other=0.0)
+    vc = tl.load(v + v_off, mask=mv, other=0.0)
+    return qc, kc, vc, _shifted_logits(s, b, hh, rows, mrow, T, H), v_off, mv
+
+
+@triton.jit
 def _chunk_out(qc, kc, vc, sc, lam, a, bb, g, eF, rows, mrow, hF, hG, hH, PREC: tl.constexpr):
     """A chunk's output rows (fp32): the intra-chunk masked product, plus the inter-chunk term
     ``[fF q | b q | g q] @ [F~; G; H]``, one K = 3d product accumulated in fp32, from the state parts before
@@ -396,14 +410,7 @@ def _out_fwd(q, k, v, s, rows4, h, lb, o, T, H, NT,
     offv = tl.arange(0, BV)
     rows = c * BT + tl.arange(0, BT)
     mrow = rows < T
-    mk = mrow[:, None] & (offk[None, :] < K)
-    mv = mrow[:, None] & (offv[None, :] < V)
-    qk_off = b * T * H * K + hh * K + rows[:, None] * H * K + offk[None, :]
-    v_off = b * T * H * V + hh * V + rows[:, None] * H * V + offv[None, :]
-    qc = tl.load(q + qk_off, mask=mk, other=0.0)
-    kc = tl.load(k + qk_off, mask=mk, other=0.0)
-    vc = tl.load(v + v_off, mask=mv, other=0.0)
-    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    qc, kc, vc, sc, v_off, mv = _chunk_inputs(q, k, v, s, b, hh, rows, mrow, offk, offv, T, H, K, V)
     lam, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
     hmask = (offk[:, None] < K) & (offv[None, :] < V)
     h_base = h + (bh * NT + c) * 3 * K * V + offk[:, None] * V + offv[None, :]
@@ -421,14 +428,7 @@ def _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk,
     folded into them (as ``_state_fwd_step`` does for one part)."""
     rows = c * BT + offt
     mrow = rows < T
-    mk = mrow[:, None] & (offk[None, :] < K)
-    mv = mrow[:, None] & (offv[None, :] < V)
-    qk_off = b * T * H * K + hh * K + rows[:, None] * H * K + offk[None, :]
-    v_off = b * T * H * V + hh * V + rows[:, None] * H * V + offv[None, :]
-    qc = tl.load(q + qk_off, mask=mk, other=0.0)
-    kc = tl.load(k + qk_off, mask=mk, other=0.0)
-    vc = tl.load(v + v_off, mask=mv, other=0.0)
-    sc = _shifted_logits(s, b, hh, rows, mrow, T, H)
+    qc, kc, vc, sc, v_off, mv = _chunk_inputs(q, k, v, s, b, hh, rows, mrow, offk, offv, T, H, K, V)
     lam_r, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
     acc = _chunk_out(qc, kc, vc, sc, lam_r, a, bb, g, eF, rows, mrow, F.to(qc.dtype), G.to(qc.dtype),
                      Hs.to(qc.dtype), PREC)
