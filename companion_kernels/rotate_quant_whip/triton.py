@@ -341,11 +341,11 @@ def split_quantize(out: torch.Tensor, part: torch.Tensor | None, whip: torch.Ten
     t, n = out.shape
     block_r, block_c, warps = rows
     from_y = part is None
-    part = torch.empty(3, 1, 1, device=out.device) if from_y else part
-    nb = part.shape[2]
+    partials = (whip, whip, whip) if from_y else (part[0], part[1], part[2])  # not read from Y: any fp32 pointer
+    nb = 1 if from_y else part.shape[2]
     cols = min(32 if interpret else block_c, triton.next_power_of_2(n))
     _quantize_rows_kernel[(triton.cdiv(t, block_r),)](
-        out, part[0], part[1], part[2], whip, t, float(clip), float(2 ** bits - 1), out.stride(0), out.stride(1),
+        out, *partials, whip, t, float(clip), float(2 ** bits - 1), out.stride(0), out.stride(1),
         N=n, NB=nb, NB_P2=triton.next_power_of_2(nb), BLOCK_R=block_r, BLOCK_C=cols, FROM_Y=from_y, num_warps=warps,
     )
 

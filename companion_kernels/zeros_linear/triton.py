@@ -780,13 +780,19 @@ def _segments(g, device, segments):
     return seg, triton.cdiv(NT, seg)
 
 
-def _run_segmented(kernel, g, nseg, args, kw):
-    """Launch a sequential state kernel: the totals pass (when there is more than one segment), then the
-    pass that stores the states. Grid: (3 parts x K-tiles, V-tiles, B*H x segments)."""
-    for store in ((False, True) if nseg > 1 else (True,)):
-        nsg = nseg if store else nseg - 1
+def _totals(g, nseg, device):
+    """fp32 room for every segment's three state parts, ``[B*H, NSEG, 3, d, dv]`` (one unused element when there
+    is a single segment)."""
+    return _empty(g["B"] * g["H"] * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=device, dtype=torch.float32)
+
+
+def _run_segmented(kernel, g, nseg, args, kw, store=True):
+    """Launch a sequential state kernel: the totals pass (when there is more than one segment), then, with
+    ``store``, the pass that stores the states. Grid: (3 parts x K-tiles, V-tiles, B*H x segments)."""
+    for st in ((False,) if nseg > 1 else ()) + ((True,) if store else ()):
+        nsg = nseg if st else nseg - 1
         grid = lambda meta, n=nsg: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"] * n)  # noqa: E731
-        kernel[grid](*args, **kw, STORE=store)
+        kernel[grid](*args, **kw, STORE=st)
 
 
 def _scalars(s, sigma1, sigmah, sigma0, chunk):
@@ -824,8 +830,7 @@ def _fwd_states(k, v, s, lb, chunk, segments=None):
     g = _geometry(k, v, chunk)
     seg, nseg = _segments(g, k.device, segments)
     h = _empty(g["B"] * g["H"], g["NT"], 3, g["K"], g["V"], device=k.device, dtype=k.dtype)
-    tot = _empty(g["B"] * g["H"] * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=k.device,
-                 dtype=torch.float32)
+    tot = _totals(g, nseg, k.device)
     _run_segmented(_state_fwd, g, nseg, (k, v, s, h, lb, tot, g["T"], g["H"], g["NT"], seg, nseg),
                    _seq_meta(g, chunk))
     return h
@@ -838,7 +843,7 @@ def _bwd_states(q, do, rows4, lb, xc, yc, chunk, segments=None):
     BH, NT, dev = g["B"] * g["H"], g["NT"], q.device
     dh = _empty(BH, NT, 3, g["K"], g["V"], device=dev, dtype=q.dtype)
     cc, ys = (_empty(BH, NT, device=dev, dtype=torch.float32) for _ in range(2))
-    tot = _empty(BH * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=dev, dtype=torch.float32)
+    tot = _totals(g, nseg, dev)
     totc = _empty(BH * nseg * 2 if nseg > 1 else 1, device=dev, dtype=torch.float32)
     _run_segmented(_state_bwd, g, nseg, (q, do, rows4, lb, dh, xc, yc, cc, ys, tot, totc, g["T"], g["H"], NT, seg,
                                          nseg), _seq_meta(g, chunk))
@@ -860,11 +865,9 @@ def _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments=None):
     seg, nseg = _segments(g, q.device, segments)
     BH, dev = g["B"] * g["H"], q.device
     o = _empty(g["B"], g["T"], g["H"], g["V"], device=dev, dtype=v.dtype)
-    tot = _empty(BH * nseg * 3 * g["K"] * g["V"] if nseg > 1 else 1, device=dev, dtype=torch.float32)
-    meta = _seq_meta(g, chunk)
-    if nseg > 1:
-        grid = lambda m: (3 * g["NKT"], triton.cdiv(g["V"], m["BV"]), BH * (nseg - 1))  # noqa: E731
-        _state_fwd[grid](k, v, s, k, lb, tot, g["T"], g["H"], g["NT"], seg, nseg, **meta, STORE=False)
+    tot = _totals(g, nseg, dev)
+    _run_segmented(_state_fwd, g, nseg, (k, v, s, k, lb, tot, g["T"], g["H"], g["NT"], seg, nseg), _seq_meta(g, chunk),
+                   store=False)  # h unused (k in its place): the walk below keeps the states
     _state_out_fwd[lambda m: (1, triton.cdiv(g["V"], m["BV"]), BH * nseg)](
         q, k, v, s, rows4, lb, tot, o, g["T"], g["H"], g["NT"], seg, nseg, K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
         BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
