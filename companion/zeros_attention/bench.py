@@ -227,6 +227,7 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
     }
     out = {name: time_ms(fn, dev, **timing) for name, fn in pieces.items()}
     out["segments"] = zt._segments(g, dev, segments)[1]
+    out["fused_segments"] = zt._segments(g, dev, segments, fused=True)[1]
     cfg = {}
     for name in ("_state_fwd", "_out_fwd", "_state_out_fwd", "_dq_bwd", "_state_bwd", "_dkv_bwd"):
         best = getattr(getattr(zt, name), "best_config", None)
@@ -278,14 +279,14 @@ def fla_stage(ctx) -> dict:
     return info
 
 
-def _ours(S, T, chunk, backward, segments=None, fused=False):
+def _ours(S, T, chunk, backward, segments=None, fused=None):
     """Our kernel through the public op, or, for a given ``segments`` or ``fused``, through the Triton entry point
     that takes the split of the state passes and the fused forward."""
     from companion_kernels.zeros_linear import zeros_linear
     from companion_kernels.zeros_linear.triton import zeros_linear_triton
 
     def op(*leaves):
-        if segments is None and not fused:
+        if segments is None and fused is None:
             return zeros_linear(*leaves, impl="triton", chunk_size=chunk)
         return zeros_linear_triton(*leaves, chunk_size=chunk, segments=segments, fused=fused)
 
@@ -298,12 +299,13 @@ def _ours(S, T, chunk, backward, segments=None, fused=False):
     return make
 
 
-def _auto_segments(S, T, chunk):
-    """How many segments the state passes use by default at this size (``triton._segments``)."""
+def _auto_segments(S, T, chunk, fused):
+    """How many segments the state passes (``fused``: the fused forward walk) use by default at this size
+    (``triton._segments``)."""
     from companion_kernels.zeros_linear import triton as zt
 
     g = zt._geometry(torch.empty(S.B, T, S.H, S.d, device="meta"), torch.empty(S.B, T, S.H, S.d, device="meta"), chunk)
-    return zt._segments(g, S.dev, None)[1]
+    return zt._segments(g, S.dev, None, fused)[1]
 
 
 def _sdpa(S, T, backward):
@@ -347,8 +349,11 @@ def _fla(S, fla_fn, T, backward):
 def rows_stage(ctx) -> list[dict]:
     """The headline rows: at every T (ascending), fla dk192 and SDPA flash first, then ours; forward, then
     forward+backward."""
+    from companion_kernels.zeros_linear.triton import FUSED_MAX_DIM
+
     S = _Setup(ctx)
     fla_fn, info = fla_peer(ctx.device, S.p["require_fla"])
+    fused = S.d <= FUSED_MAX_DIM  # the kernel's default forward
     S.log(f"ZeroS kernel benchmark on {S.dev}, B={S.B} H={S.H} d={S.d} {S.dtype}, chunk {S.chunk}; fla: {info}")
     rows = []
     for T in S.T_list:
@@ -359,7 +364,7 @@ def rows_stage(ctx) -> list[dict]:
                 rows.append({"T": T, "impl": "fla_dk192", "mode": mode, "error": f"fla absent: {info['error']}"})
             rows.append(_measure("sdpa_flash", T, mode, _sdpa(S, T, bw), S.dev, S.log, S.timing))
             rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw), S.dev, S.log, S.timing, chunk=S.chunk,
-                                 segments=_auto_segments(S, T, S.chunk)))
+                                 segments=_auto_segments(S, T, S.chunk, fused), fused=fused))
     return rows
 
 
@@ -450,7 +455,7 @@ def segments_stage(ctx) -> list[dict]:
         if fused and S.d > FUSED_MAX_DIM:
             continue
         for T in S.T_list:
-            used = n if n is not None else _auto_segments(S, T, S.chunk)
+            used = n if n is not None else _auto_segments(S, T, S.chunk, fused)
             for mode, bw in (("fwd", False), ("fwd_bwd", True)):
                 rows.append(_measure("zeros", T, mode, _ours(S, T, S.chunk, bw, segments=used, fused=fused), S.dev,
                                      S.log, S.timing, chunk=S.chunk, segments=used, fused=fused))

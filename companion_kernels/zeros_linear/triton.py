@@ -86,6 +86,9 @@ _SCAN_BLOCK = 1024  # chunks per block of the scan over chunk totals (a carry li
 _ONE_PROGRAM_T = 8192  # up to this T one launch computes the scalars (one program a head scans the whole row)
 _CHUNKS_PER_PROGRAM = 16  # chunks a program of the two chunk-parallel scalar passes takes (tiny programs otherwise)
 _MIN_SEGMENT = 16  # chunks: the shortest segment the automatic split of the state passes makes
+# the fused walk's automatic split: 16 segments at B*H = 16 on an H200's 132 SMs, the fastest of 1, 4, 8, 11 and
+# 16 at T = 2k to 64k (benchmarks/zeros_attention_NOTES.md, variant 3)
+_FUSED_PAIRS_PER_SM = 2
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -763,18 +766,23 @@ def _empty(*shape, device, dtype):
     return torch.empty(*shape, device=device, dtype=dtype)
 
 
-def _segments(g, device, segments):
+def _segments(g, device, segments, fused=False):
     """``(SEG, NSEG)``: chunks per segment and segments of the sequential state passes. ``segments=None``
-    picks about four programs per SM on CUDA (at least ``_MIN_SEGMENT`` chunks each), and one segment
-    where that gives fewer than three (two launches of NT/2 steps walk as many steps as one of NT) or
-    off CUDA; an int asks for that many (at most one per chunk)."""
+    picks one segment off CUDA; on CUDA, for the stored-states passes about four programs per SM (at least
+    ``_MIN_SEGMENT`` chunks each), for the fused walk (one 8-warp program of 255 registers an SM) about
+    ``_FUSED_PAIRS_PER_SM`` (head, segment) pairs per SM (at least two chunks each), and one segment where
+    either gives fewer than three (two launches of NT/2 steps walk as many steps as one of NT); an int asks
+    for that many (at most one per chunk)."""
     NT = g["NT"]
     if segments is None:
         segments = 1
         if device.type == "cuda":
-            programs = 3 * g["NKT"] * triton.cdiv(g["V"], 64) * g["B"] * g["H"]
             sms = torch.cuda.get_device_properties(device).multi_processor_count
-            segments = min(round(4 * sms / programs), NT // _MIN_SEGMENT)
+            if fused:
+                segments = min(round(_FUSED_PAIRS_PER_SM * sms / (g["B"] * g["H"])), NT // 2)
+            else:
+                programs = 3 * g["NKT"] * triton.cdiv(g["V"], 64) * g["B"] * g["H"]
+                segments = min(round(4 * sms / programs), NT // _MIN_SEGMENT)
             segments = segments if segments >= 3 else 1
     seg = triton.cdiv(NT, max(1, min(segments, NT)))
     return seg, triton.cdiv(NT, seg)
@@ -862,7 +870,7 @@ def _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments=None):
     """The output through the fused walk (``_state_out_fwd``), after the totals launch of ``_state_fwd`` when
     there is more than one segment: the chunk states never go to memory."""
     g = _geometry(q, v, chunk)
-    seg, nseg = _segments(g, q.device, segments)
+    seg, nseg = _segments(g, q.device, segments, fused=True)
     BH, dev = g["B"] * g["H"], q.device
     o = _empty(g["B"], g["T"], g["H"], g["V"], device=dev, dtype=v.dtype)
     tot = _totals(g, nseg, dev)
@@ -934,17 +942,20 @@ def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
 
 
 def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK, segments=None,
-                        fused=False):
+                        fused=None):
     """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``). ``segments``: how
-    many parts of the sequence the sequential state passes walk side by side (None: about four programs
-    per SM on CUDA, one elsewhere); ``fused``: the forward's states stay in registers, the output written
-    from the walk (``_state_out_fwd``; head dims up to ``FUSED_MAX_DIM``). The result is the same up to
-    rounding either way."""
+    many parts of the sequence the sequential state passes walk side by side (None: the automatic split of
+    :func:`_segments`); ``fused``: the forward's states stay in registers, the output written from the walk
+    (``_state_out_fwd``; head dims up to ``FUSED_MAX_DIM``; None: fused wherever the head dims allow it, the
+    faster forward at every T of the H200 run). The result is the same up to rounding either way."""
     if not causal:
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
     s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
     sigma0 = sigma0.contiguous() if sigma0 is not None else None
-    if fused and max(q.shape[-1], v.shape[-1]) > FUSED_MAX_DIM:
+    widest = max(q.shape[-1], v.shape[-1])
+    if fused is None:
+        fused = widest <= FUSED_MAX_DIM
+    elif fused and widest > FUSED_MAX_DIM:
         raise ValueError(f"zeros_linear: the fused forward keeps three [d x dv-tile] states in registers, for head "
                          f"dims up to {FUSED_MAX_DIM}; got d={q.shape[-1]}, dv={v.shape[-1]}")
     return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size, segments, fused)
