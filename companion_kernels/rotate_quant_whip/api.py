@@ -1,6 +1,6 @@
 """Validated entry point of the fused rotate-quantize-Whip op (DartQuant, Shao et al., NeurIPS 2025).
 
-``rotate_quant_whip(x, r, bits=4, clip=0.9, impl="auto", variant="fused")`` returns ``(Q(x @ r), whip)``: the
+``rotate_quant_whip(x, r, bits=4, clip=0.9, impl="auto", variant="split")`` returns ``(Q(x @ r), whip)``: the
 per-token asymmetric b-bit fake quantization (clip ratio ``clip``) of the rotated activations in x's dtype,
 shape of ``x``, and the per-token Whip sums ``Σ_channels exp(−|x @ r|)`` (Eq. 4; the loss is their mean) in
 fp32, shape ``x.shape[:-1]``. ``x`` is ``[..., n]``; ``r`` ``[n, n]`` in x's dtype. Definitions:
@@ -62,7 +62,7 @@ def _unsupported(x: torch.Tensor) -> str | None:
 
 
 def rotate_quant_whip(x: torch.Tensor, r: torch.Tensor, *, bits: int = 4, clip: float = 0.9, impl: str = "auto",
-                      variant: str = "fused", check_finite: bool = True):
+                      variant: str = "split", check_finite: bool = True):
     """``(Q(x @ r), whip)``; see the module docstring."""
     check_impl(impl, op=_OP)
     _validate(x, r, bits, clip, variant, check_finite)

@@ -20,10 +20,9 @@ over 3 stages (``tl.range(..., num_stages)``). Compiled ahead of time for sm_90 
 asynchronous copies into 3 shared-memory buffers (96 KiB) and 243 registers without spills; a 128 × 256
 tile spills, so it is not used. Each program re-reads its X row panel once per column block (from L2 when
 it is still there), so X traffic is n/128 times X's size. Timed on one H200 at 32768 × 4096 bf16: 2.94 ms
-(64 × 256 tile), where ``torch.compile`` of the eager reference took 1.66 ms. Since then its K loop, its tile
-store with the row statistics and its quantizer live in helpers shared with the split variant (``_dot_tile``,
-``_store_y``, ``_scale_zero``, ``_quantize_y``, inlined by Triton; the same operations in the same order): not yet
-timed again on the H200.
+(64 × 256 tile), where ``torch.compile`` of the eager reference took 1.66 ms; with its helpers shared with the
+split variant (``_dot_tile``, ``_store_y``, ``_scale_zero``, ``_quantize_y``) 2.92 ms against 1.63 ms in the
+``dartquant_kernel`` study (2026-12-05): the 256 programs of one row panel each do not fill the GPU.
 
 **"split"** (:func:`_rotate_partials_kernel`, then :func:`_quantize_rows_kernel`): the GEMM as an ordinary 2-D
 tiled matmul, so that it fills the GPU, and the per-token range as a reduction of per-tile partials:
@@ -42,20 +41,25 @@ extra traffic against the fused variant's L2 read-back). Quantized values equal 
 the two GEMMs round y alike. The Whip sums differ by the order of the fp32 additions only: each side is a sum of
 n positive terms, within (n − 1)·2^-24 of the exact sum relatively (the classical bound for recursive
 summation), so the two differ by at most 2(n − 1)·2^-24 relatively (4.9e-4 at n = 4096; measured in the
-interpreter at 64 × 1024 fp32, 32 column blocks: 2.4e-7). Not yet timed on the H200.
+interpreter at 64 × 1024 fp32, 32 column blocks: 2.4e-7). The default variant: on one H200 at 32768 × 4096 bf16
+(``dartquant_kernel`` study, 2026-12-05) 1.576 ms with the 128 × 256 × 64 TMA tile, 8 warps, 4 stages, against
+``torch.compile``'s 1.634 ms in the same run; its GEMM with the partials epilogue 1.463 ms (cuBLAS's X R alone
+1.411 ms), the row pass 0.439 ms when launched alone.
 
 **Loads.** Both variants read X and R through masked pointers (on Hopper the K loop's tiles go through
 ``cp.async`` into ``STAGES`` shared-memory buffers), or, for a tile whose sixth entry ``TMA`` is 1, through
 host-built tensor descriptors (Hopper's TMA: one asynchronous bulk copy a tile, zero-filled past the edges, no
 address arithmetic in registers; rows must be a multiple of 16 bytes). Compiled ahead of time for sm_90a as the
 JIT specialises them, the split 128 × 256 × 64 tile takes 223 registers with pointers and 222 with TMA, the fused
-128 × 128 × 64 tile 244 and 198, none spilling. The defaults use pointers until the TMA tiles are timed.
+128 × 128 × 64 tile 244 and 198, none spilling. The split default loads through TMA on Hopper, 4 stages deep (1.576 ms; the
+same tile 1.649 ms at 3 stages, 1.785 ms with pointer loads at 3 stages); elsewhere it uses pointers.
 
 **"matmul"**: the GEMM by ``torch.mm`` into Y (cuBLAS on a GPU; the Y eager PyTorch computes, bit for bit), then
 the row pass of the split variant with each token's range and Whip sum taken from a sweep over its Y instead of
 partials. Y is written by the GEMM, read twice by the row pass (the second time mostly from L2) and written once
-more: likely the schedule ``torch.compile`` generates for the reference (a cuBLAS GEMM, then fused row kernels;
-to be read in its output code when timed), with the row work in one launch.
+more: likely the schedule ``torch.compile`` generates for the reference (a cuBLAS GEMM, then fused row kernels),
+with the row work in one launch: 1.630 ms on the H200 (rows of 4096 columns, 8 warps), level with the compiled
+peer.
 
 ``round`` is written with ``floor`` (exact for |v| < 2^22, here |v| ≤ (2^b − 1)/clip): ``libdevice.rint``
 does not run in the CPU interpreter. fp32 inputs use ``input_precision="ieee"`` (no TF32), matching
@@ -259,8 +263,10 @@ def _quantize_rows_kernel(
 QUANT_ROWS, QUANT_COLS, QUANT_WARPS = 4, 1024, 4
 
 
-def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of ``variant``'s GEMM (pointer loads: TMA 0)."""
+def _meta(x: torch.Tensor, interp: bool, variant: str = "split"):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of ``variant``'s GEMM for ``x`` [T, n] (pointer
+    loads: TMA 0)."""
+    n, dtype = x.shape[1], x.dtype
     p2 = max(16, triton.next_power_of_2(n))
     if variant == "matmul":  # (tokens a program, columns a step, -, warps, -, -) of its row pass
         return QUANT_ROWS, QUANT_COLS, 0, QUANT_WARPS, 1, 0
@@ -268,8 +274,10 @@ def _meta(n: int, dtype: torch.dtype, interp: bool, variant: str = "fused"):
         return 16, min(32, p2), min(32, p2), 4, 1, 0
     if dtype == torch.float32:
         return 64, min(128, p2), min(32, p2), 8, 3, 0
-    if variant == "split":  # the Triton matmul tutorial's tile for 16-bit inputs on Hopper
-        return 128, min(256, p2), min(64, p2), 8, 3, 0
+    if variant == "split":  # the fastest tile of the dartquant_kernel study on an H200: TMA loads where Hopper has them
+        tma = (TensorDescriptor is not None and x.is_cuda and torch.cuda.get_device_capability(x.device) >= (9, 0)
+               and (n * x.element_size()) % 16 == 0)
+        return (128, min(256, p2), min(64, p2), 8, 4, 1) if tma else (128, min(256, p2), min(64, p2), 8, 3, 0)
     return 128, min(128, p2), min(64, p2), 8, 3, 0
 
 
@@ -352,17 +360,17 @@ def split_quantize(out: torch.Tensor, part: torch.Tensor | None, whip: torch.Ten
 
 def rotate_quant_whip_triton(x: torch.Tensor, r: torch.Tensor, bits: int, clip: float, *,
                              out: torch.Tensor | None = None, whip: torch.Tensor | None = None,
-                             interpret: bool = False, tiles: tuple | None = None, variant: str = "fused"):
+                             interpret: bool = False, tiles: tuple | None = None, variant: str = "split"):
     """``(Q(X R), whip)`` for 2-D ``x`` [T, n] and ``r`` [n, n] of one dtype (no checks: see ``api.py``).
 
-    ``variant``: ``"fused"`` or ``"split"`` (module docstring). ``out`` ([T, n], x's dtype) and ``whip`` ([T],
+    ``variant``: ``"split"``, ``"fused"`` or ``"matmul"`` (module docstring). ``out`` ([T, n], x's dtype) and ``whip`` ([T],
     fp32) may be given (the tests pre-fill them with NaN); ``tiles`` overrides the GEMM's tile choice (see
     :data:`GPU_TILES`).
     """
     t = x.shape[0]
     out = torch.empty_like(x) if out is None else out
     whip = torch.empty(t, device=x.device, dtype=torch.float32) if whip is None else whip
-    tiles = tiles or _meta(x.shape[1], x.dtype, interpret, variant)
+    tiles = tiles or _meta(x, interpret, variant)
     if variant == "split":
         split_quantize(out, split_partials(x, r, out, tiles), whip, bits, clip, interpret)
     elif variant == "matmul":
