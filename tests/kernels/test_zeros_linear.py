@@ -10,6 +10,8 @@ the chunk) at every chunk size.
 
 import os
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -166,6 +168,23 @@ def test_segment_split_of_the_state_passes():
     assert zl_triton._segments(g, cpu, 6) == (3, 6)  # ceil(17 / 6) = 3 chunks a segment -> 6 segments
     assert zl_triton._segments(g, cpu, 16) == (2, 9)  # no empty segment
     assert zl_triton._segments(g, cpu, 100) == (1, 17)
+
+
+def test_automatic_split_on_a_gpu_of_132_sms(monkeypatch):
+    """The automatic split where CUDA reports 132 SMs (an H200): stored states about four programs per SM with
+    at least 16 chunks a segment, the fused walk about two (head, segment) pairs per SM with at least two chunks,
+    and one segment where either gives fewer than three."""
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(multi_processor_count=132))
+    gpu = torch.device("cuda")
+    heads16 = lambda NT: dict(NT=NT, NKT=1, V=64, B=1, H=16)  # noqa: E731  the study's B=1, H=16, d=64
+    assert zl_triton._segments(heads16(1024), gpu, None) == (94, 11)  # round(528 / 48) = 11
+    assert zl_triton._segments(heads16(128), gpu, None) == (16, 8)
+    assert zl_triton._segments(heads16(32), gpu, None) == (32, 1)  # two segments of 16: fewer than three
+    assert zl_triton._segments(heads16(1024), gpu, None, fused=True) == (64, 16)  # round(264 / 16) = 16
+    assert zl_triton._segments(heads16(32), gpu, None, fused=True) == (2, 16)
+    assert zl_triton._segments(heads16(4), gpu, None, fused=True) == (4, 1)  # at most NT // 2 = 2: fewer than three
+    assert zl_triton._segments(dict(NT=1024, NKT=1, V=64, B=8, H=32), gpu, None, fused=True) == (1024, 1)
+    assert zl_triton._segments(heads16(1024), gpu, 5, fused=True) == (205, 5)  # as asked
 
 
 @pytest.mark.parametrize("scan_block, chunks_per_program, one_program_t", [(1024, 16, 0), (2, 8, 0), (1024, 16, 8192)])
