@@ -44,7 +44,7 @@ Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass par
   ``exp(Lam_old - Lam_new) <= 1``), G = sum s_i k_i v_i^T, H = sum k_i v_i^T;
 * ``_out_fwd``    grid (chunks, B*H): intra-chunk masked product, and the inter-chunk
   term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
-* ``_state_out_fwd`` grid (1, V-tiles, B*H x segments), the forward with ``fused=True``: the storing walk
+* ``_state_out_fwd`` grid (1, V-tiles, B*H x segments), the default forward (``fused``): the storing walk
   and ``_out_fwd`` in one, the three state parts in registers and each chunk's output written as it goes;
 * ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
 * ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the reverse state of
@@ -947,7 +947,8 @@ def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True,
     many parts of the sequence the sequential state passes walk side by side (None: the automatic split of
     :func:`_segments`); ``fused``: the forward's states stay in registers, the output written from the walk
     (``_state_out_fwd``; head dims up to ``FUSED_MAX_DIM``; None: fused wherever the head dims allow it, the
-    faster forward at every T of the H200 run). The result is the same up to rounding either way."""
+    faster forward from 32k in the H200 run; checked against the float64 oracle in the interpreter, its GPU test
+    not yet run on the device). The result is the same up to rounding either way."""
     if not causal:
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
     s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
