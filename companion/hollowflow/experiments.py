@@ -111,20 +111,23 @@ def fitted_slope(n, seconds) -> float:
 
 
 def _time(fn, reps):
+    """Median CPU seconds of ``fn`` over ``reps`` calls after a warm-up: process time, the work the call did,
+    which other processes sharing the cores do not inflate (wall-clock timings of these millisecond calls on a
+    loaded 2-core machine moved the speed-up's exponent in n by ±0.5 from run to run)."""
     fn()  # warm-up
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(time.process_time() - t0)
     return float(np.median(ts))
 
 
 def cost_scaling(sizes=(4, 8, 16, 32, 64), *, k: int = 4, hidden: int = 16, steps_hollow: int = 2, steps_base: int = 2,
                  reps: int = 3, vjp_sample: int | None = 24, seed: int = 0, threads: int | None = 1) -> dict:
-    """Seconds per velocity + divergence evaluation (one sample, float32): the fully connected EGNN with the
-    exact n·d-VJP trace against the NoBGNN (kNN, ``k``) with d VJPs; the hollow time includes building the
-    graph, L(G) and the pruning.
+    """CPU seconds (:func:`_time`) per velocity + divergence evaluation (one sample, float32): the fully connected
+    EGNN with the exact n·d-VJP trace against the NoBGNN (kNN, ``k``) with d VJPs; the hollow time includes
+    building the graph, L(G) and the pruning.
 
     With ``vjp_sample`` the brute force runs the forward and ``vjp_sample`` of its n·d VJPs and scales the
     VJP part by n·d / vjp_sample (every VJP costs the same; this keeps the CPU profile inside its budget).

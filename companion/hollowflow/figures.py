@@ -75,8 +75,8 @@ def cost_figure(cost: dict) -> go.Figure:
         fig.add_scatter(x=n, y=cost[key], mode="lines+markers", name=f"{name} (slope {slope:.2f})")
     ref = cost["brute_s"][-1] * (n / n[-1]) ** 3
     fig.add_scatter(x=n, y=ref, mode="lines", line=dict(dash="dot", color="#999999"), name="∝ n³ (theory, brute force)")
-    fig.update_layout(title="Seconds per velocity + exact divergence evaluation (one sample, CPU, one thread)",
-                      xaxis_title="particles n", yaxis_title="seconds", xaxis_type="log", yaxis_type="log", height=380)
+    fig.update_layout(title="CPU seconds per velocity + exact divergence evaluation (one sample)",
+                      xaxis_title="particles n", yaxis_title="CPU seconds (process time)", xaxis_type="log", yaxis_type="log", height=380)
     return fig
 
 
