@@ -76,7 +76,8 @@ def cost_figure(cost: dict) -> go.Figure:
     ref = cost["brute_s"][-1] * (n / n[-1]) ** 3
     fig.add_scatter(x=n, y=ref, mode="lines", line=dict(dash="dot", color="#999999"), name="∝ n³ (theory, brute force)")
     fig.update_layout(title="CPU seconds per velocity + exact divergence evaluation (one sample)",
-                      xaxis_title="particles n", yaxis_title="CPU seconds (process time)", xaxis_type="log", yaxis_type="log", height=380)
+                      xaxis_title="particles n", yaxis_title="CPU seconds (process time)", xaxis_type="log",
+                      yaxis_type="log", height=380)
     return fig
 
 

@@ -9,8 +9,8 @@ evaluation of the exact ZeroS weights on sampled rows), ``variants`` (ours at ch
 (ours with the sequential state passes split into 1 to 32 segments walked side by side, and the forward fused
 so that no state goes through memory; the headline rows use the kernel's default, the fused forward with its
 automatic split where the head dims allow it), ``pieces_ms`` (each of our kernels alone at the longest T) and
-``targets`` (the project's kernel targets on the rows). The paper ships no kernel: these are our kernel's numbers, and the
-claims table judges from them only the linear time.
+``targets`` (the project's kernel targets on the rows). The paper ships no kernel: these are our kernel's
+numbers, and the claims table judges from them only the linear time.
 Run it with ``python -m companion.bench zeros_attention`` (``--smoke``: a tiny CPU run, the kernels in the
 Triton interpreter, fla recorded absent). The notebook's own GPU profile trains its models longer
 (:data:`NOTEBOOK_GPU`).

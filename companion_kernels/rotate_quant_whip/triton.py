@@ -51,8 +51,9 @@ interpreter at 64 × 1024 fp32, 32 column blocks: 2.4e-7). The default variant: 
 host-built tensor descriptors (Hopper's TMA: one asynchronous bulk copy a tile, zero-filled past the edges, no
 address arithmetic in registers; rows must be a multiple of 16 bytes). Compiled ahead of time for sm_90a as the
 JIT specialises them, the split 128 × 256 × 64 tile takes 223 registers with pointers and 222 with TMA, the fused
-128 × 128 × 64 tile 244 and 198, none spilling. The split default loads through TMA on Hopper, 4 stages deep (1.576 ms; the
-same tile 1.649 ms at 3 stages, 1.785 ms with pointer loads at 3 stages); elsewhere it uses pointers.
+128 × 128 × 64 tile 244 and 198, none spilling. The split default loads through TMA on Hopper, 4 stages deep
+(1.576 ms; the same tile 1.649 ms at 3 stages, 1.785 ms with pointer loads at 3 stages); elsewhere it uses
+pointers.
 
 **"matmul"**: the GEMM by ``torch.mm`` into Y (cuBLAS on a GPU; the Y eager PyTorch computes, bit for bit), then
 the row pass of the split variant with each token's range and Whip sum taken from a sweep over its Y instead of
@@ -363,9 +364,9 @@ def rotate_quant_whip_triton(x: torch.Tensor, r: torch.Tensor, bits: int, clip: 
                              interpret: bool = False, tiles: tuple | None = None, variant: str = "split"):
     """``(Q(X R), whip)`` for 2-D ``x`` [T, n] and ``r`` [n, n] of one dtype (no checks: see ``api.py``).
 
-    ``variant``: ``"split"``, ``"fused"`` or ``"matmul"`` (module docstring). ``out`` ([T, n], x's dtype) and ``whip`` ([T],
-    fp32) may be given (the tests pre-fill them with NaN); ``tiles`` overrides the GEMM's tile choice (see
-    :data:`GPU_TILES`).
+    ``variant``: ``"split"``, ``"fused"`` or ``"matmul"`` (module docstring). ``out`` ([T, n], x's dtype) and
+    ``whip`` ([T], fp32) may be given (the tests pre-fill them with NaN); ``tiles`` overrides the GEMM's tile
+    choice (see :data:`GPU_TILES`).
     """
     t = x.shape[0]
     out = torch.empty_like(x) if out is None else out
