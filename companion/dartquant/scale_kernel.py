@@ -44,8 +44,8 @@ GPU_PROFILE = {
 }
 # the GPU tiles run in the interpreter too (one or two programs here), on a width and token count no tile divides
 SMOKE_PROFILE = {**GPU_PROFILE, "tokens": 67, "n": 40, "dtype": "float32", "compile_backend": "eager"}
-# needs_s, not yet timed on an H200: Inductor's compilation of the reference (2.1 s in the dartquant study's
-# record, more on a fresh machine) + 10 tiles × (a Triton JIT compilation of a few s + agreement + timing)
+# needs_s: Inductor's compilation of the reference (3.6 s on a fresh H200) + 10 tiles × (a Triton JIT compilation
+# + agreement + timing): 25.4 s and 0.6 s on the H200 (2026-12-05), kept with room for a slower start
 STAGES = (
     Stage("kernel", K.run_kernel, needs_s=110),
     Stage("breakdown", K.run_breakdown, needs_s=15),
