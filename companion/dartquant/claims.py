@@ -43,7 +43,7 @@ VAR_MOVE_TOL = 1e-3        # max |R_final − R_0| entry up to which the varianc
 FLAT_TOL = 1e-2            # relative spread (max − min)/mean of the variance loss over the 2-D angles counted as flat
 INVARIANCE_TOL = 1e-4      # max |logits(rotated) − logits(original)| in fp32
 QR_SPEEDUP_MIN = 1.2       # Cayley/QR-Orth time per step counted as "QR-Orth faster" (paper ≈ 1.4× at large n)
-STEP_REPS = 5              # timed steps per method on a CPU (companion.core.time_ms's default cpu_reps)
+STEP_REPS = 5              # timed steps per method on a CPU (companion.dartquant.study._cpu_ms's reps)
 PPL_RATIO_MAX = 1.0        # DartQuant's average W4A4KV4 perplexity over a peer's at most this counts as "beats"
 BREAK_FACTOR = 1.5         # average W4A4KV4 PPL without rotation over FP at least this counts as "broken"
 E2E_LOSS_DROP_MIN = 0.0    # end-to-end relative loss drop on a fixed batch (before → after) above this counts as trained
@@ -179,9 +179,9 @@ def _times(v: float) -> str:
 def step_cost_row(qr_ms: float, cayley_ms: float, n: int, scale: str) -> Claim:
     ratio = cayley_ms / qr_ms
     return Claim("QR-Orth is cheaper per step than Cayley (CPU)", STEP_PAPER,
-                 f"ms per step at d={n}: QR-Orth {qr_ms:.1f}, Cayley {cayley_ms:.1f} (ratio Cayley/QR-Orth {ratio:.2f}); "
-                 "small n on a shared CPU, where per-call overheads and load weigh as much as the n³ terms",
-                 scale + ", wall time on a shared CPU",
+                 f"CPU ms per step at d={n}: QR-Orth {qr_ms:.1f}, Cayley {cayley_ms:.1f} (ratio Cayley/QR-Orth {ratio:.2f}); "
+                 "small n, where per-call overheads weigh as much as the n³ terms",
+                 scale + ", CPU process time, one thread",
                  judge(ratio, QR_SPEEDUP_MIN, kind="timing", direction="higher", fmt=_times))
 
 
