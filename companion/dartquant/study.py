@@ -50,22 +50,10 @@ def _peak_mib(device, base: int = 0) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
 
 
-def _cpu_ms(fn, reps: int = 5) -> float:
-    """Median CPU milliseconds of ``fn`` over ``reps`` calls after a warm-up: process time, the work of the
-    single-threaded step, which other processes sharing the cores do not inflate (wall-clock medians of 5 steps
-    at n = 256 on a loaded 2-core machine moved the Cayley/QR-Orth ratio from 1.6 to anywhere in 0.75-3.4)."""
-    fn()  # warm-up
-    ts = []
-    for _ in range(reps):
-        t0 = time.process_time()
-        fn()
-        ts.append(time.process_time() - t0)
-    return float(np.median(ts)) * 1e3
-
-
 def step_cost(n: int, tokens: int, device, log) -> dict:
     """Time and peak memory of one Whip step with QR-Orth and with the Cayley parametrisation at width n: the
-    median of ``do_bench`` on a GPU, the median CPU time (:func:`_cpu_ms`, process time) elsewhere."""
+    median of ``do_bench`` on a GPU, elsewhere the median process time of 5 steps (wall-clock medians at n = 256
+    on a loaded 2-core machine moved the Cayley/QR-Orth ratio from 1.6 to anywhere in 0.75-3.4)."""
     from companion.dartquant.hadamard import random_hadamard
     from companion.dartquant.qr_orth import _Rotator
     from companion.dartquant.whip import whip_loss
@@ -86,7 +74,7 @@ def step_cost(n: int, tokens: int, device, log) -> dict:
         _peak_reset(device)
         step()
         row[f"{key}_mib"] = round(_peak_mib(device, base), 1)
-        row[f"{key}_ms"] = round(time_ms(step, device, warmup=50, rep=300) if device.type == "cuda" else _cpu_ms(step), 3)
+        row[f"{key}_ms"] = round(time_ms(step, device, warmup=50, rep=300, cpu_clock="process"), 3)
         del rot, opt
     log(f"[step cost] {row}")
     return row

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from companion.core import ParameterError, check_int, limit_threads
+from companion.core import ParameterError, check_int, limit_threads, time_ms
 from companion.hollowflow.divergence import divergence_hollow, gaussian_log_prob, jacobian, rk4_likelihood
 from companion.hollowflow.lj import SYSTEMS, bootstrap_interval, ess_rem, kish_ess, lj_samples, log_weights, train_cfm
 from companion.hollowflow.nobgnn import EGNN, NoBGNN
@@ -111,16 +111,9 @@ def fitted_slope(n, seconds) -> float:
 
 
 def _time(fn, reps):
-    """Median CPU seconds of ``fn`` over ``reps`` calls after a warm-up: process time, the work the call did,
-    which other processes sharing the cores do not inflate (wall-clock timings of these millisecond calls on a
-    loaded 2-core machine moved the speed-up's exponent in n by ±0.5 from run to run)."""
-    fn()  # warm-up
-    ts = []
-    for _ in range(reps):
-        t0 = time.process_time()
-        fn()
-        ts.append(time.process_time() - t0)
-    return float(np.median(ts))
+    """Median CPU seconds of ``fn`` over ``reps`` calls after a warm-up, in process time (wall-clock timings of
+    these millisecond calls on a loaded 2-core machine moved the speed-up's exponent in n by ±0.5 from run to run)."""
+    return time_ms(fn, "cpu", cpu_reps=reps, cpu_clock="process") / 1e3
 
 
 def cost_scaling(sizes=(4, 8, 16, 32, 64), *, k: int = 4, hidden: int = 16, steps_hollow: int = 2, steps_base: int = 2,

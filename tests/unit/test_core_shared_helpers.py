@@ -1,6 +1,7 @@
 """The helpers written once for every paper: time_ms, limit_threads, Paper, Claim rows, RoPE."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -16,6 +17,21 @@ def test_time_ms_is_a_median_of_cpu_calls():
     assert len(calls) == 5 and ms >= 0 and math.isfinite(ms)
     with pytest.raises(ValueError, match="cpu_reps"):
         time_ms(lambda: None, "cpu", cpu_reps=0)
+
+
+def test_time_ms_process_clock_counts_work_not_waiting():
+    """A sleep takes wall time and no CPU time: the process clock, used where a shared machine's load must not move a
+    verdict, reads it as almost nothing; a busy loop reads as work on both clocks."""
+    assert time_ms(lambda: time.sleep(0.03), "cpu", cpu_warmup=0, cpu_reps=1) >= 25
+    assert time_ms(lambda: time.sleep(0.03), "cpu", cpu_warmup=0, cpu_reps=1, cpu_clock="process") < 10
+
+    def spin(until=0.02):
+        start = time.process_time()
+        while time.process_time() - start < until:
+            pass
+    assert time_ms(spin, "cpu", cpu_warmup=0, cpu_reps=1, cpu_clock="process") >= 19
+    with pytest.raises(ValueError, match="cpu_clock must be one of wall, process, got 'cpu'"):
+        time_ms(lambda: None, "cpu", cpu_clock="cpu")
 
 
 def test_limit_threads_restores():
