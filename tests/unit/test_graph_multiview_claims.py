@@ -1,5 +1,7 @@
 """companion.graph_multiview.claims: every threshold just inside and just outside, on the one rule (judge)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,11 @@ def test_overhead_lo_hi():
     row = C.overhead_row(runs([1, 1], [1, 1], t_gmv=[2.0, 5.0], t_van=[1.0, 1.0]), "s")
     assert row.verdict == "inconclusive" and "2.00×, 5.00×" in row.measured
     assert C.overhead_margins([2.0, 1.0, 4.0]) == pytest.approx([0.5, -0.5, -1.0])
+    # per epoch trained: GMV stopped after 6 epochs, vanilla after 12, the same total time is twice the cost per epoch
+    r = runs([1], [1], t_gmv=1.0, t_van=1.0)
+    r["gmv"] = [dataclasses.replace(r["gmv"][0], epochs_run=6)]
+    row = C.overhead_row(r, "s")
+    assert "2.00×" in row.measured and "epochs run: GMV 6, vanilla 12" in row.measured and row.verdict == "reproduced"
 
 
 def test_tu_row_not_run():
