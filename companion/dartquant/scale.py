@@ -145,6 +145,14 @@ def kernel_summary(gpu: dict | None, kernel_run: dict | None = None) -> str:
     return txt + f". Bytes counted: {k['bytes_counted']} (an older record: {scale_kernel.COMMAND} not run yet)."
 
 
+def kernel_table(gpu: dict | None, kernel_run: dict | None = None) -> tuple[str, list[dict]] | None:
+    """The kernel study's sentence and rows (:func:`companion.dartquant.scale_kernel.table`) when its record
+    (``kernel_run``; None: the committed JSON) holds the ``kernel`` stage, else None (the notebook then prints
+    :func:`kernel_summary`)."""
+    which, rec = _kernel_record(gpu, kernel_run)
+    return scale_kernel.table(rec) if which == "study" else None
+
+
 def kernel_mismatches(gpu: dict | None, kernel_run: dict | None = None) -> list[str]:
     """What :func:`kernel_summary` reads, as the recorded kernel results that do not match eager PyTorch (the
     notebook's check): the kernel study's tiles, else the older record's; ``[]`` when none is recorded."""

@@ -87,6 +87,25 @@ def summary(payload: dict) -> str:
     return txt + f". Bytes counted: {k['bytes_counted']}."
 
 
+def table(payload: dict) -> tuple[str, list[dict]]:
+    """The notebook's view of a payload whose ``kernel`` stage is done: one sentence (the shape, where and when,
+    the compilation's seconds) and one row per contender, the peers first, then every tile timed: ms, TFLOP/s,
+    TB/s, speed relative to the compiled peer and to eager PyTorch, and whether it matches eager PyTorch."""
+    k = payload["kernel"]
+    c, e = k["compiled"], k["eager"]
+    head = (f"Rotate + INT{k['bits']} fake-quant + Whip, {k['tokens']} tokens × d={k['n']} {k['dtype']}, recorded on "
+            f"{payload.get('device', 'an unnamed device')}, {payload.get('date', 'no date')}; torch.compile's "
+            f"compilation took {c['compile_seconds']:.1f} s. Speeds are relative ones (> 1: faster than the peer).")
+
+    def row(name, r, matches="reference"):
+        return {"schedule": name, "ms": round(r["ms"], 3), "TFLOP/s": round(r["tflops"]), "TB/s": round(r["tbps"], 2),
+                "× torch.compile": round(c["ms"] / r["ms"], 2), "× eager": round(e["ms"] / r["ms"], 2),
+                "matches PyTorch": matches}
+    rows = [row("torch.compile (peer)", c, "yes" if c["agreement"]["matches"] else "NO"), row("eager PyTorch", e)]
+    rows += [row(K.tile_name(r), r, "yes" if r["agreement"]["matches"] else "NO") for r in k["ours"] if "ms" in r]
+    return head, rows
+
+
 def mismatches(payload: dict) -> list[str]:
     """The tiles of a payload's ``kernel`` stage whose output does not match eager PyTorch (``[]``: none, or the
     stage not done)."""

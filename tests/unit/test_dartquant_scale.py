@@ -121,3 +121,16 @@ def test_profiles():
     assert sum(s.needs_s for s in scale.STAGES) <= scale.DEADLINE_S <= 330
     # each outlier stage's estimate covers its model's training and the end-to-end steps at ~0.2 s a step
     assert all(s.needs_s >= P["outlier_model"]["train_seconds"] + 0.2 * P["e2e_steps"] for s in scale.STAGES[:3])
+
+
+def test_kernel_table_peers_first_then_every_tile():
+    """The notebook's table of the kernel study: the compiled and eager peers first, then every tile timed, with
+    speeds relative to both peers; None without the study's record (the notebook prints the summary then)."""
+    head, rows = scale.kernel_table(None, _kernel_run())
+    assert "recorded on" in head and [r["schedule"] for r in rows[:2]] == ["torch.compile (peer)", "eager PyTorch"]
+    assert rows[0]["× torch.compile"] == 1.0 and rows[1]["× eager"] == 1.0
+    timed = [r for r in _kernel_run()["kernel"]["ours"] if "ms" in r]
+    assert len(rows) == 2 + len(timed)
+    for row, r in zip(rows[2:], timed):
+        assert row["ms"] == round(r["ms"], 3) and row["matches PyTorch"] == ("yes" if r["agreement"]["matches"] else "NO")
+    assert scale.kernel_table(None, {}) is None
