@@ -22,7 +22,9 @@ IN_VIEW = """(id) => {
   const view = notebook.node.getBoundingClientRect();
   return cell.bottom > view.top && cell.top < view.bottom;
 }"""
-OUT_OF_VIEW = f"(id) => !({IN_VIEW})(id)"
+# scrolls the link into view until the measuring cell is off screen: on a loaded machine Lab renders the filler
+# after the first scroll, which pushes the link down again and leaves the top of the notebook in view
+SCROLLED_AWAY = f"""([link, id]) => {{ link.scrollIntoView({{block: "end"}}); return !({IN_VIEW})(id); }}"""
 
 
 def probe_notebook(path) -> None:
@@ -59,9 +61,7 @@ def test_claims_table_in_jupyterlab_is_left_aligned_and_links_its_cell(lab, brow
         details.locator("summary").click()
         assert details.evaluate("d => d.open") and "1328 vs 47.2 ms" in details.inner_text()
         link = page.locator(f"{CURRENT_PANEL} table.companion-claims a[href*='#cell-id={MEASURING}']")
-        link.scroll_into_view_if_needed()
-        # the filler keeps the measuring cell off screen once Lab has rendered it (a loaded machine renders late)
-        page.wait_for_function(OUT_OF_VIEW, arg=MEASURING, timeout=10_000)
+        page.wait_for_function(SCROLLED_AWAY, arg=[link.element_handle(), MEASURING], timeout=30_000)
         link.click()  # JupyterLab opens the notebook at the fragment: it scrolls the cell into view
         page.wait_for_function(IN_VIEW, arg=MEASURING, timeout=10_000)
     finally:
