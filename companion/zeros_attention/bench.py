@@ -349,11 +349,11 @@ def _fla(S, fla_fn, T, backward):
 def rows_stage(ctx) -> list[dict]:
     """The headline rows: at every T (ascending), fla dk192 and SDPA flash first, then ours; forward, then
     forward+backward."""
-    from companion_kernels.zeros_linear.triton import FUSED_MAX_DIM
+    from companion_kernels.zeros_linear.triton import fused_by_default
 
     S = _Setup(ctx)
     fla_fn, info = fla_peer(ctx.device, S.p["require_fla"])
-    fused = S.d <= FUSED_MAX_DIM  # the kernel's default forward
+    fused = fused_by_default(S.d, S.d)  # the kernel's default forward
     S.log(f"ZeroS kernel benchmark on {S.dev}, B={S.B} H={S.H} d={S.d} {S.dtype}, chunk {S.chunk}; fla: {info}")
     rows = []
     for T in S.T_list:

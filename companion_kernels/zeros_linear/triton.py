@@ -78,7 +78,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["zeros_linear_triton", "CHUNK", "FUSED_MAX_DIM"]
+__all__ = ["zeros_linear_triton", "CHUNK", "FUSED_MAX_DIM", "fused_by_default"]
 
 CHUNK = 64
 FUSED_MAX_DIM = 128  # head dims the fused forward takes (three fp32 [d x BV] states in registers)
@@ -941,6 +941,11 @@ def _bidirectional(q, k, v, s, sigma1, sigmah, sigma0):
     return o.to(v.dtype)
 
 
+def fused_by_default(d: int, dv: int) -> bool:
+    """Whether ``fused=None`` takes the fused forward: head dims up to ``FUSED_MAX_DIM``."""
+    return max(d, dv) <= FUSED_MAX_DIM
+
+
 def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True, chunk_size=CHUNK, segments=None,
                         fused=None):
     """ZeroS attention with the chunked Triton kernels (inputs already validated by ``api``). ``segments``: how
@@ -953,10 +958,9 @@ def zeros_linear_triton(q, k, v, s, sigma1, sigmah, sigma0=None, *, causal=True,
         return _bidirectional(q, k, v, s, sigma1, sigmah, sigma0)
     s, sigma1, sigmah = (x.contiguous() for x in (s, sigma1, sigmah))
     sigma0 = sigma0.contiguous() if sigma0 is not None else None
-    widest = max(q.shape[-1], v.shape[-1])
     if fused is None:
-        fused = widest <= FUSED_MAX_DIM
-    elif fused and widest > FUSED_MAX_DIM:
+        fused = fused_by_default(q.shape[-1], v.shape[-1])
+    elif fused and not fused_by_default(q.shape[-1], v.shape[-1]):
         raise ValueError(f"zeros_linear: the fused forward keeps three [d x dv-tile] states in registers, for head "
                          f"dims up to {FUSED_MAX_DIM}; got d={q.shape[-1]}, dv={v.shape[-1]}")
     return _ZeroSChunk.apply(q, k, v, s, sigma1, sigmah, sigma0, chunk_size, segments, fused)
