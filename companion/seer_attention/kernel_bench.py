@@ -11,6 +11,7 @@ for every contender. Effective TFLOP/s count the kept blocks only (:func:`timing
 * :func:`main`: per length, the dense SDPA backends first, then per density compiled FlexAttention with the same
   block mask (kept blocks below the diagonal as full blocks, the diagonal as partial ones: its fastest form),
   then ours (the kernel alone, and through the validating API);
+* :func:`backward_sweep`: the backward kernels' launch variants at ``sweep_len``, time and agreement;
 * :func:`backward`: forward + backward (gradients of q, k, v) of compiled FlexAttention and ours on the same masks;
 * :func:`pooled`: ``pooled_attention_map`` (SeerAttention's distillation target, no [B, H, N, N] buffer) against
   the naive PyTorch version (full softmax, max-pool, normalise), time and peak memory.
@@ -180,6 +181,52 @@ def main(ctx: StageContext) -> dict:
         if torch.device(ctx.device).type == "cuda":
             torch.cuda.empty_cache()
     return {"config": cfg, "rows": rows}
+
+
+def backward_sweep(ctx: StageContext) -> dict:
+    """The backward kernels' launch variants (``backward_variants``: warps, stages, the dQ kernel's key sub-tile
+    ``sub_n`` and the dK/dV kernel's query sub-tile ``sub_m``) at ``sweep_len`` and each of ``backward_densities``:
+    the two kernels alone (the forward's output and log-sum-exp computed once), their time and the largest
+    relative error of dq, dk, dv against the first variant's. Names the fastest agreeing one."""
+    from triton.runtime.errors import OutOfResources
+
+    from companion_kernels.block_sparse import dense_to_index
+    from companion_kernels.block_sparse.triton import block_sparse_attention_backward_triton, block_sparse_attention_triton
+
+    p = ctx.profile
+    variants = _variants("backward_variants", p["backward_variants"])
+    n, block = p["sweep_len"], p["block_size"]
+    g = torch.Generator().manual_seed(ctx.seed + 2)
+    q, k, v = _inputs(ctx, n, ctx.seed + 2)
+    grad_out = torch.randn(q.shape, generator=g).to(device=q.device, dtype=q.dtype)
+    cases = {}
+    for dens in p["backward_densities"]:
+        idx, cnt = dense_to_index(_mask(ctx, n, block, dens, g))
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        out = block_sparse_attention_triton(q, k, v, idx, cnt, block_size=block, lse=lse)
+        cases[dens] = (out, lse, idx, cnt)
+    refs, rows = {}, []
+    for name, cfg in variants.items():
+        if ctx.left() <= 0:
+            ctx.log(f"deadline: backward variant {name} and the later ones not timed")
+            break
+        row = {"variant": name, "config": cfg}
+        try:
+            for dens, (out, lse, idx, cnt) in cases.items():
+                run = lambda: block_sparse_attention_backward_triton(grad_out, q, k, v, out, lse, idx, cnt,  # noqa: E731
+                                                                     block_size=block, config=cfg)
+                grads = run()
+                refs.setdefault(dens, grads)
+                row[f"err_vs_first_{dens}"] = max(rel_err(a, b) for a, b in zip(grads, refs[dens]))
+                row[f"ms_{dens}"], _ = time_call(run, ctx.device)
+        except OutOfResources as err:  # a variant that does not fit the chip is an outcome of the sweep
+            row["error"] = f"{type(err).__name__}: {err}"[:300]
+        ctx.log(row)
+        rows.append(row)
+    ok = [r for r in rows if "error" not in r and max(r[f"err_vs_first_{d}"] for d in cases) < AGREEMENT]
+    best = min(ok, key=lambda r: math.prod(r[f"ms_{d}"] for d in cases))["variant"] if ok else None
+    ctx.log("fastest agreeing backward variant:", best)
+    return {"n": n, "rows": rows, "fastest": best}
 
 
 def backward(ctx: StageContext) -> list[dict]:

@@ -11,7 +11,9 @@ causal, 128×128 blocks, random masks with the same number of kept blocks per ro
    FlexAttention with the same block mask, then ours (kernel alone and through the validating API);
 3. ``pooled``: ``pooled_attention_map`` (block 64) at 8k and 32k, and the naive PyTorch version (the whole
    [B, H, N, N] softmax) at 8k first: time, peak memory, agreement;
-4. ``backward``: forward + backward (gradients of q, k, v) at 8k and 32k, densities 0.1 and 0.5: compiled
+4. ``backward_sweep``: the backward kernels' launch variants (warps, stages, sub-tiles) at N = 32k, densities 0.1
+   and 0.5: time and agreement with the first variant;
+5. ``backward``: forward + backward (gradients of q, k, v) at 8k and 32k, densities 0.1 and 0.5: compiled
    FlexAttention first, then ours (the Triton backward kernels): time, effective TFLOP/s, gradient agreement.
 
 Run it with ``python -m companion.bench block_sparse_attention`` (``--smoke``: a tiny CPU run, the kernels in the
@@ -43,6 +45,16 @@ GPU_PROFILE = {
     "lengths": [8192, 32768, 131072], "densities": [1.0, 0.5, 0.1, 0.02], "dense": ["flash", "cudnn"], "flex": True,
     "pooled_lengths": [8192, 32768], "naive_len": 8192, "pooled_block": 64,
     "backward_lengths": [8192, 32768], "backward_densities": [0.1, 0.5],
+    # the backward kernels' launch variants (the first is the reference of the others' agreement)
+    "backward_variants": {
+        "w8_s2_sub32": {"num_warps": 8, "num_stages": 2, "sub_n": 32, "sub_m": 32},
+        "w8_s3_sub32": {"num_warps": 8, "num_stages": 3, "sub_n": 32, "sub_m": 32},
+        "w8_s1_sub32": {"num_warps": 8, "num_stages": 1, "sub_n": 32, "sub_m": 32},
+        "w4_s2_sub32": {"num_warps": 4, "num_stages": 2, "sub_n": 32, "sub_m": 32},
+        "w8_s2_sub16": {"num_warps": 8, "num_stages": 2, "sub_n": 16, "sub_m": 16},
+        "w8_s2_sub64": {"num_warps": 8, "num_stages": 2, "sub_n": 64, "sub_m": 64},
+        "w4_s2_sub16": {"num_warps": 4, "num_stages": 2, "sub_n": 16, "sub_m": 16},
+    },
     "seed": 0,
 }
 SMOKE_PROFILE = {
@@ -50,11 +62,13 @@ SMOKE_PROFILE = {
     "variants": dict(list(GPU_PROFILE["variants"].items())[:2]), "variants_b64": dict(list(GPU_PROFILE["variants_b64"].items())[:1]),
     "lengths": [256], "densities": [1.0, 0.5], "dense": ["flash"], "flex": False,
     "pooled_lengths": [128], "naive_len": 128, "backward_lengths": [256], "backward_densities": [0.5],
+    "backward_variants": dict(list(GPU_PROFILE["backward_variants"].items())[:2]),
 }
 STAGES = (
     Stage("sweep", K.sweep, needs_s=30),    # 20 s on an H200 (2026-12-04), compiles included
     Stage("main", K.main, needs_s=60),      # 36 s
     Stage("pooled", K.pooled, needs_s=10),  # 2 s
+    Stage("backward_sweep", K.backward_sweep, needs_s=40),  # not yet run on the H200: 7 variants, 2 kernels each
     Stage("backward", K.backward, needs_s=30),  # not yet timed on the H200: FlexAttention's backward compiles
 )
 

@@ -57,6 +57,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv
+
 try:  # host-side TMA descriptors (triton >= 3.3)
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover
@@ -583,7 +585,7 @@ def block_sparse_attention_triton(
     +inf for a row with no admissible key), which the backward needs; None (no gradient) skips it."""
     b, hq, n, d = q.shape
     hkv = k.shape[1]
-    nb = triton.cdiv(n, block_size)
+    nb = cdiv(n, block_size)
     cfg = dict(default_config(block_size, d, q.dtype))
     if config:
         cfg.update(config)
@@ -687,7 +689,7 @@ def block_sparse_attention_backward_triton(
     contiguous ``(dq [B, Hq, N, D], dk, dv [B, Hkv, N, D])`` to write into (allocated here when None)."""
     b, hq, n, d = q.shape
     hkv = k.shape[1]
-    nb = triton.cdiv(n, block_size)
+    nb = cdiv(n, block_size)
     cfg = dict(backward_config(block_size, d, q.dtype))
     if config:
         cfg.update(config)
@@ -741,7 +743,7 @@ def pooled_attention_map_triton(
     """Launch ``_pooled_map``; returns float32 ``[B, Hq, nB, nB]`` (rows sum to 1)."""
     b, hq, n, d = q.shape
     hkv = k.shape[1]
-    nb = triton.cdiv(n, block_size)
+    nb = cdiv(n, block_size)
     scale = (1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)) * _LOG2E
     pooled = torch.empty(b, hq, nb, nb, dtype=torch.float32, device=q.device)
     if num_warps is None:

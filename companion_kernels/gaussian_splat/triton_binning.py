@@ -36,6 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv
+
 BLOCK = 128  # Gaussians (or tiles) per program
 DET_MIN = tl.constexpr(2.0 ** -66)  # the conic's determinant floor, as .binning.DET_MIN
 
@@ -204,7 +206,7 @@ def _ranges_kernel(keys_ptr, offsets_ptr, n_keys, n_tiles, BLOCK: tl.constexpr):
 
 
 def _grid(n: int):
-    return (triton.cdiv(n, BLOCK),)
+    return (cdiv(n, BLOCK),)
 
 
 def _lists(rects, counts, depths, n_tiles: int, tiles_x: int):

@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv, next_power_of_2
+
 
 @triton.jit
 def _tanh_pos(x):
@@ -162,12 +164,12 @@ BWD_ROWS = 64
 def partial_shape(w0: torch.Tensor, k: int) -> tuple[int, int, int, int]:
     """Shape of the backward's per-program partial sums."""
     g, r, n = w0.shape
-    return (g, triton.cdiv(r, min(BWD_ROWS, r)), k, n)
+    return (g, cdiv(r, min(BWD_ROWS, r)), k, n)
 
 
 def _meta(n: int, k: int):
-    block_n = max(16, triton.next_power_of_2(n))
-    k_pad = max(2, triton.next_power_of_2(k))
+    block_n = max(16, next_power_of_2(n))
+    k_pad = max(2, next_power_of_2(k))
     num_warps = 4 if block_n * k_pad <= 2048 else 8
     return block_n, k_pad, num_warps
 
@@ -179,7 +181,7 @@ def hra_forward(w0: torch.Tensor, coef: torch.Tensor, block_mode: bool, sqrt_c: 
     out = torch.empty_like(w0) if out is None else out
     block_n, k_pad, num_warps = _meta(n, k)
     rows = min(FWD_ROWS, r)
-    grid = (triton.cdiv(r, rows), g)
+    grid = (cdiv(r, rows), g)
     _hra_fwd_kernel[grid](
         w0, coef, out, r, n, sqrt_c,
         w0.stride(0), w0.stride(1), coef.stride(0), coef.stride(1), out.stride(0), out.stride(1),
@@ -197,7 +199,7 @@ def hra_backward(w0: torch.Tensor, coef: torch.Tensor, grad_out: torch.Tensor, b
     k = coef.shape[1]
     block_n, k_pad, num_warps = _meta(n, k)
     rows = min(BWD_ROWS, r)
-    programs = triton.cdiv(r, rows)
+    programs = cdiv(r, rows)
     if part is None:
         part = torch.empty(g, programs, k, n, device=w0.device, dtype=torch.float32)
     _hra_bwd_kernel[(programs, g)](

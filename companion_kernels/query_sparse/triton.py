@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv, next_power_of_2
+
 
 @triton.jit
 def _attend_block(acc, m_i, l_i, q, k_base, v_base, start_n, limit, N,
@@ -186,9 +188,9 @@ def _launch(q, k, v, rows, out, *, mode, s_p, gamma, causal, sm_scale, config):
     if config:
         cfg.update(config)
     block_m, block_n = int(cfg["BLOCK_M"]), int(cfg["BLOCK_N"])
-    block_d = max(16, triton.next_power_of_2(d))
+    block_d = max(16, next_power_of_2(d))
     scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
-    grid = (b * hq, triton.cdiv(m, block_m))
+    grid = (b * hq, cdiv(m, block_m))
     if m == 0:
         return out
     _query_sparse_kernel[grid](

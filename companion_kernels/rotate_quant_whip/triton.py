@@ -73,6 +73,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv, next_power_of_2
+
 try:  # host-side tensor descriptors (TMA loads on Hopper; triton >= 3.3)
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover
@@ -268,7 +270,7 @@ def _meta(x: torch.Tensor, interp: bool, variant: str = "split"):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of ``variant``'s GEMM for ``x`` [T, n] (pointer
     loads: TMA 0)."""
     n, dtype = x.shape[1], x.dtype
-    p2 = max(16, triton.next_power_of_2(n))
+    p2 = max(16, next_power_of_2(n))
     if variant == "matmul":  # (tokens a program, columns a step, -, warps, -, -) of its row pass
         return QUANT_ROWS, QUANT_COLS, 0, QUANT_WARPS, 1, 0
     if interp:  # the interpreter runs one program at a time in numpy: small tiles keep tests fast
@@ -318,7 +320,7 @@ def _operands(x: torch.Tensor, r: torch.Tensor, tiles: tuple):
 def _fused(x, r, out, whip, bits, clip, tiles):
     t, n = x.shape
     bm, bn, bk, warps, stages, tma = tiles
-    _rqw_kernel[(triton.cdiv(t, bm),)](
+    _rqw_kernel[(cdiv(t, bm),)](
         x, r, *_operands(x, r, tiles), out, whip, t, float(clip), float(2 ** bits - 1),
         x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
         N=n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, TMA=bool(tma),
@@ -331,9 +333,9 @@ def split_partials(x: torch.Tensor, r: torch.Tensor, out: torch.Tensor, tiles: t
     partials ``[3, T, n/BLOCK_N]`` (each token's max, min and Σ exp(−|y|) per column block)."""
     t, n = x.shape
     bm, bn, bk, warps, stages, tma = tiles
-    nb = triton.cdiv(n, bn)
+    nb = cdiv(n, bn)
     part = torch.empty(3, t, nb, device=x.device, dtype=torch.float32)
-    _rotate_partials_kernel[(triton.cdiv(t, bm) * nb,)](
+    _rotate_partials_kernel[(cdiv(t, bm) * nb,)](
         x, r, *_operands(x, r, tiles), out, part[0], part[1], part[2], t,
         x.stride(0), x.stride(1), r.stride(0), r.stride(1), out.stride(0), out.stride(1),
         N=n, NB=nb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, IEEE=x.dtype == torch.float32, STAGES=stages, GROUP=GROUP_M,
@@ -352,10 +354,10 @@ def split_quantize(out: torch.Tensor, part: torch.Tensor | None, whip: torch.Ten
     from_y = part is None
     partials = (whip, whip, whip) if from_y else (part[0], part[1], part[2])  # not read from Y: any fp32 pointer
     nb = 1 if from_y else part.shape[2]
-    cols = min(32 if interpret else block_c, triton.next_power_of_2(n))
-    _quantize_rows_kernel[(triton.cdiv(t, block_r),)](
+    cols = min(32 if interpret else block_c, next_power_of_2(n))
+    _quantize_rows_kernel[(cdiv(t, block_r),)](
         out, *partials, whip, t, float(clip), float(2 ** bits - 1), out.stride(0), out.stride(1),
-        N=n, NB=nb, NB_P2=triton.next_power_of_2(nb), BLOCK_R=block_r, BLOCK_C=cols, FROM_Y=from_y, num_warps=warps,
+        N=n, NB=nb, NB_P2=next_power_of_2(nb), BLOCK_R=block_r, BLOCK_C=cols, FROM_Y=from_y, num_warps=warps,
     )
 
 

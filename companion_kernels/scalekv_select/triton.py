@@ -31,6 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv, next_power_of_2
+
 __all__ = ["scalekv_select_triton", "MAX_TRITON_KEYS"]
 
 MAX_TRITON_KEYS = 32768  # one score row lives in registers in _pool_select_kernel
@@ -154,7 +156,7 @@ def _gather_kernel(
 
 
 def _pow2(x: int, lo: int = 1) -> int:
-    return max(lo, triton.next_power_of_2(int(x)))
+    return max(lo, next_power_of_2(int(x)))
 
 
 def scalekv_select_triton(
@@ -192,7 +194,7 @@ def scalekv_select_triton(
         scores = torch.empty(b, h, n, device=device, dtype=torch.float32)
         softmax = score == "softmax"
         if softmax:
-            nblk = triton.cdiv(n, 64)
+            nblk = cdiv(n, 64)
             part = torch.empty(bh, nblk, wp, device=device, dtype=torch.float32)
             _window_lse_kernel[(bh, nblk)](q_window, keys, widx, part, n, w, d, nblk, sm_scale, WP=wp, BLOCK_N=64, BLOCK_D=block_d, num_warps=4)
             lse = torch.logsumexp(part, dim=1)
@@ -200,7 +202,7 @@ def scalekv_select_triton(
         else:
             lse = scores  # unused
         block_n = 64 if block_d > 128 else 128
-        _window_scores_kernel[(bh, triton.cdiv(n, block_n))](
+        _window_scores_kernel[(bh, cdiv(n, block_n))](
             q_window, keys, widx, lse, scores, n, w, d, sm_scale,
             SOFTMAX=softmax, WP=wp, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=4,
         )
@@ -210,7 +212,7 @@ def scalekv_select_triton(
     else:
         index.copy_(torch.sort(widx).values.expand(b, h, w))
     block_c = 32
-    grid = (bh, triton.cdiv(capacity, block_c))
+    grid = (bh, cdiv(capacity, block_c))
     _gather_kernel[grid](keys, index, kept_k, n, capacity, d, BLOCK_C=block_c, BLOCK_D=block_d, num_warps=4)
     _gather_kernel[grid](values, index, kept_v, n, capacity, dv, BLOCK_C=block_c, BLOCK_D=_pow2(dv, 16), num_warps=4)
     return kept_k, kept_v, index

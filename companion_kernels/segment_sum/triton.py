@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from ..dispatch import interpreting
+from ..host import cdiv, next_power_of_2
 
 
 @triton.jit
@@ -68,7 +69,7 @@ def _segment_sum_kernel(values, src, offsets, out, size, F, stride_v, stride_o,
 def block_sizes(F: int) -> tuple[int, int]:
     """(BLOCK_R, BLOCK_F): the feature block covers F up to 128 (one program per row block for hidden
     widths ≤ 128), the receiver block keeps the tile at 4,096 elements."""
-    block_f = min(128, triton.next_power_of_2(max(1, F)))
+    block_f = min(128, next_power_of_2(max(1, F)))
     return max(1, 4096 // block_f), block_f
 
 
@@ -83,7 +84,7 @@ def segment_sum_csr(values: torch.Tensor, src: torch.Tensor | None, offsets: tor
     if size == 0 or F == 0:
         return out
     block_r, block_f = block_sizes(F)
-    grid = (triton.cdiv(size, block_r), triton.cdiv(F, block_f))
+    grid = (cdiv(size, block_r), cdiv(F, block_f))
     _segment_sum_kernel[grid](values, src, offsets, out, size, F, values.stride(0), out.stride(0),
                               BLOCK_R=block_r, BLOCK_F=block_f, F64=values.dtype == torch.float64,
                               DIRECT=src is None, INTERPRET=interpreting())

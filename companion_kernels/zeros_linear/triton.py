@@ -78,6 +78,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host import cdiv, next_power_of_2
+
 __all__ = ["zeros_linear_triton", "CHUNK", "FUSED_MAX_DIM", "fused_by_default"]
 
 CHUNK = 64
@@ -753,12 +755,12 @@ def _dkv_bwd(q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT,
 def _geometry(q, v, chunk):
     B, T, H, K = q.shape
     V = v.shape[-1]
-    BK = max(16, triton.next_power_of_2(K))  # chunk-parallel kernels: the whole head
-    BV = max(16, triton.next_power_of_2(V))
+    BK = max(16, next_power_of_2(K))  # chunk-parallel kernels: the whole head
+    BV = max(16, next_power_of_2(V))
     BKS = min(64, BK)  # sequential kernels: K tiles of at most 64 (x3 parts), V tiles tuned
-    NT = triton.cdiv(T, chunk)
+    NT = cdiv(T, chunk)
     prec = "ieee" if q.dtype == torch.float32 else "tf32"
-    return dict(B=B, T=T, H=H, K=K, V=V, BK=BK, BV=BV, BKS=BKS, NKT=triton.cdiv(K, BKS), NT=NT, prec=prec)
+    return dict(B=B, T=T, H=H, K=K, V=V, BK=BK, BV=BV, BKS=BKS, NKT=cdiv(K, BKS), NT=NT, prec=prec)
 
 
 def _empty(*shape, device, dtype):
@@ -781,11 +783,11 @@ def _segments(g, device, segments, fused=False):
             if fused:
                 segments = min(round(_FUSED_PAIRS_PER_SM * sms / (g["B"] * g["H"])), NT // 2)
             else:
-                programs = 3 * g["NKT"] * triton.cdiv(g["V"], 64) * g["B"] * g["H"]
+                programs = 3 * g["NKT"] * cdiv(g["V"], 64) * g["B"] * g["H"]
                 segments = min(round(4 * sms / programs), NT // _MIN_SEGMENT)
             segments = segments if segments >= 3 else 1
-    seg = triton.cdiv(NT, max(1, min(segments, NT)))
-    return seg, triton.cdiv(NT, seg)
+    seg = cdiv(NT, max(1, min(segments, NT)))
+    return seg, cdiv(NT, seg)
 
 
 def _totals(g, nseg, device):
@@ -799,7 +801,7 @@ def _run_segmented(kernel, g, nseg, args, kw, store=True):
     ``store``, the pass that stores the states. Grid: (3 parts x K-tiles, V-tiles, B*H x segments)."""
     for st in ((False,) if nseg > 1 else ()) + ((True,) if store else ()):
         nsg = nseg if st else nseg - 1
-        grid = lambda meta, n=nsg: (3 * g["NKT"], triton.cdiv(g["V"], meta["BV"]), g["B"] * g["H"] * n)  # noqa: E731
+        grid = lambda meta, n=nsg: (3 * g["NKT"], cdiv(g["V"], meta["BV"]), g["B"] * g["H"] * n)  # noqa: E731
         kernel[grid](*args, **kw, STORE=st)
 
 
@@ -808,22 +810,22 @@ def _scalars(s, sigma1, sigmah, sigma0, chunk):
     ``lb, pb [B*H, NT]`` (Lam_c, P_c), by three chunk-parallel passes (totals, scan, rows), or by one
     launch up to ``T = _ONE_PROGRAM_T`` (short sequences are launch-bound)."""
     B, T, H = s.shape
-    NT = triton.cdiv(T, chunk)
+    NT = cdiv(T, chunk)
     dev, f32 = s.device, torch.float32
     lb, pb = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(2))
     rows4 = _empty(B * H, 4, T, device=dev, dtype=f32)
     has_s0 = sigma0 is not None
     gates = (sigma1, sigmah, sigma0 if has_s0 else sigmah)
     if T <= _ONE_PROGRAM_T:
-        TP = triton.next_power_of_2(T)  # warps: no spills compiled for sm_90 (TP 8192: 16 warps, 112 registers)
+        TP = next_power_of_2(T)  # warps: no spills compiled for sm_90 (TP 8192: 16 warps, 112 registers)
         _scalars_one_program[(B * H,)](s, *gates, lb, pb, rows4, T, H, NT, BT=chunk, TP=TP, HAS_S0=has_s0,
                                        num_warps=max(4, min(16, TP // 512)))
         return rows4, lb, pb
     lt, st = (_empty(B * H, NT, device=dev, dtype=f32) for _ in range(2))
-    CB = min(_CHUNKS_PER_PROGRAM, triton.next_power_of_2(NT))
-    grid = (triton.cdiv(NT, CB), B * H)
+    CB = min(_CHUNKS_PER_PROGRAM, next_power_of_2(NT))
+    grid = (cdiv(NT, CB), B * H)
     _chunk_totals[grid](s, lt, st, T, H, NT, BT=chunk, CB=CB)
-    _chunk_scan[(B * H,)](lt, st, lb, pb, NT, NB=min(_SCAN_BLOCK, triton.next_power_of_2(NT)), INTERPRET=_INTERPRET)
+    _chunk_scan[(B * H,)](lt, st, lb, pb, NT, NB=min(_SCAN_BLOCK, next_power_of_2(NT)), INTERPRET=_INTERPRET)
     _row_scalars[grid](s, *gates, lb, pb, rows4, T, H, NT, BT=chunk, CB=CB, HAS_S0=has_s0)
     return rows4, lb, pb
 
@@ -876,7 +878,7 @@ def _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments=None):
     tot = _totals(g, nseg, dev)
     _run_segmented(_state_fwd, g, nseg, (k, v, s, k, lb, tot, g["T"], g["H"], g["NT"], seg, nseg), _seq_meta(g, chunk),
                    store=False)  # h unused (k in its place): the walk below keeps the states
-    _state_out_fwd[lambda m: (1, triton.cdiv(g["V"], m["BV"]), BH * nseg)](
+    _state_out_fwd[lambda m: (1, cdiv(g["V"], m["BV"]), BH * nseg)](
         q, k, v, s, rows4, lb, tot, o, g["T"], g["H"], g["NT"], seg, nseg, K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
         BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
     return o
