@@ -14,7 +14,7 @@ per-token Whip sums ``Σ exp(−|y|)`` of Eq. 4. Each stage body takes a
   epilogue, and its row pass (a bandwidth-bound sweep: TB/s).
 
 :func:`kernel_matches` judges a recorded agreement; the notebook's summary reads it through
-:func:`companion.dartquant.scale.kernel_summary`.
+:func:`companion.dartquant.scale.kernel_table`.
 """
 
 from __future__ import annotations

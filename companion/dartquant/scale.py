@@ -116,12 +116,13 @@ def _kernel_record(gpu: dict | None, kernel_run: dict | None) -> tuple[str, dict
 
 
 def kernel_summary(gpu: dict | None, kernel_run: dict | None = None) -> str:
-    """One line on the Triton kernel for the notebook: from the kernel study's payload ``kernel_run`` (None: its
-    committed ``dartquant_kernel.json``; ``{}``: none) when it holds its ``kernel`` stage, else from the older
-    record in this study's payload ``gpu`` (the fused variant, TB/s and speed-ups), else why neither."""
+    """One paragraph on the Triton kernel: from the kernel study's payload ``kernel_run`` (None: its committed
+    ``dartquant_kernel.json``; ``{}``: none) the caption of :func:`kernel_table` when it holds its ``kernel`` stage
+    (the notebook shows the table then), else from the older record in this study's payload ``gpu`` (the fused
+    variant, TB/s and speed-ups), else why neither."""
     which, rec = _kernel_record(gpu, kernel_run)
     if which == "study":
-        return scale_kernel.summary(rec)
+        return scale_kernel.table(rec)[0]
     if which == "none":
         why = missing(gpu, "kernel")
         return (f"Rotate + INT4 fake-quant + Whip kernel: not recorded ({scale_kernel.COMMAND} has no finished "

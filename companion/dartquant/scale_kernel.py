@@ -18,7 +18,7 @@ QuaRot's random Hadamard R, activations with 4 massive channels):
 Run it with ``python -m companion.bench dartquant_kernel`` (``--smoke``: a tiny CPU run, the kernels in the
 Triton interpreter, ``torch.compile`` with the ``eager`` backend). The ``dartquant`` study's recorded ``kernel``
 and ``kernel_compile`` stages (``dartquant_gpu.json``, fused variant only) are the earlier record;
-:func:`companion.dartquant.scale.kernel_summary` reads this study's JSON when it exists.
+:func:`companion.dartquant.scale.kernel_table` reads this study's JSON when it exists.
 """
 
 from __future__ import annotations
@@ -55,47 +55,28 @@ STAGES = (
 run_scale_up, recorded = study_functions(STAGES, RESULTS_NAME)
 
 
-def summary(payload: dict) -> str:
-    """One line on a payload whose ``kernel`` stage is done: the peers, the fastest matching tile of each variant
-    with its speed relative to the compiled peer, and the agreement of every tile tried."""
-    k = payload["kernel"]
-    c, e = k["compiled"], k["eager"]
-    txt = (f"Rotate + INT{k['bits']} fake-quant + Whip kernels, {k['tokens']} tokens × d={k['n']} {k['dtype']} "
-           f"(recorded on {payload.get('device', 'an unnamed device')}, {payload.get('date', 'no date')}): "
-           f"torch.compile of the eager code {c['ms']:.3f} ms ({c['tflops']:.0f} TFLOP/s; compiled in "
-           f"{c['compile_seconds']:.1f} s), eager PyTorch {e['ms']:.3f} ms; ours")
-    tried = [row for row in k["ours"] if "ms" in row]
-    for variant in dict.fromkeys(row["variant"] for row in tried):
-        rows = [row for row in tried if row["variant"] == variant and row["agreement"]["matches"]]
-        if rows:
-            b = min(rows, key=lambda row: row["ms"])
-            txt += (f", {K.tile_name(b)} {b['ms']:.3f} ms ({b['tflops']:.0f} TFLOP/s, {b['tbps']:.2f} TB/s): "
-                    f"{b['vs_compiled']:.2f}× the compiled speed, {b['vs_eager']:.2f}× eager")
-        else:
-            txt += f", {variant}: no tile matches PyTorch"
-    skipped = [K.tile_name(row) for row in k["ours"] if "skipped" in row]
-    if skipped:
-        txt += f"; not timed (deadline): {', '.join(skipped)}"
-    if tried:
-        dtype = getattr(torch, k["dtype"])
-        worst = max(tried, key=lambda row: (row["agreement"]["off_frac"], row["agreement"]["max_steps"]))["agreement"]
-        txt += (f". Matches PyTorch: {'yes' if k['all_match'] else 'NO'} (every tile tried; at most "
-                f"{100 * worst['off_frac']:.3f} % of elements on another grid point, at most "
-                f"{max(row['agreement']['max_steps'] for row in tried):.3f} steps (bound "
-                f"{K.kernel_steps_bound(k['bits'], dtype):.3f}); Whip sums within "
-                f"{max(row['agreement']['whip_rel'] for row in tried):.1e})")
-    return txt + f". Bytes counted: {k['bytes_counted']}."
-
-
 def table(payload: dict) -> tuple[str, list[dict]]:
-    """The notebook's view of a payload whose ``kernel`` stage is done: one sentence (the shape, where and when,
-    the compilation's seconds) and one row per contender, the peers first, then every tile timed: ms, TFLOP/s,
+    """The notebook's view of a payload whose ``kernel`` stage is done: a caption (the shape, where and when, the
+    compilation's seconds, how closely the tiles match PyTorch against the bound, the tiles the deadline left
+    untimed, the bytes counted) and one row per contender, the peers first, then every tile timed: ms, TFLOP/s,
     TB/s, speed relative to the compiled peer and to eager PyTorch, and whether it matches eager PyTorch."""
     k = payload["kernel"]
     c, e = k["compiled"], k["eager"]
     head = (f"Rotate + INT{k['bits']} fake-quant + Whip, {k['tokens']} tokens × d={k['n']} {k['dtype']}, recorded on "
             f"{payload.get('device', 'an unnamed device')}, {payload.get('date', 'no date')}; torch.compile's "
             f"compilation took {c['compile_seconds']:.1f} s. Speeds are relative ones (> 1: faster than the peer).")
+    tried = [r for r in k["ours"] if "ms" in r]
+    if tried:
+        worst = max(tried, key=lambda r: (r["agreement"]["off_frac"], r["agreement"]["max_steps"]))["agreement"]
+        head += (f" Every tile tried {'matches' if k['all_match'] else 'does NOT all match'} PyTorch: at most "
+                 f"{100 * worst['off_frac']:.3f} % of elements on another grid point, at most "
+                 f"{max(r['agreement']['max_steps'] for r in tried):.3f} steps (bound "
+                 f"{K.kernel_steps_bound(k['bits'], getattr(torch, k['dtype'])):.3f}), Whip sums within "
+                 f"{max(r['agreement']['whip_rel'] for r in tried):.1e}.")
+    skipped = [K.tile_name(r) for r in k["ours"] if "skipped" in r]
+    if skipped:
+        head += f" Not timed (the study's deadline): {', '.join(skipped)}."
+    head += f" Bytes counted: {k['bytes_counted']}."
 
     def row(name, r, matches="reference"):
         return {"schedule": name, "ms": round(r["ms"], 3), "TFLOP/s": round(r["tflops"]), "TB/s": round(r["tbps"], 2),

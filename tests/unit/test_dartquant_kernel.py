@@ -100,24 +100,25 @@ def _payload(ours, state="done"):
     return {"device": "NVIDIA H200", "date": "2026-12-05", "stages": {"kernel": {"state": state}}, "kernel": kernel}
 
 
-def test_summary_gives_each_variants_fastest_matching_tile_against_the_peers():
+def test_table_gives_every_tile_against_the_peers_and_its_caption_the_agreement():
     rows = [_row("fused", [128, 128, 64, 8, 3], 3.1), _row("fused", [64, 256, 64, 8, 3], 2.9),
             _row("split", [128, 256, 64, 8, 3, 1], 1.9), _row("split", [128, 128, 64, 4, 4, 0], 1.5, off_frac=0.5),
             {"variant": "split", "tile": [128, 128, 64, 8, 3], "skipped": "deadline: 3 s left, needs 5 s"}]
     p = _payload(rows)
-    txt = scale_kernel.summary(p)
-    assert "torch.compile of the eager code 1.600 ms" in txt and "compiled in 12.3 s" in txt
-    assert "eager PyTorch 5.500 ms" in txt and "NVIDIA H200, 2026-12-05" in txt
-    assert "fused 64×256×64 w8 s3 2.900 ms" in txt and "0.55× the compiled speed" in txt
-    # five-entry tiles (records before the TMA option) and six-entry ones, TMA named
-    assert "split 128×256×64 w8 s3 TMA 1.900 ms" in txt and "0.84× the compiled speed, 2.90× eager" in txt
-    assert "1.500 ms" not in txt  # the faster tile does not match: never the headline
-    assert "not timed (deadline): split 128×128×64 w8 s3" in txt
-    assert "Matches PyTorch: NO" in txt and "at most 50.000 % of elements" in txt
+    caption, table = scale_kernel.table(p)
+    assert "compilation took 12.3 s" in caption and "NVIDIA H200, 2026-12-05" in caption
+    assert [r["schedule"] for r in table] == ["torch.compile (peer)", "eager PyTorch", "fused 128×128×64 w8 s3",
+                                              "fused 64×256×64 w8 s3", "split 128×256×64 w8 s3 TMA",  # TMA named
+                                              "split 128×128×64 w4 s4"]
+    assert [r["ms"] for r in table] == [1.6, 5.5, 3.1, 2.9, 1.9, 1.5]
+    tma = table[4]
+    assert tma["× torch.compile"] == 0.84 and tma["× eager"] == 2.89 and tma["matches PyTorch"] == "yes"
+    assert table[5]["matches PyTorch"] == "NO"  # the fastest tile does not match: the table says so
+    assert "Not timed (the study's deadline): split 128×128×64 w8 s3." in caption
+    assert "does NOT all match PyTorch: at most 50.000 % of elements" in caption
     assert scale_kernel.mismatches(p) == ["split 128×128×64 w4 s4"]
     good = _payload(rows[:3])
-    assert "Matches PyTorch: yes" in scale_kernel.summary(good) and scale_kernel.mismatches(good) == []
-    assert "split: no tile matches PyTorch" in scale_kernel.summary(_payload([rows[0], rows[3]]))
+    assert "Every tile tried matches PyTorch" in scale_kernel.table(good)[0] and scale_kernel.mismatches(good) == []
     assert scale_kernel.mismatches(_payload(rows, state="failed")) == []  # the stage did not finish: nothing read
 
 

@@ -1,4 +1,4 @@
-"""Paper 08's GPU study without a GPU: the notebook's one-line kernel summary (the kernel study's record first, else
+"""Paper 08's GPU study without a GPU: the notebook's kernel table and its caption (the kernel study's record first, else
 the older record of this study's ``kernel`` stages), an outlier stage on a tiny model, and the GPU profile's shape.
 The kernel study and its agreement measure: tests/unit/test_dartquant_kernel.py."""
 
@@ -62,8 +62,11 @@ def test_kernel_summary_of_the_older_record():
 
 def test_kernel_summary_reads_the_kernel_study_first():
     txt = scale.kernel_summary(_recorded(), _kernel_run())
-    assert txt.startswith("Rotate + INT4 fake-quant + Whip kernels") and "split 128×128×64 w8 s3 1.900 ms" in txt
-    assert "torch.compile of the eager code 1.600 ms" in txt and "older record" not in txt
+    assert txt == scale.kernel_table(None, _kernel_run())[0] and "older record" not in txt  # the table's caption
+    assert "Every tile tried matches PyTorch: at most 0.010 % of elements" in txt and "Bytes counted: X read." in txt
+    skipped = _kernel_run()
+    skipped["kernel"]["ours"].append({"variant": "split", "tile": [128, 256, 64, 8, 3], "skipped": "deadline"})
+    assert "Not timed (the study's deadline): split 128×256×64 w8 s3." in scale.kernel_summary(None, skipped)
     assert scale.kernel_summary(None, _kernel_run()) == txt  # the study's record stands without this study's
     assert scale.kernel_mismatches(_recorded(), _kernel_run(matches=False)) == ["fused 128×128×64 w8 s3",
                                                                                 "split 128×128×64 w8 s3"]
@@ -77,7 +80,7 @@ def test_the_committed_records_read_without_error():
         pytest.skip("no recorded GPU run")
     if not scale.missing(gpu, "kernel_compile"):  # recorded before the kernel study
         assert gpu["kernel_compile"]["speedup_vs_compiled"] == round(gpu["kernel_compile"]["compiled_ms"] / gpu["kernel"]["triton_ms"], 3)
-    assert "Whip kernel" in scale.kernel_summary(gpu) and "Whip kernel" in scale.kernel_summary(gpu, {})
+    assert "Whip" in scale.kernel_summary(gpu) and "Whip kernel" in scale.kernel_summary(gpu, {})
     assert scale.kernel_mismatches(gpu) == []
     # a recorded run keeps the stages it ran: this study's stages, and the kernel stages of an older run
     assert set(s.name for s in scale.STAGES) <= set(gpu["stages"])
@@ -133,4 +136,9 @@ def test_kernel_table_peers_first_then_every_tile():
     assert len(rows) == 2 + len(timed)
     for row, r in zip(rows[2:], timed):
         assert row["ms"] == round(r["ms"], 3) and row["matches PyTorch"] == ("yes" if r["agreement"]["matches"] else "NO")
+    split = next(r for r in rows if r["schedule"] == "split 128×128×64 w8 s3")
+    assert split["ms"] == 1.9 and split["× torch.compile"] == round(1.6 / 1.9, 2) and split["× eager"] == round(5.5 / 1.9, 2)
+    assert rows[0]["ms"] == 1.6 and rows[1]["ms"] == 5.5
+    mismatch = scale.kernel_table(None, _kernel_run(matches=False))
+    assert "does NOT all match" in mismatch[0] and {r["matches PyTorch"] for r in mismatch[1][2:]} == {"NO"}
     assert scale.kernel_table(None, {}) is None
