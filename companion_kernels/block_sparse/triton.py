@@ -30,12 +30,13 @@ the stored LSE), O = P V. For a loss with upstream gradient dO:
     dQ = scale * dS K,   dK = scale * dS^T Q.
 A masked or unselected (i, j) has P_ij = 0, hence dS_ij = 0: it adds nothing to any gradient, and a row
 with no admissible key (LSE = +inf, O = 0) gets dQ = 0 and adds nothing to dK, dV, never NaN. GQA: dK, dV
-of a kv head sum over the query heads of its group. ``_bsa_bwd_dq`` (one program per (query block,
-head)) computes Delta for its rows and dQ by walking the forward's index list; ``_bsa_bwd_dkdv`` (one
-program per (key block, kv head)) walks the transposed index (``transposed_index``: the (head, query
-block) pairs that selected the key block, built in PyTorch once per backward call without a host sync)
-and accumulates dK and dV. Accumulation is fp32; P and dS are cast to the inputs' dtype for the tensor-core
-products, as in the forward. Loads are plain pointers (not yet tuned or timed on the H200).
+of a kv head sum over the query heads of its group. ``_bsa_bwd_dq`` (one program per (query block, or
+``block_m`` rows of it, head)) computes Delta for its rows and dQ by walking the forward's index list;
+``_bsa_bwd_dkdv`` (one program per (key block, or ``block_n`` keys of it, kv head)) walks the transposed
+index (``transposed_index``: the (head, query block) pairs that selected the key block, built in PyTorch
+once per backward call without a host sync) and accumulates dK and dV. Accumulation is fp32; P and dS are
+cast to the inputs' dtype for the tensor-core products, as in the forward. The loops' tiles load through
+plain pointers or TMA descriptors (``backward_config``; not yet tuned or timed on the H200).
 
 Interpreter note: the CPU interpreter of triton 3.6 with numpy >= 2.4 cannot use a loaded scalar as a
 ``for`` bound (it calls ``int()`` on a 1-element array), so under ``INTERPRET`` the same loop bodies
@@ -241,15 +242,18 @@ def _bwd_probs(q, k, lse, rows, cols, kb, qb, N, NB, sm_scale,
 
 
 @triton.jit
-def _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn, stride_vn,
-                 N, NB, sm_scale, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, SUB_N: tl.constexpr,
-                 CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, DOT_PREC: tl.constexpr):
+def _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0, b, hk, offs_m, offs_s,
+                 offs_d, stride_kn, stride_vn, N, NB, sm_scale, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
+                 SUB_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, TMA: tl.constexpr,
+                 DOT_PREC: tl.constexpr):
     """dQ += dS K over one selected key block (BLOCK // SUB_N sub-tiles), dS = P * (dO V^T - Delta)."""
     kb = tl.minimum(tl.maximum(kb, 0), NB - 1)  # memory safety for bad ids, as in the forward
     for sub in tl.static_range(BLOCK // SUB_N):
         start_n = kb * BLOCK + sub * SUB_N
-        k = _load_tile(k_base, k_base, 0, 0, 0, start_n, offs_s, offs_d, stride_kn, N, EVEN_N, 0, SUB_N, HEAD_DIM)
-        v = _load_tile(v_base, v_base, 0, 0, 0, start_n, offs_s, offs_d, stride_vn, N, EVEN_N, 0, SUB_N, HEAD_DIM)
+        k = _load_tile(k_base, desc_k, kv_row0, b, hk, start_n, offs_s, offs_d, stride_kn, N, EVEN_N, TMA, SUB_N,
+                       HEAD_DIM)
+        v = _load_tile(v_base, desc_v, kv_row0, b, hk, start_n, offs_s, offs_d, stride_vn, N, EVEN_N, TMA, SUB_N,
+                       HEAD_DIM)
         p = _bwd_probs(q, k, lse, offs_m, start_n + offs_s, kb, qb, N, NB, sm_scale, CAUSAL, EVEN_N, DOT_PREC)
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PREC)
         ds = p * (dp - delta[:, None])
@@ -260,6 +264,7 @@ def _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, 
 @triton.jit
 def _bsa_bwd_dq(
     Q, K, V, O, DO, LSE, DELTA, DQ, IDX, CNT,
+    desc_k, desc_v,
     sm_scale,
     stride_qb, stride_qh, stride_qn,
     stride_kb, stride_kh, stride_kn,
@@ -269,23 +274,29 @@ def _bsa_bwd_dq(
     H, GROUP, N, NB,
     HEAD_DIM: tl.constexpr,
     BLOCK: tl.constexpr,
+    BLOCK_M: tl.constexpr,
     SUB_N: tl.constexpr,
     CAUSAL: tl.constexpr,
     EVEN_N: tl.constexpr,
+    TMA: tl.constexpr,
     DOT_PREC: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
-    """One program per (query block, batch*head): Delta = rowsum(dO * O) of its rows (stored for the dK/dV
-    kernel, launched after this one), then dQ over the query block's index list, the forward's walk.
-    O, dO, dQ, LSE and Delta are contiguous ([B, H, N, D] and [B, H, N])."""
-    qb = NB - 1 - tl.program_id(0)  # longest causal rows first, as in the forward
+    """One program per (BLOCK_M rows of a query block, batch*head): Delta = rowsum(dO * O) of its rows (stored
+    for the dK/dV kernel, launched after this one), then dQ over the query block's index list, the forward's walk
+    (the K and V tiles through ``desc_k``/``desc_v`` when ``TMA``, as in the forward). O, dO, dQ, LSE and Delta
+    are contiguous ([B, H, N, D] and [B, H, N])."""
+    SPLIT: tl.constexpr = BLOCK // BLOCK_M  # programs per query block
+    qb = NB - 1 - tl.program_id(0) // SPLIT  # longest causal rows first, as in the forward
+    row0 = qb * BLOCK + (tl.program_id(0) % SPLIT) * BLOCK_M
     pid_bh = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     hk = h // GROUP
+    kv_row0 = (b * (H // GROUP) + hk) * N
     bh = pid_bh.to(tl.int64)
-    offs_r = tl.arange(0, BLOCK)
-    offs_m = qb * BLOCK + offs_r
+    offs_r = tl.arange(0, BLOCK_M)
+    offs_m = row0 + offs_r
     offs_s = tl.arange(0, SUB_N)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N
@@ -293,10 +304,9 @@ def _bsa_bwd_dq(
     q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
     k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
     v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
-    q = _load_tile(q_base, q_base, 0, 0, 0, qb * BLOCK, offs_r, offs_d, stride_qn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
-    o = _load_tile(O + bh * N * HEAD_DIM, O, 0, 0, 0, qb * BLOCK, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK,
-                   HEAD_DIM)
-    do = _load_tile(DO + bh * N * HEAD_DIM, DO, 0, 0, 0, qb * BLOCK, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK,
+    q = _load_tile(q_base, q_base, 0, 0, 0, row0, offs_r, offs_d, stride_qn, N, EVEN_N, 0, BLOCK_M, HEAD_DIM)
+    o = _load_tile(O + bh * N * HEAD_DIM, O, 0, 0, 0, row0, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK_M, HEAD_DIM)
+    do = _load_tile(DO + bh * N * HEAD_DIM, DO, 0, 0, 0, row0, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, BLOCK_M,
                     HEAD_DIM)
     delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
     tl.store(DELTA + bh * N + offs_m, delta, mask=row_ok)
@@ -304,41 +314,45 @@ def _bsa_bwd_dq(
 
     idx_base = IDX + b.to(tl.int64) * stride_ib + h.to(tl.int64) * stride_ih + qb.to(tl.int64) * stride_iq
     cnt = tl.load(CNT + b * stride_cb + h * stride_ch + qb)
-    dq = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if INTERPRET:  # the CPU interpreter cannot take a loaded scalar as a for-loop bound
         it = 0
         while it < cnt:
             kb = tl.load(idx_base + it)
-            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn,
-                              stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL, EVEN_N, DOT_PREC)
+            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0, b, hk, offs_m,
+                              offs_s, offs_d, stride_kn, stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL,
+                              EVEN_N, TMA, DOT_PREC)
             it += 1
     else:
         for it in range(0, cnt):
             kb = tl.load(idx_base + it)
-            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, offs_m, offs_s, offs_d, stride_kn,
-                              stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL, EVEN_N, DOT_PREC)
+            dq = _bsa_dq_step(q, do, lse, delta, dq, kb, qb, k_base, v_base, desc_k, desc_v, kv_row0, b, hk, offs_m,
+                              offs_s, offs_d, stride_kn, stride_vn, N, NB, sm_scale, HEAD_DIM, BLOCK, SUB_N, CAUSAL,
+                              EVEN_N, TMA, DOT_PREC)
 
     dq_ptrs = DQ + bh * N * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(dq_ptrs, (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit
-def _bsa_dkdv_step(k, v, dk, dv, code, kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r, offs_d,
+def _bsa_dkdv_step(k, v, dk, dv, code, kb, b, hk, Q, DO, LSE, DELTA, desc_q, desc_do, offs_n, offs_r, offs_d,
                    stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM: tl.constexpr,
                    BLOCK: tl.constexpr, SUB_M: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
-                   DOT_PREC: tl.constexpr):
+                   TMA: tl.constexpr, DOT_PREC: tl.constexpr):
     """dV += P^T dO and dK += dS^T Q over one entry of the transposed index (code = g * NB + qb: query
     head hk * GROUP + g, query block qb), in BLOCK // SUB_M sub-tiles of the query block's rows."""
     qb = code % NB
     h = hk * GROUP + code // NB
     bh = (b * H + h).to(tl.int64)
+    row0 = (b * H + h) * N  # the head's first row in the flat 2-D descriptors
     q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
     for sub in tl.static_range(BLOCK // SUB_M):
         start_m = qb * BLOCK + sub * SUB_M
         rows = start_m + offs_r
-        q = _load_tile(q_base, q_base, 0, 0, 0, start_m, offs_r, offs_d, stride_qn, N, EVEN_N, 0, SUB_M, HEAD_DIM)
-        do = _load_tile(DO + bh * N * HEAD_DIM, DO, 0, 0, 0, start_m, offs_r, offs_d, HEAD_DIM, N, EVEN_N, 0, SUB_M,
-                        HEAD_DIM)
+        q = _load_tile(q_base, desc_q, row0, b, h, start_m, offs_r, offs_d, stride_qn, N, EVEN_N, TMA, SUB_M,
+                       HEAD_DIM)
+        do = _load_tile(DO + bh * N * HEAD_DIM, desc_do, row0, b, h, start_m, offs_r, offs_d, HEAD_DIM, N, EVEN_N,
+                        TMA, SUB_M, HEAD_DIM)
         lse = tl.load(LSE + bh * N + rows, mask=rows < N, other=float("inf"))
         delta = tl.load(DELTA + bh * N + rows, mask=rows < N, other=0.0)
         p = _bwd_probs(q, k, lse, rows, offs_n, kb, qb, N, NB, sm_scale, CAUSAL, EVEN_N, DOT_PREC)
@@ -352,6 +366,7 @@ def _bsa_dkdv_step(k, v, dk, dv, code, kb, b, hk, Q, DO, LSE, DELTA, offs_n, off
 @triton.jit
 def _bsa_bwd_dkdv(
     Q, K, V, DO, LSE, DELTA, DK, DV, ENTRIES, OFFSETS,
+    desc_q, desc_do,
     sm_scale,
     stride_qb, stride_qh, stride_qn,
     stride_kb, stride_kh, stride_kn,
@@ -360,32 +375,37 @@ def _bsa_bwd_dkdv(
     H, GROUP, N, NB,
     HEAD_DIM: tl.constexpr,
     BLOCK: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     SUB_M: tl.constexpr,
     CAUSAL: tl.constexpr,
     EVEN_N: tl.constexpr,
+    TMA: tl.constexpr,
     DOT_PREC: tl.constexpr,
     INTERPRET: tl.constexpr,
 ):
-    """One program per (key block, batch*kv head): walks the transposed index, the (query head of the group,
-    query block) pairs whose lists hold this key block, ``ENTRIES[OFFSETS[seg]:OFFSETS[seg + 1]]`` with
+    """One program per (BLOCK_N keys of a key block, batch*kv head): walks the transposed index, the (query head
+    of the group, query block) pairs whose lists hold this key block, ``ENTRIES[OFFSETS[seg]:OFFSETS[seg + 1]]`` with
     seg = b * seg_stride_b + hk * NB + kb (seg_stride_b = 0 for a batch-broadcast index). The GQA sum over
-    the group happens in registers: dK and dV ([B, Hkv, N, D], contiguous) are written once, no atomics."""
-    kb = tl.program_id(0)  # causal: the lowest key blocks have the longest lists, first
+    the group happens in registers: dK and dV ([B, Hkv, N, D], contiguous) are written once, no atomics. The Q
+    and dO tiles come through ``desc_q``/``desc_do`` when ``TMA``."""
+    SPLIT: tl.constexpr = BLOCK // BLOCK_N  # programs per key block
+    kb = tl.program_id(0) // SPLIT  # causal: the lowest key blocks have the longest lists, first
+    col0 = kb * BLOCK + (tl.program_id(0) % SPLIT) * BLOCK_N
     pid = tl.program_id(1)
     hkv = H // GROUP
     b = pid // hkv
     hk = pid % hkv
-    offs_k = tl.arange(0, BLOCK)
-    offs_n = kb * BLOCK + offs_k
+    offs_k = tl.arange(0, BLOCK_N)
+    offs_n = col0 + offs_k
     offs_r = tl.arange(0, SUB_M)
     offs_d = tl.arange(0, HEAD_DIM)
 
     k_base = K + b.to(tl.int64) * stride_kb + hk.to(tl.int64) * stride_kh
     v_base = V + b.to(tl.int64) * stride_vb + hk.to(tl.int64) * stride_vh
-    k = _load_tile(k_base, k_base, 0, 0, 0, kb * BLOCK, offs_k, offs_d, stride_kn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
-    v = _load_tile(v_base, v_base, 0, 0, 0, kb * BLOCK, offs_k, offs_d, stride_vn, N, EVEN_N, 0, BLOCK, HEAD_DIM)
-    dk = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    k = _load_tile(k_base, k_base, 0, 0, 0, col0, offs_k, offs_d, stride_kn, N, EVEN_N, 0, BLOCK_N, HEAD_DIM)
+    v = _load_tile(v_base, v_base, 0, 0, 0, col0, offs_k, offs_d, stride_vn, N, EVEN_N, 0, BLOCK_N, HEAD_DIM)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
 
     seg = b * seg_stride_b + hk * NB + kb
     start = tl.load(OFFSETS + seg)
@@ -393,15 +413,15 @@ def _bsa_bwd_dkdv(
     if INTERPRET:  # the CPU interpreter cannot take a loaded scalar as a for-loop bound
         e = start
         while e < end:
-            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r,
-                                    offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM,
-                                    BLOCK, SUB_M, CAUSAL, EVEN_N, DOT_PREC)
+            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, desc_q, desc_do,
+                                    offs_n, offs_r, offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB,
+                                    sm_scale, HEAD_DIM, BLOCK, SUB_M, CAUSAL, EVEN_N, TMA, DOT_PREC)
             e += 1
     else:
         for e in range(start, end):
-            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, offs_n, offs_r,
-                                    offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB, sm_scale, HEAD_DIM,
-                                    BLOCK, SUB_M, CAUSAL, EVEN_N, DOT_PREC)
+            dk, dv = _bsa_dkdv_step(k, v, dk, dv, tl.load(ENTRIES + e), kb, b, hk, Q, DO, LSE, DELTA, desc_q, desc_do,
+                                    offs_n, offs_r, offs_d, stride_qb, stride_qh, stride_qn, H, GROUP, N, NB,
+                                    sm_scale, HEAD_DIM, BLOCK, SUB_M, CAUSAL, EVEN_N, TMA, DOT_PREC)
 
     out_off = pid.to(tl.int64) * N * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     ok = offs_n[:, None] < N
@@ -547,6 +567,28 @@ def _tma_ok(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and all((st * t.element_size()) % 16 == 0 for st in t.stride()[:-1])
 
 
+def _tma_mode(requested: int, n: int, block_size: int, tensors) -> int:
+    """The TMA mode the ``tensors`` ([B, H, N, D]) allow, at most ``requested``: 2 (flat 2-D descriptors) needs N a
+    multiple of the block and contiguous tensors, else 4 (rank-4 descriptors) 16-byte aligned strides, else 0
+    (plain pointer loads)."""
+    tma = int(requested) if TensorDescriptor is not None else 0
+    if tma == 2 and not (n % block_size == 0 and all(_flat_ok(t) for t in tensors)):
+        tma = 4
+    if tma == 4 and not all(_tma_ok(t) for t in tensors):
+        tma = 0
+    return tma
+
+
+def _descriptor(t: torch.Tensor, tma: int, rows: int):
+    """A TMA descriptor loading ``rows`` × D tiles of ``t`` [B, H, N, D] in mode ``tma`` (``t`` itself for 0)."""
+    b, h, n, d = t.shape
+    if tma == 2:
+        return TensorDescriptor(t, [b * h * n, d], [d, 1], [rows, d])
+    if tma == 4:
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
+    return t
+
+
 def _expand_index(block_index: torch.Tensor, block_count: torch.Tensor, b: int, hq: int):
     """The index lists as [B, Hq, ...] views (size-1 batch/head dims broadcast with stride 0)."""
     idx = block_index.expand(b, hq, *block_index.shape[2:])
@@ -595,21 +637,8 @@ def block_sparse_attention_triton(
     idx, cnt = _expand_index(block_index, block_count, b, hq)
     sub_n = min(cfg["sub_n"], block_size)
     block_m = min(cfg.get("block_m", block_size), block_size)
-    tma = int(cfg["tma"]) if TensorDescriptor is not None else 0
-    if tma == 2 and not (n % block_size == 0 and _flat_ok(q) and _flat_ok(k) and _flat_ok(v)):
-        tma = 4
-    if tma == 4 and not all(_tma_ok(t) for t in (q, k, v)):
-        tma = 0
-    if tma == 2:
-        desc_q = TensorDescriptor(q, [b * hq * n, d], [d, 1], [block_m, d])
-        desc_k = TensorDescriptor(k, [b * hkv * n, d], [d, 1], [sub_n, d])
-        desc_v = TensorDescriptor(v, [b * hkv * n, d], [d, 1], [sub_n, d])
-    elif tma == 4:
-        desc_q = TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, block_m, d])
-        desc_k = TensorDescriptor(k, list(k.shape), list(k.stride()), [1, 1, sub_n, d])
-        desc_v = TensorDescriptor(v, list(v.shape), list(v.stride()), [1, 1, sub_n, d])
-    else:
-        desc_q = desc_k = desc_v = q
+    tma = _tma_mode(cfg["tma"], n, block_size, (q, k, v))
+    desc_q, desc_k, desc_v = _descriptor(q, tma, block_m), _descriptor(k, tma, sub_n), _descriptor(v, tma, sub_n)
     grid = (nb * (block_size // block_m), b * hq)
     _bsa_fwd[grid](
         q, k, v, out, out if lse is None else lse, idx, cnt,
@@ -633,8 +662,11 @@ def block_sparse_attention_triton(
 def backward_config(block_size: int, head_dim: int, dtype: torch.dtype) -> dict:
     """Launch parameters of the two backward kernels: not yet timed on the H200, chosen from sm_90a compile
     reports alone (benchmarks/block_sparse_NOTES.md). sub_n: key sub-tile of the dQ kernel; sub_m: query
-    sub-tile of the dK/dV kernel (each program keeps a whole block of dQ, or of dK and dV, in fp32)."""
-    return {"num_warps": 8 if block_size == 128 else 4, "num_stages": 2, "sub_n": 32, "sub_m": 32}
+    sub-tile of the dK/dV kernel; block_m: query rows per dQ program, block_n: keys per dK/dV program (divisors of
+    the block: each program keeps its rows of dQ, or of dK and dV, in fp32); tma: how the loop's tiles load (K and
+    V in the dQ kernel, Q and dO in the dK/dV kernel), as the forward's ``tma``."""
+    return {"num_warps": 8 if block_size == 128 else 4, "num_stages": 2, "sub_n": 32, "sub_m": 32, "tma": 0,
+            "block_m": block_size, "block_n": block_size}
 
 
 def transposed_index(block_index: torch.Tensor, block_count: torch.Tensor, num_heads: int, num_kv_heads: int,
@@ -705,8 +737,12 @@ def block_sparse_attention_backward_triton(
     common = dict(HEAD_DIM=d, BLOCK=block_size, CAUSAL=causal, EVEN_N=(n % block_size == 0),
                   DOT_PREC=_dot_prec(q.dtype), INTERPRET=_interpreting(),
                   num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    _bsa_bwd_dq[(nb, b * hq)](
+    sub_n, sub_m = min(cfg["sub_n"], block_size), min(cfg["sub_m"], block_size)
+    block_m, block_n = min(cfg["block_m"], block_size), min(cfg["block_n"], block_size)
+    tma = _tma_mode(cfg["tma"], n, block_size, (k, v))
+    _bsa_bwd_dq[(nb * (block_size // block_m), b * hq)](
         q, k, v, out, do, lse, delta, dq, idx, cnt,
+        _descriptor(k, tma, sub_n), _descriptor(v, tma, sub_n),
         scale,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
@@ -714,18 +750,20 @@ def block_sparse_attention_backward_triton(
         idx.stride(0), idx.stride(1), idx.stride(2),
         cnt.stride(0), cnt.stride(1),
         hq, hq // hkv, n, nb,
-        SUB_N=min(cfg["sub_n"], block_size), **common,
+        BLOCK_M=block_m, SUB_N=sub_n, TMA=tma, **common,
     )
     entries, offsets = transposed_index(block_index, block_count, hq, hkv, nb, causal)
-    _bsa_bwd_dkdv[(nb, b * hkv)](
+    tma = _tma_mode(cfg["tma"], n, block_size, (q, do))
+    _bsa_bwd_dkdv[(nb * (block_size // block_n), b * hkv)](
         q, k, v, do, lse, delta, dk, dv, entries, offsets,
+        _descriptor(q, tma, sub_m), _descriptor(do, tma, sub_m),
         scale,
         q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
         hkv * nb if block_index.shape[0] == b else 0,
         hq, hq // hkv, n, nb,
-        SUB_M=min(cfg["sub_m"], block_size), **common,
+        BLOCK_N=block_n, SUB_M=sub_m, TMA=tma, **common,
     )
     return dq, dk, dv
 

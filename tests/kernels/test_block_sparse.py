@@ -37,6 +37,12 @@ def _qkv(b, hq, hkv, n, d, dtype, seed=0, device=DEV):
     return mk(hq), mk(hkv), mk(hkv)
 
 
+def _grad_out(q, seed):
+    """An upstream gradient dO for ``q``'s shape, drawn apart from ``_qkv``'s tensors of any seed (dO equal to q
+    would hide a kernel that reads one for the other)."""
+    return torch.randn(q.shape, generator=torch.Generator().manual_seed(10_000 + seed)).to(q.device, q.dtype)
+
+
 def _rel(a, b):
     a, b = a.double(), b.double()
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
@@ -300,7 +306,7 @@ BWD_CASES = [
 def test_gradients_match_autograd_through_reference(case):
     b, hq, hkv, n, d, block, causal, dtype = case
     q, k, v = _qkv(b, hq, hkv, n, d, dtype, seed=n + d + 1)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(n)).to(DEV, dtype)
+    do = _grad_out(q, n)
     idx, cnt = dense_to_index(_random_mask(b, hq, math.ceil(n / block), 0.5, seed=n + 1))
     _, _, got = _kernel_grads(q, k, v, idx, cnt, block, causal, do)
     want = _reference_grads(q, k, v, idx, cnt, block, causal, do)
@@ -331,7 +337,7 @@ def test_gradients_of_empty_rows_unselected_key_blocks_and_above_diagonal_blocks
     above-diagonal entry changes no gradient by a single bit."""
     b, hq, hkv, n, d, block = 1, 2, 1, 150, 32, 64
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=21)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(21)).to(DEV)
+    do = _grad_out(q, 21)
     mask = torch.zeros(b, hq, 3, 3, dtype=torch.bool)
     mask[..., 0, 2] = True
     mask[..., 2, 0] = mask[..., 2, 2] = True
@@ -352,10 +358,31 @@ def test_backward_sub_tiles_agree():
     same function."""
     b, hq, hkv, n, d, block = 1, 2, 1, 150, 32, 64
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=22)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(22)).to(DEV)
+    do = _grad_out(q, 22)
     idx, cnt = dense_to_index(_random_mask(b, hq, 3, 0.7, seed=22))
     _, _, want = _kernel_grads(q, k, v, idx, cnt, block, True, do)
     _, _, got = _kernel_grads(q, k, v, idx, cnt, block, True, do, config=dict(sub_m=block, sub_n=block))
+    assert all(_rel(g, w) < 1e-6 for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("config, n, strided_q", [
+    (dict(tma=2), 256, False), (dict(tma=4), 150, False), (dict(tma=2), 150, True), (dict(tma=4), 256, True),
+    (dict(block_m=32, block_n=16), 150, False), (dict(block_m=16, block_n=32, tma=2, sub_n=16, sub_m=16), 256, True)],
+    ids=["tma2d", "tma_rank4_ragged", "tma2d_falls_back_ragged_strided", "tma_rank4_strided", "split_blocks_ragged",
+         "split_blocks_tma"])
+def test_backward_launch_variants_agree(config, n, strided_q):
+    """Every launch variant of the backward kernels gives the default's gradients: the loops' tiles through TMA
+    descriptors (K, V in the dQ kernel; Q, dO in the dK/dV kernel; flat 2-D, rank-4 with zero-filled ragged tails,
+    and the fall-backs a layout forces: 2-D needs N a multiple of the block and contiguous tensors), and blocks
+    split over several programs (block_m query rows per dQ program, block_n keys per dK/dV program)."""
+    b, hq, hkv, d, block = 1, 4, 2, 32, 64
+    q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=23)
+    if strided_q:  # q as a [B, N, H, D] buffer seen as [B, H, N, D]
+        q = q.transpose(1, 2).contiguous().transpose(1, 2)
+    do = _grad_out(q, 23)
+    idx, cnt = dense_to_index(_random_mask(b, hq, math.ceil(n / block), 0.7, seed=23))
+    _, _, want = _kernel_grads(q, k, v, idx, cnt, block, True, do)
+    _, _, got = _kernel_grads(q, k, v, idx, cnt, block, True, do, config=config)
     assert all(_rel(g, w) < 1e-6 for g, w in zip(got, want))
 
 
@@ -387,7 +414,7 @@ def test_autograd_through_the_api_broadcast_mask_and_partial_grads(monkeypatch):
     plain kernel call (no graph, no LSE) when no gradient is needed."""
     b, hq, hkv, n, d, block = 2, 2, 1, 130, 32, 64
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=24)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(24)).to(DEV)
+    do = _grad_out(q, 24)
     nb = math.ceil(n / block)
     idx, cnt = dense_to_index(sink_window_mask(nb, nb, sink_blocks=1, window_blocks=0)[None, None])
     idx, cnt = idx.to(DEV), cnt.to(DEV)
@@ -473,7 +500,7 @@ def test_gpu_bf16_gradients_match_reference(block, causal):
     """The autograd path at a realistic size (bf16, ragged N, GQA) against autograd through the float32 oracle."""
     b, hq, hkv, n, d = 1, 8, 2, 4096 + 37, 128
     q, k, v = _qkv(b, hq, hkv, n, d, torch.bfloat16, seed=16)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(16)).to(DEV, torch.bfloat16)
+    do = _grad_out(q, 16)
     nb = math.ceil(n / block)
     m = random_block_mask(b, hq, nb, 0.2, generator=torch.Generator().manual_seed(5))
     if not causal:
