@@ -46,8 +46,11 @@ def projected(n, h, w, seed):
     return [t.to(DEV) for t in (means, conics, op, depth)]
 
 
-@pytest.mark.parametrize("n,h,w,seed", [(7, 16, 16, 0), (60, 19, 37, 1), (150, 47, 33, 2), (90, 1, 70, 3)])
+@pytest.mark.parametrize("n,h,w,seed", [(7, 16, 16, 0), (60, 19, 37, 1), (150, 47, 33, 2), (90, 1, 70, 3),
+                                         (60, 120, 250, 5)])
 def test_triton_binning_is_identical_to_torch(n, h, w, seed):
+    """The last case has 8 × 16 = 128 tiles: offsets[128] (the total) falls in a second block of the ranges
+    kernel's BLOCK = 128 tiles a program."""
     m, c, o, d = projected(n, h, w, seed)
     ref = bin_gaussians(m, c, o, d, h, w, impl="reference")
     got = bin_gaussians(m, c, o, d, h, w, impl="triton")
@@ -62,15 +65,18 @@ def test_triton_binning_is_identical_to_torch(n, h, w, seed):
 
 
 def test_depth_order_ties_by_index():
-    """−0 and +0 are one depth (ties by index, as torch.argsort); NaN depth sorts last; equal depths by index."""
-    n = 8
+    """−0 and +0 are one depth (ties by index, as torch.argsort); NaN depth sorts last whatever its sign bit (x86
+    makes inf − inf a negative NaN), the NaNs by index; equal depths by index."""
+    n = 9
     m = torch.full((n, 2), 8.0, device=DEV)
     c = torch.tensor([[0.5, 0.0, 0.5]] * n, device=DEV)
     o = torch.full((n,), 0.5, device=DEV)
-    d = torch.tensor([float("nan"), 0.0, -0.0, -1.0, 2.0, -1.0, float("inf"), -float("inf")], device=DEV)
+    d = torch.tensor([float("nan"), 0.0, -0.0, -1.0, 2.0, -1.0, float("inf"), -float("inf"), -float("nan")],
+                     device=DEV)
+    assert d[8].view(torch.int32) < 0  # the sign bit of the last NaN is set
     for impl in ("reference", "triton"):
         offsets, ids = bin_gaussians(m, c, o, d, 16, 16, impl=impl)
-        assert offsets.tolist() == [0, n] and ids.tolist() == [7, 3, 5, 1, 2, 4, 6, 0], impl
+        assert offsets.tolist() == [0, n] and ids.tolist() == [7, 3, 5, 1, 2, 4, 6, 0, 8], impl
 
 
 @pytest.mark.parametrize("n", [0, 5])

@@ -309,6 +309,25 @@ def test_capped_and_skipped_alphas_get_no_alpha_gradient(impl):
     assert g_opacities[2] != 0 and (g_means[2] != 0).all() and (g_conics[2] != 0).all()
 
 
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_negative_sigma_is_clamped_and_gets_no_sigma_gradient(impl):
+    """A saddle conic (a c < b², not positive definite: the binning drops it, so the list is given by hand) in
+    front of a broad Gaussian: σ < 0 on two opposite sectors of the tile, where σ is clamped at 0 (α' = o, not
+    o·e^(−σ) capped at 0.999) and passes no gradient to the mean or the conic. Render and gradients vs the
+    float64 oracle."""
+    m, c, o, col, d = _broad_stack([0.6, 0.7], seed=3)
+    c[0] = torch.tensor([0.02, 0.05, 0.01])
+    offsets = torch.tensor([0, 2], dtype=torch.int32, device=DEV)
+    ids = torch.arange(2, dtype=torch.int32, device=DEV)
+    weights = torch.randn(16, 16, 3, generator=torch.Generator().manual_seed(3)).to(DEV)
+    ours = [t.clone().requires_grad_() for t in (m, c, o, col)]
+    img = rasterize_binned(*ours, offsets, ids, 16, 16, background=0.5, impl=impl)
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    ref = rasterize_dense(*theirs, d.double(), 16, 16, background=0.5)
+    assert (img.double() - ref).abs().max() < 2e-5
+    _assert_grads_close(_grads(img, weights, ours), _grads(ref, weights, theirs))
+
+
 def test_triton_backward_is_once_differentiable():
     m, c, o, col, d = _stack([0.5, 0.5], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     o.requires_grad_()

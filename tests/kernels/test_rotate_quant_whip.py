@@ -162,12 +162,15 @@ def _whip_rtol(n):
 
 
 @pytest.mark.parametrize("t,n,bits,dtype", [(37, 24, 4, torch.float32), (21, 80, 2, torch.float32),
-                                            (5, 48, 8, torch.float32), (19, 40, 4, torch.float16)])
+                                            (5, 48, 8, torch.float32), (19, 40, 4, torch.float16),
+                                            (181, 40, 4, torch.float32)])
 def test_split_equals_the_reference_and_the_fused_variant(t, n, bits, dtype):
     """"split" on widths and token counts that are not multiples of its tiles (two to three column blocks of
     partials, a ragged last row block), with an all-zero token (the [−1, 1] range rule): dyadic inputs make
     X R exact, so both variants must equal the reference bit for bit; the Whip sums agree within the
-    summation-order bound, and a sum that drops the last (tail) column, or counts it twice, is outside it."""
+    summation-order bound, and a sum that drops the last (tail) column, or counts it twice, is outside it.
+    181 tokens are 12 row blocks of the interpreter's 16: more than the GROUP_M = 8 of one launch group, so
+    the grouped order has a second group, with 4 row blocks."""
     g = torch.Generator().manual_seed(t * 100 + n + bits)
     x = torch.randint(-16, 17, (t, n), generator=g).float() / 8
     x[:, 0] *= 4  # an outlier channel

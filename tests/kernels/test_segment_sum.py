@@ -58,6 +58,20 @@ def test_kernel_matches_index_add(dtype, E, size, used, F):
     assert (out - ref).abs().max().item() <= TOL[dtype] * max(1.0, ref.abs().max().item())
 
 
+def test_row_strided_values_and_output():
+    """values and out as column slices of wider NaN-filled buffers (row strides 16 and 20, not F = 13): the kernel
+    reads and writes each with its own row stride and leaves the columns outside the slices untouched."""
+    values, rows, _ = _ragged(57, 23, 13, torch.float64, seed=10, used=17)
+    wide = torch.full((57, 16), float("nan"), dtype=torch.float64, device=DEV)
+    wide[:, :13] = values
+    out = torch.full((23, 20), float("nan"), dtype=torch.float64, device=DEV)
+    p = plan(rows, 23)
+    ss_triton.segment_sum_csr(wide[:, :13], p.perm, p.offsets, 23, out=out[:, :13])
+    ref = _index_add(values, rows, 23)
+    assert (out[:, :13] - ref).abs().max().item() <= 1e-12 and out[:, 13:].isnan().all()
+    assert (segment_sum(wide[:, :13], rows, 23, impl="triton") - ref).abs().max().item() <= 1e-12
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("E,size,used,F", [(0, 5, 5, 3), (1, 1, 1, 1), (57, 23, 17, 13), (300, 9, 9, 131)])
 def test_sort_free_plan_matches_index_add_and_the_sorting_plan(dtype, E, size, used, F):

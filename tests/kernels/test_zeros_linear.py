@@ -71,6 +71,7 @@ def no_torch_scans(monkeypatch):
     (torch.float32, (1, 45, 1, 16, 16), 64, False),  # T below one chunk
     (torch.float32, (1, 128, 1, 16, 16), 64, False),  # T a multiple of the chunk
     (torch.float16, (1, 131, 2, 32, 32), 128, False),  # chunk 128, ragged by 3 rows
+    (torch.float32, (1, 40, 1, 80, 16), 16, True),   # d = 80: two K tiles (64 + 16) in the state passes
 ])
 def test_forward_backward_match_reference(dtype, shape, chunk, sigma0, no_torch_scans):
     B, T, H, d, dv = shape
