@@ -291,6 +291,14 @@ def _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_bas
 
 
 @triton.jit
+def _state_fwd_carry(acc, m, tot_base, lb_base, lam_to, is_f, hmask, SEG, K: tl.constexpr, V: tl.constexpr):
+    """Add the total of (earlier) segment m, stored in the frame ``Lam_{(m+1) SEG - 1}``, in the frame ``lam_to``
+    (only the F part carries a frame; G and H add as they are)."""
+    return acc + tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(
+        is_f, tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam_to), 1.0)
+
+
+@triton.jit
 def _segment(NT, SEG, NSEG, STORE: tl.constexpr, REVERSE: tl.constexpr):
     """``(bh, j, c0, c1)`` of a sequential state program: grid axis 2 is ``B*H x segments``. The totals pass
     (``STORE=False``) skips the one segment whose total no other segment needs: the last one going
@@ -349,8 +357,7 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
         if STORE:
             m = j * 0
             while m < j:
-                acc += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(
-                    is_f, tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam), 1.0)
+                acc = _state_fwd_carry(acc, m, tot_base, lb_base, lam, is_f, hmask, SEG, K, V)
                 m += 1
         c = c0
         while c < c1:
@@ -360,8 +367,7 @@ def _state_fwd(k, v, s, h, lb, tot, T, H, NT, SEG, NSEG,
     else:
         if STORE:
             for m in range(0, j):
-                acc += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.where(
-                    is_f, tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam), 1.0)
+                acc = _state_fwd_carry(acc, m, tot_base, lb_base, lam, is_f, hmask, SEG, K, V)
         for c in range(c0, c1):
             acc, lam = _state_fwd_step(acc, lam, c, k_base, v_base, s_base, s_first, h_base, lb_base, hmask,
                                        is_f, is_g, offk, offv, offt, T, H, K, V, BT, PREC, STORE)
@@ -447,6 +453,16 @@ def _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk,
     return F, G, Hs, lam_new
 
 
+@triton.jit
+def _state_out_carry(F, G, Hs, m, tot_base, lb_base, lam_to, hmask, SEG, K: tl.constexpr, V: tl.constexpr):
+    """The three parts of :func:`_state_fwd_carry` at once (the fused walk keeps them all)."""
+    base = tot_base + m * 3 * K * V
+    F += tl.load(base, mask=hmask, other=0.0) * tl.exp(tl.load(lb_base + (m + 1) * SEG - 1) - lam_to)
+    G += tl.load(base + K * V, mask=hmask, other=0.0)
+    Hs += tl.load(base + 2 * K * V, mask=hmask, other=0.0)
+    return F, G, Hs
+
+
 @triton.autotune(configs=_fused_configs(), key=["BT", "K", "V", "NSEG"],
                  prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
@@ -474,10 +490,7 @@ def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         m = j * 0
         while m < j:
-            F += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.exp(
-                tl.load(lb_base + (m + 1) * SEG - 1) - lam)
-            G += tl.load(tot_base + m * 3 * K * V + K * V, mask=hmask, other=0.0)
-            Hs += tl.load(tot_base + m * 3 * K * V + 2 * K * V, mask=hmask, other=0.0)
+            F, G, Hs = _state_out_carry(F, G, Hs, m, tot_base, lb_base, lam, hmask, SEG, K, V)
             m += 1
         c = c0
         while c < c1:
@@ -486,10 +499,7 @@ def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
             c += 1
     else:
         for m in range(0, j):
-            F += tl.load(tot_base + m * 3 * K * V, mask=hmask, other=0.0) * tl.exp(
-                tl.load(lb_base + (m + 1) * SEG - 1) - lam)
-            G += tl.load(tot_base + m * 3 * K * V + K * V, mask=hmask, other=0.0)
-            Hs += tl.load(tot_base + m * 3 * K * V + 2 * K * V, mask=hmask, other=0.0)
+            F, G, Hs = _state_out_carry(F, G, Hs, m, tot_base, lb_base, lam, hmask, SEG, K, V)
         for c in range(c0, c1):
             F, G, Hs, lam = _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt,
                                             T, H, NT, K, V, BT, PREC)
