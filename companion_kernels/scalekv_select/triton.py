@@ -45,8 +45,9 @@ def _window_lse_kernel(
     WP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # Per key block: log-sum-exp of each window query's logits over the block's non-window keys
-    # (-inf when none); the host combines blocks with torch.logsumexp. One block per program keeps
-    # the kernel free of runtime-bounded loops.
+    # (-inf when none; +inf for the padding rows w >= W, so that they add exp(.) = 0 to every score);
+    # the host combines blocks with torch.logsumexp. One block per program keeps the kernel free of
+    # runtime-bounded loops.
     row = tl.program_id(0)
     blk = tl.program_id(1)
     offs_w = tl.arange(0, WP)
@@ -66,6 +67,7 @@ def _window_lse_kernel(
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     s = tl.sum(tl.exp(logit - m_safe[:, None]), axis=1)
     lse = tl.where(m == float("-inf"), float("-inf"), m_safe + tl.log(s))
+    lse = tl.where(wmask, lse, float("inf"))
     tl.store(lse_ptr + (row * NBLK + blk) * WP + offs_w, lse)
 
 
@@ -159,6 +161,31 @@ def _pow2(x: int, lo: int = 1) -> int:
     return max(lo, next_power_of_2(int(x)))
 
 
+def window_scores_triton(q_window: torch.Tensor, keys: torch.Tensor, widx: torch.Tensor, score: str) -> torch.Tensor:
+    """Step 1 of the selection (``reference.window_scores_reference``): per-key window scores ``[B, H, N]`` in
+    float32, window keys at -inf; ``widx`` int64 on the keys' device, at least one key outside the window."""
+    b, h, n, d = keys.shape
+    bh, w = b * h, widx.numel()
+    wp, block_d = _pow2(w, 16), _pow2(d, 16)
+    sm_scale = 1.0 / math.sqrt(d)
+    scores = torch.empty(b, h, n, device=keys.device, dtype=torch.float32)
+    softmax = score == "softmax"
+    if softmax:
+        nblk = cdiv(n, 64)
+        part = torch.empty(bh, nblk, wp, device=keys.device, dtype=torch.float32)
+        _window_lse_kernel[(bh, nblk)](q_window, keys, widx, part, n, w, d, nblk, sm_scale, WP=wp, BLOCK_N=64,
+                                       BLOCK_D=block_d, num_warps=4)
+        lse = torch.logsumexp(part, dim=1).contiguous()
+    else:
+        lse = scores  # unused
+    block_n = 64 if block_d > 128 else 128
+    _window_scores_kernel[(bh, cdiv(n, block_n))](
+        q_window, keys, widx, lse, scores, n, w, d, sm_scale,
+        SOFTMAX=softmax, WP=wp, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=4,
+    )
+    return scores
+
+
 def scalekv_select_triton(
     q_window: torch.Tensor,
     keys: torch.Tensor,
@@ -190,22 +217,7 @@ def scalekv_select_triton(
         kept_v = torch.empty(b, h, capacity, dv, device=device, dtype=values.dtype)
         index = torch.empty(b, h, capacity, device=device, dtype=torch.int64)
     if keep > 0:
-        sm_scale = 1.0 / math.sqrt(d)
-        scores = torch.empty(b, h, n, device=device, dtype=torch.float32)
-        softmax = score == "softmax"
-        if softmax:
-            nblk = cdiv(n, 64)
-            part = torch.empty(bh, nblk, wp, device=device, dtype=torch.float32)
-            _window_lse_kernel[(bh, nblk)](q_window, keys, widx, part, n, w, d, nblk, sm_scale, WP=wp, BLOCK_N=64, BLOCK_D=block_d, num_warps=4)
-            lse = torch.logsumexp(part, dim=1)
-            lse = torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse).contiguous()  # padded rows -> exp(.) = 0
-        else:
-            lse = scores  # unused
-        block_n = 64 if block_d > 128 else 128
-        _window_scores_kernel[(bh, cdiv(n, block_n))](
-            q_window, keys, widx, lse, scores, n, w, d, sm_scale,
-            SOFTMAX=softmax, WP=wp, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=4,
-        )
+        scores = window_scores_triton(q_window, keys, widx, score)
         block = _pow2(n, 16)
         warps = 16 if block >= 8192 else (8 if block >= 2048 else 4)
         _pool_select_kernel[(bh,)](scores, widx, index, n, w, keep, capacity, HALF=kernel_size // 2, WP=wp, BLOCK=block, num_warps=warps)

@@ -193,12 +193,14 @@ def test_broadcast_mask_for_all_heads_matches_expanded():
 
 @pytest.mark.parametrize(
     "config",
-    [dict(tma=2), dict(tma=4), dict(sub_n=64), dict(mask_always=True), dict(block_m=64, sub_n=64, tma=2)],
-    ids=["tma2d", "tma4d", "sub64", "mask_always", "split_m"],
+    [dict(tma=0), dict(tma=2), dict(tma=4), dict(sub_n=64), dict(mask_always=True), dict(block_m=64, sub_n=64, tma=2)],
+    ids=["pointers", "tma2d", "tma4d", "sub64", "mask_always", "split_m"],
 )
 def test_kernel_variants_agree(config):
-    """Every variant of the notes file computes the same function (N a multiple of the block for TMA-2D)."""
-    b, hq, hkv, n, d, block = 1, 2, 1, 256, 32, 128
+    """Every variant of the notes file computes the same function (N a multiple of the block for TMA-2D), plain
+    pointer loads included (the default loads through TMA descriptors). Two batches and GQA: a batch of 1 would hide
+    a wrong batch term in the flat descriptors' row of a head, (b * H + h) * N for Q, (b * Hkv + hk) * N for K, V."""
+    b, hq, hkv, n, d, block = 2, 2, 1, 256, 32, 128
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=10)
     idx, cnt = dense_to_index(random_block_mask(b, hq, 2, 0.7, generator=torch.Generator().manual_seed(1)))
     want = _run_kernel(q, k, v, idx, cnt, block, True)
@@ -219,6 +221,20 @@ def test_pooled_map_matches_reference(causal, shape):
     torch.testing.assert_close(got.sum(-1), torch.ones_like(got[..., 0]), atol=1e-5, rtol=0)
     if causal:
         assert torch.equal(got.triu(1), torch.zeros_like(got))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_pooled_map_ignores_the_padding_rows_of_a_ragged_last_block(causal):
+    """Rows of the ragged last query block past N (q zero-filled: uniform attention, 1/N per key) must not take part in
+    its tile maxima. Here the real rows of that block put almost all their mass on key 0, so that their largest
+    probability in key blocks 1 and 2 lies far below 1/N, where a padding row would win the maximum."""
+    b, hq, hkv, n, d, block = 1, 1, 1, 150, 32, 64
+    q, k, _ = _qkv(b, hq, hkv, n, d, torch.float32, seed=26)
+    q[:, :, 2 * block :] = 3 * k[:, :, :1]
+    got = pooled_attention_map(q, k, block_size=block, causal=causal, impl="triton")
+    want = pooled_attention_map(q, k, block_size=block, causal=causal, impl="reference")
+    assert float(want[0, 0, 2, 1:].max()) < 1e-2 / n
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("impl", ["triton", "reference"])
@@ -264,9 +280,11 @@ def test_pooled_reference_equals_chunked_online_recomputation_in_float64():
 
 # ---------------------------------------------------------------- backward (gradients of q, k, v)
 def _kernel_grads(q, k, v, idx, cnt, block, causal, do, config=None):
-    """The forward with its log-sum-exp, then the backward kernels; every buffer pre-filled with NaN."""
+    """The forward with its log-sum-exp, then the backward kernels; every buffer pre-filled with NaN. The LSE buffer
+    is followed by a NaN guard element that must stay NaN (a ragged row store past N lands there from the last head)."""
     nan = float("nan")
-    lse = torch.full(q.shape[:3], nan, device=q.device)
+    lse_and_guard = torch.full((q.shape[:3].numel() + 1,), nan, device=q.device)
+    lse = lse_and_guard[:-1].view(q.shape[:3])
     idx, cnt = idx.to(q.device), cnt.to(q.device)
     out = bs_triton.block_sparse_attention_triton(
         q, k, v, idx, cnt, block_size=block, causal=causal, out=torch.full_like(q, nan), lse=lse
@@ -275,6 +293,7 @@ def _kernel_grads(q, k, v, idx, cnt, block, causal, do, config=None):
     bs_triton.block_sparse_attention_backward_triton(
         do, q, k, v, out, lse, idx, cnt, block_size=block, causal=causal, config=config, grads=grads
     )
+    assert torch.isnan(lse_and_guard[-1]), "the forward stored a log-sum-exp past the end of its buffer"
     return out, lse, grads
 
 
@@ -374,8 +393,10 @@ def test_backward_launch_variants_agree(config, n, strided_q):
     """Every launch variant of the backward kernels gives the default's gradients: the loops' tiles through TMA
     descriptors (K, V in the dQ kernel; Q, dO in the dK/dV kernel; flat 2-D, rank-4 with zero-filled ragged tails,
     and the fall-backs a layout forces: 2-D needs N a multiple of the block and contiguous tensors), and blocks
-    split over several programs (block_m query rows per dQ program, block_n keys per dK/dV program)."""
-    b, hq, hkv, d, block = 1, 4, 2, 32, 64
+    split over several programs (block_m query rows per dQ program, block_n keys per dK/dV program). Two batches: a
+    batch of 1 would hide a wrong batch term in the flat descriptors' row of a head ((b * Hkv + hk) * N for K, V in
+    the dQ kernel, (b * H + h) * N for Q, dO in the dK/dV kernel)."""
+    b, hq, hkv, d, block = 2, 4, 2, 32, 64
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=23)
     if strided_q:  # q as a [B, N, H, D] buffer seen as [B, H, N, D]
         q = q.transpose(1, 2).contiguous().transpose(1, 2)

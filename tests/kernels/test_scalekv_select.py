@@ -137,6 +137,32 @@ def test_hand_case_window_excluded_summed_and_max_pooled(impl):
     assert idx1.tolist() == [[[0, 1, 2, 7, 8, 9]]]
 
 
+def test_select_kernel_ties_zeros_of_either_sign():
+    """The pool-and-select kernel alone on a hand-made score row: 0 as -0.0 (what a GPU sum of products such as
+    -1 * +0.0 gives; the interpreter's numpy sums never give it, hence the direct launch) and +0.0 alternate, then the
+    two window keys at -inf. The zeros are ties, broken by position (kernel 1): keep {0, 1, 2, 3} plus the window.
+    Ranking -0.0 below +0.0 would keep 1, 3, 5, 7 instead."""
+    scores = torch.tensor([-0.0, 0.0] * 4 + [float("-inf")] * 2, device=DEV).view(1, 1, 10)
+    index = torch.full((1, 1, 6), -1, dtype=torch.int64, device=DEV)
+    sel_triton._pool_select_kernel[(1,)](scores, torch.tensor([9, 8], device=DEV), index, 10, 2, 4, 6, HALF=0, WP=16,
+                                         BLOCK=16)
+    assert index.tolist() == [[[0, 1, 2, 3, 8, 9]]]
+
+
+@pytest.mark.parametrize("score", ["logits", "softmax"])
+@pytest.mark.parametrize("n,w", [(70, 5), (200, 16), (131, 23)])
+def test_window_scores_equal_the_reference(score, n, w):
+    """Step 1 alone, the per-key window scores, against the reference in float64, with windows that fill their
+    power-of-two tile (16) and ones that do not (5, 23: padding rows), over one to four key blocks. A padding row
+    must add nothing: with a finite log-sum-exp it would add (WP - W) / (N - W) to every score."""
+    q, k, _, widx = _inputs(2, 3, n, 24, w, torch.float32, seed=n + w)
+    got = sel_triton.window_scores_triton(q, k, widx.to(torch.int64), score)
+    want = ref.window_scores_reference(q.double(), k.double(), widx, score)
+    assert torch.isneginf(got[..., widx]).all()
+    keep = torch.isfinite(want)
+    torch.testing.assert_close(got.double()[keep], want[keep], rtol=1e-5, atol=1e-6)
+
+
 def test_softmax_scores_are_the_papers_text():
     """score='softmax': s_i = sum_w softmax over non-window keys; per window query the scores sum to 1."""
     q, k, _, widx = _inputs(1, 2, 40, 16, 4, torch.float64, seed=5, device="cpu")
