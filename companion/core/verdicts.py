@@ -7,8 +7,8 @@ string that shows what it rests on, e.g. ``n=3: 0.67 ± 0.06 (0.61–0.72) vs �
 Three kinds of claim:
 
 * ``kind="exact"``: agreement with a reference or a closed form within a tolerance, a bit-exact round
-  trip. One run is enough: *reproduced* iff every measured error is within the tolerance, otherwise
-  *not reproduced*.
+  trip. The values are errors (absolute differences, distances: never negative). One run is enough:
+  *reproduced* iff every measured error is within the tolerance, otherwise *not reproduced*.
 * ``kind="effect"``: A beats B, a gain, a gap, a correlation. The values are one per seed (or per
   independent repeat). With fewer than ``MIN_SEEDS`` values the row is *inconclusive* (it still shows
   its numbers). Otherwise, with m the mean and s the sample standard deviation:
@@ -16,7 +16,8 @@ Three kinds of claim:
   - *reproduced*: every value is past the target, or m is past it by more than s;
   - *partly reproduced*: m is past the target (but not every value), or m is past the weaker bar;
   - *inconclusive*: m misses both, but m ± s straddles the target;
-  - *not reproduced*: m misses the weaker bar (or the target where there is none) by more than s.
+  - *not reproduced*: m misses both, and the target by more than s (a miss of the weaker bar alone,
+    however small, does not make a row inconclusive: only the target's spread does).
 * ``kind="timing"``: speed ratios measured side by side in one run (peers first). The values are the
   ratios of that run (per size, or per repeat); one is enough, and the same rule as for effects
   decides.
@@ -114,6 +115,9 @@ def judge(values, target: float, *, kind: str = "effect", direction: str | None 
             raise ParameterError("weaker", weaker, "None for an exact claim (within the tolerance or not)")
         if target < 0:
             raise ParameterError("target", target, "a tolerance >= 0 for an exact claim")
+        if (v < 0).any():
+            raise ParameterError("values", v.tolist(), "errors >= 0 for an exact claim (pass an absolute difference "
+                                 "or a distance; a signed one would pass every negative error)")
     sign = 1.0 if direction == "higher" else -1.0
     if weaker is not None:
         weaker = _bar("weaker", weaker)

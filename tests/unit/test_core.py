@@ -1,5 +1,6 @@
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -112,6 +113,24 @@ def test_timer_measures():
     with Timer() as t:
         sum(range(10000))
     assert 0 <= t.seconds < 5
+
+
+def test_timer_reads_the_wall_clock():
+    """A sleep takes wall time and almost no CPU time: the timer counts it."""
+    with Timer() as t:
+        time.sleep(0.03)
+    assert t.seconds >= 0.025
+
+
+def test_timer_synchronises_cuda_only_when_asked(monkeypatch):
+    syncs = []
+    monkeypatch.setattr("companion.core.timing._cuda_sync", lambda: syncs.append(1))
+    with Timer():
+        pass
+    assert syncs == []
+    with Timer(cuda_sync=True):
+        pass
+    assert syncs == [1, 1]  # before the clock starts and before it stops
 
 
 def test_atomic_writes_respect_the_umask(tmp_path):

@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from companion.core import Claim, Claims, inconclusive, judge, repo_path
+from companion.core import Claim, Claims, inconclusive, judge, not_run, repo_path
 from companion.core.claims import (CELL_STYLE, HEADLINE_CHARS, VERDICT_COLOURS, at_cell, claims_html, measured_parts,
                                    verdict_badge)
 from companion.core.verdicts import VERDICTS
@@ -57,6 +57,15 @@ def test_the_verdict_is_a_coloured_pill_and_the_evidence_stays():
         "claim", "paper says", "measured here", "scale", "verdict", "evidence"]
 
 
+def test_every_verdict_reaches_the_json_and_the_pill_unchanged():
+    judgements = [judge([0.1] * 3, 0.5, direction="lower"), judge([1.5, 2.3, 2.4], 2.0, direction="higher"),
+                  judge(1.0, 0.5, kind="exact"), inconclusive("no baseline"), not_run("needs a GPU")]
+    assert [j.verdict for j in judgements] == list(VERDICTS)
+    for j in judgements:
+        d = _row(verdict=j).as_dict()
+        assert d["verdict"] == j.verdict and verdict_badge(j.verdict) in claims_html([d], "99_demo.ipynb")
+
+
 def test_a_measured_cell_is_one_headline_with_its_details_folded():
     short = "max error 3e-16 over 40 mixes"
     assert measured_parts(short) == (short, "")
@@ -73,6 +82,12 @@ def test_a_measured_cell_is_one_headline_with_its_details_folded():
     assert "<details>" not in claims_html([_row(short).as_dict()], "99_demo.ipynb")
     d = _row(wall).as_dict()
     assert (d["measured"], d["details"]) == (head, rest)  # the JSON the runner and the report read holds the split
+
+
+def test_a_measured_text_of_exactly_headline_chars_is_all_headline():
+    text = "a; " + "b" * (HEADLINE_CHARS - 3)
+    assert len(text) == HEADLINE_CHARS and measured_parts(text) == (text, "")
+    assert measured_parts(text + "b") == ("a", "b" * (HEADLINE_CHARS - 2))  # one more and it is cut at the "; "
 
 
 def test_a_row_links_to_the_cell_that_measured_it():

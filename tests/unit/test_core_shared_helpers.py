@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from companion.core import Claim, Claims, Paper, judge, limit_threads, not_run, time_ms
+from companion.core.timing import CPU_CLOCKS
 from companion.core.validation import ParameterError
 from companion.models import apply_rope, rope_cos_sin, rotate_half
 
@@ -17,6 +18,14 @@ def test_time_ms_is_a_median_of_cpu_calls():
     assert len(calls) == 5 and ms >= 0 and math.isfinite(ms)
     with pytest.raises(ValueError, match="cpu_reps"):
         time_ms(lambda: None, "cpu", cpu_reps=0)
+
+
+def test_time_ms_is_the_median_in_milliseconds(monkeypatch):
+    """On a scripted clock the three timed calls last 0.25 s, 2 s and 0.5 s: the median is 500 ms (the mean would be
+    917 ms, the fastest 250 ms), and the untimed warm-up call reads no clock."""
+    ticks = iter([0.0, 0.25, 10.0, 12.0, 20.0, 20.5])
+    monkeypatch.setitem(CPU_CLOCKS, "wall", lambda: next(ticks))
+    assert time_ms(lambda: None, "cpu", cpu_warmup=1, cpu_reps=3) == 500.0
 
 
 def test_time_ms_process_clock_counts_work_not_waiting():
@@ -44,6 +53,15 @@ def test_limit_threads_restores():
     with pytest.raises(ValueError):
         with limit_threads(0):
             pass
+
+
+def test_limit_threads_restores_a_count_it_changed():
+    """The block sets a count other than the current one (which is 1 under OMP_NUM_THREADS=1), and the old one comes
+    back after it."""
+    before = torch.get_num_threads()
+    with limit_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
 
 
 def test_paper_identity_is_validated():

@@ -56,6 +56,8 @@ def test_deadline_skips_a_stage_that_needs_more_time_and_left_keeps_the_later_ne
     assert stage_states(payload) == {"first": "done", "later": "done", "huge": "skipped"}
     assert payload["stages"]["huge"]["reason"].startswith("deadline:") and "needs 500 s" in payload["stages"]["huge"]["reason"]
     assert run_stages(stages, {"seed": 0}, deadline_s=0, **QUIET)["stages"]["first"]["state"] == "skipped"
+    assert not_finished(payload) == [f"huge (skipped: {payload['stages']['huge']['reason']})"]
+    assert not_finished(payload, ["first", "absent"]) == ["absent (not run)"]  # only the stages asked about
 
 
 def test_only_and_resume_keep_the_other_stages_and_refuse_another_profile_or_seed():
@@ -71,6 +73,15 @@ def test_only_and_resume_keep_the_other_stages_and_refuse_another_profile_or_see
         run_stages(fixed, {"n": 5, "seed": 0}, deadline_s=None, previous=first, **QUIET)
     with pytest.raises(ParameterError, match="written by the stage runner"):
         run_stages(fixed, {"n": 4, "seed": 0}, deadline_s=None, previous={"config": {"n": 4}}, **QUIET)
+    with pytest.raises(ParameterError, match="written by the stage runner"):
+        run_stages(fixed, {"n": 4, "seed": 0}, deadline_s=None, previous={"profile": {"n": 4, "seed": 0}}, **QUIET)
+
+
+def test_a_profile_without_a_seed_resumes_as_seed_0():
+    stages = [Stage("a", _ok(1)), Stage("b", _ok(2))]
+    first = run_stages(stages, {"n": 4}, deadline_s=None, only=["a"], **QUIET)
+    second = run_stages(stages, {"n": 4}, deadline_s=None, only=["b"], previous=first, **QUIET)
+    assert (second["a"], second["b"]) == (1, 2) and second["complete"]
 
 
 @pytest.mark.parametrize("bad, match", [

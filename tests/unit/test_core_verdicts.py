@@ -24,6 +24,14 @@ def test_exact_claims_are_judged_on_one_run():
     assert verdict(math.inf, 1e-10, kind="exact") == "not reproduced"
 
 
+def test_an_exact_claim_rests_on_its_worst_error_and_a_bit_exact_one_has_tolerance_zero():
+    """Errors 0 and 1.5e-10 have a mean (7.5e-11) within 1e-10 but a worst error outside it; a tolerance of 0 (a
+    bit-exact round trip) is allowed, and only an error of exactly 0 meets it."""
+    assert verdict([0.0, 1.5e-10], 1e-10, kind="exact") == "not reproduced"
+    assert verdict(0.0, 0.0, kind="exact") == "reproduced"
+    assert verdict([0.0, 5e-324], 0, kind="exact") == "not reproduced"
+
+
 def test_effects_need_three_seeds():
     assert MIN_SEEDS == 3
     one = judge([0.50], 0.5, direction="lower")
@@ -44,9 +52,27 @@ def test_effect_rule_at_each_edge_in_both_directions(sign):
     assert v([1.99, 2.6, 2.6], 2.0) == "reproduced"  # one seed short, the mean past by more than the std
     assert v([1.5, 2.3, 2.4], 2.0) == "partly reproduced"  # mean past, not every seed, within the std
     assert v([1.6, 1.7, 1.8], 2.0, weaker=1.5) == "partly reproduced"  # mean past the weaker bar only
-    assert v([1.6, 1.7, 1.8], 2.0, weaker=1.75) == "not reproduced"  # misses both by more than the std
+    # misses the weaker bar (by 0.05, less than s) and the target by more than s
+    assert v([1.6, 1.7, 1.8], 2.0, weaker=1.75) == "not reproduced"
     assert v([1.0, 1.9, 2.4], 2.0) == "inconclusive"  # mean misses, mean ± std straddles the target
     assert v([1.0, 1.1, 1.2], 2.0) == "not reproduced"
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_bar_met_exactly_is_past_and_a_margin_of_exactly_the_std_is_not_more_than_it(sign):
+    """Seeds 0, 4, 4, 4 have mean 3 and sample std 2 exactly (variance (9 + 1 + 1 + 1) / 3 = 4), so every edge of
+    the rule is hit without rounding: "past" includes equality, "by more than s" excludes it."""
+    d = "higher" if sign > 0 else "lower"
+
+    def v(target, weaker=None):
+        return verdict([sign * x for x in (0.0, 4.0, 4.0, 4.0)], sign * target, direction=d,
+                       weaker=None if weaker is None else sign * weaker)
+
+    assert v(1.0) == "partly reproduced"  # the mean is past by exactly s (not more), and one seed is short
+    assert v(3.0) == "partly reproduced"  # the mean is exactly on the target
+    assert v(3.0, weaker=3.0) == "partly reproduced"  # a weaker bar may equal the target
+    assert v(6.0, weaker=3.0) == "partly reproduced"  # the mean is exactly on the weaker bar
+    assert v(5.0) == "inconclusive"  # the mean misses by exactly s: m + s reaches the target
 
 
 def test_timing_claims_are_judged_on_one_run_of_ratios():
@@ -71,6 +97,8 @@ def test_infinite_values_are_shown_and_judged_by_their_meaning():
     assert verdict([math.inf] * 3, 0.5, direction="lower") == "not reproduced"  # every seed diverged
     assert verdict([-math.inf, 0.2, 0.1], 1.0, direction="higher") == "not reproduced"
     assert verdict([math.inf, -math.inf, 0.0], 1.0, direction="higher") == "inconclusive"
+    assert judge([math.inf, -math.inf, 0.0], 1.0, direction="higher").evidence.endswith(
+        "; values diverge to both +inf and -inf")
 
 
 def test_custom_number_format():
@@ -85,8 +113,10 @@ def test_custom_number_format():
     (dict(values=[1.0], target=float("nan"), direction="higher"), "target=nan.*a finite number"),
     (dict(values=[1.0], target=1.0), "direction"),
     (dict(values=[1.0], target=1.0, direction="up"), "direction"),
+    (dict(values=[1.0], target=1.0, kind="timing"), "direction"),  # only an exact claim has a default direction
     (dict(values=[1.0], target=1.0, kind="exact", direction="higher"), "direction=.*for an exact claim"),
     (dict(values=[1.0], target=-1.0, kind="exact"), "target=-1.0.*tolerance >= 0"),
+    (dict(values=[0.0, -5.0], target=0.0, kind="exact"), r"values=\[0.0, -5.0\].*errors >= 0"),  # a signed difference
     (dict(values=[1.0], target=1.0, kind="exact", weaker=2.0), "weaker=2.0.*None for an exact claim"),
     (dict(values=[1.0], target=2.0, direction="higher", weaker=2.5), "weaker=.*easy side of target"),
     (dict(values=[1.0], target=0.5, direction="lower", weaker=0.4), "weaker=.*easy side of target"),
