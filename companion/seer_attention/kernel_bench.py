@@ -184,10 +184,10 @@ def main(ctx: StageContext) -> dict:
 
 
 def backward_sweep(ctx: StageContext) -> dict:
-    """The backward kernels' launch variants (``backward_variants``: warps, stages, the dQ kernel's key sub-tile
-    ``sub_n`` and the dK/dV kernel's query sub-tile ``sub_m``) at ``sweep_len`` and each of ``backward_densities``:
-    the two kernels alone (the forward's output and log-sum-exp computed once), their time and the largest
-    relative error of dq, dk, dv against the first variant's. Names the fastest agreeing one."""
+    """The backward kernels' launch variants (``backward_variants``: the options of ``backward_config``, i.e. warps,
+    stages, the sub-tiles ``sub_n``/``sub_m``, TMA loads, blocks split over programs) at ``sweep_len`` and each of
+    ``backward_densities``: the two kernels alone (the forward's output and log-sum-exp computed once), their time
+    and the largest relative error of dq, dk, dv against the first variant's. Names the fastest agreeing one."""
     from triton.runtime.errors import OutOfResources
 
     from companion_kernels.block_sparse import dense_to_index

@@ -64,7 +64,8 @@ SMOKE_PROFILE = {
     "variants": dict(list(GPU_PROFILE["variants"].items())[:2]), "variants_b64": dict(list(GPU_PROFILE["variants_b64"].items())[:1]),
     "lengths": [256], "densities": [1.0, 0.5], "dense": ["flash"], "flex": False,
     "pooled_lengths": [128], "naive_len": 128, "backward_lengths": [256], "backward_densities": [0.5],
-    "backward_variants": dict(list(GPU_PROFILE["backward_variants"].items())[:2]),
+    # the default and the variant with every option (TMA loads, split blocks), in the interpreter
+    "backward_variants": {k: GPU_PROFILE["backward_variants"][k] for k in ("w8_s2_sub32", "split64_tma2_w8_s2_sub32")},
 }
 STAGES = (
     Stage("sweep", K.sweep, needs_s=30),    # 20 s on an H200 (2026-12-04), compiles included
