@@ -384,19 +384,20 @@ def test_backward_sub_tiles_agree():
     assert all(_rel(g, w) < 1e-6 for g, w in zip(got, want))
 
 
-@pytest.mark.parametrize("config, n, strided_q", [
-    (dict(tma=2), 256, False), (dict(tma=4), 150, False), (dict(tma=2), 150, True), (dict(tma=4), 256, True),
-    (dict(block_m=32, block_n=16), 150, False), (dict(block_m=16, block_n=32, tma=2, sub_n=16, sub_m=16), 256, True)],
+@pytest.mark.parametrize("config, b, n, strided_q", [
+    (dict(tma=2), 2, 256, False), (dict(tma=4), 1, 150, False), (dict(tma=2), 1, 150, True), (dict(tma=4), 1, 256, True),
+    (dict(block_m=32, block_n=16), 1, 150, False),
+    (dict(block_m=16, block_n=32, tma=2, sub_n=16, sub_m=16), 2, 192, True)],
     ids=["tma2d", "tma_rank4_ragged", "tma2d_falls_back_ragged_strided", "tma_rank4_strided", "split_blocks_ragged",
          "split_blocks_tma"])
-def test_backward_launch_variants_agree(config, n, strided_q):
+def test_backward_launch_variants_agree(config, b, n, strided_q):
     """Every launch variant of the backward kernels gives the default's gradients: the loops' tiles through TMA
     descriptors (K, V in the dQ kernel; Q, dO in the dK/dV kernel; flat 2-D, rank-4 with zero-filled ragged tails,
     and the fall-backs a layout forces: 2-D needs N a multiple of the block and contiguous tensors), and blocks
-    split over several programs (block_m query rows per dQ program, block_n keys per dK/dV program). Two batches: a
-    batch of 1 would hide a wrong batch term in the flat descriptors' row of a head ((b * Hkv + hk) * N for K, V in
-    the dQ kernel, (b * H + h) * N for Q, dO in the dK/dV kernel)."""
-    b, hq, hkv, d, block = 2, 4, 2, 32, 64
+    split over several programs (block_m query rows per dQ program, block_n keys per dK/dV program). Two batches
+    where flat 2-D descriptors are used: a batch of 1 would hide a wrong batch term in their row of a head
+    ((b * Hkv + hk) * N for K, V in the dQ kernel, (b * H + h) * N for Q, dO in the dK/dV kernel)."""
+    hq, hkv, d, block = 4, 2, 32, 64
     q, k, v = _qkv(b, hq, hkv, n, d, torch.float32, seed=23)
     if strided_q:  # q as a [B, N, H, D] buffer seen as [B, H, N, D]
         q = q.transpose(1, 2).contiguous().transpose(1, 2)

@@ -38,8 +38,11 @@ def _rel(a, b):
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
-@pytest.mark.parametrize("kind,k,n,r", [case + (5,) for case in CASES] + [("banded", 5, 13, 70)])
-@pytest.mark.parametrize("c,row_norm", [(0.01, 0.64), (1.0, 1.5), (1.0, 6.4)])
+REGIMES = [(0.01, 0.64), (1.0, 1.5), (1.0, 6.4)]  # (c, row norm): guards inactive, inactive, active
+
+
+@pytest.mark.parametrize("kind,k,n,r,c,row_norm",
+                         [case + (5,) + regime for case in CASES for regime in REGIMES] + [("banded", 5, 13, 70, 1.0, 6.4)])
 def test_forward_and_gradient_match_reference(kind, k, n, r, c, row_norm):
     """Output and coefficient gradient against the float64 oracle, guards inactive and active. r = 5 rows: one
     program a matrix; r = 70: five forward programs of 16 rows and two backward programs of 64, the last of each
