@@ -39,7 +39,6 @@ over head pairs when M > 2).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -48,7 +47,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import global_mean_pool
 from torch_geometric.utils import dropout_edge, dropout_node
 
-from companion.core import ParameterError, check_choice, check_float, check_int
+from companion.core import ParameterError, Timer, check_choice, check_float, check_int
 from companion.graph_multiview.models import AVERAGES, CONVS, GraphBatch, MultiHeadGNN, gmv_loss, multi_head_ce
 from companion.graph_multiview.sampling import BETA, READINGS, check_sampling
 from companion.graph_multiview.submix import st_submix
@@ -161,20 +160,20 @@ def build_views(graphs, train_idx, cfg: TrainConfig, *, mode: str = "replace", s
         raise ParameterError("train_idx", len(train_idx), "at least two training graphs (a mix needs a target)")
     n_src = cfg.heads - 1 if sources_per_view is None else sources_per_view
     rng = np.random.default_rng(seed)
-    t0 = time.process_time()
     cache = {}  # PPR matrix, neighbours and edge set once per graph
     views = []
-    for pos, i in enumerate(train_idx):
-        mine = []
-        for _ in range(cfg.views_per_graph):
-            others = rng.choice(np.delete(np.asarray(train_idx), pos), n_src, replace=len(train_idx) - 1 < n_src)
-            srcs = [graphs[int(i)]] + [graphs[int(j)] for j in others[1:]]
-            trg = graphs[int(others[0])]
-            mixed = st_submix(srcs, trg, rng, p=cfg.p, q=cfg.q, w=cfg.w, beta=cfg.beta, reading=cfg.reading,
-                              mode=mode, ppr_cache=cache)
-            mine.append(mixed.to_data([int(g.y) for g in srcs] + [int(trg.y)]))
-        views.append(mine)
-    return views, time.process_time() - t0
+    with Timer(clock="process") as timer:
+        for pos, i in enumerate(train_idx):
+            mine = []
+            for _ in range(cfg.views_per_graph):
+                others = rng.choice(np.delete(np.asarray(train_idx), pos), n_src, replace=len(train_idx) - 1 < n_src)
+                srcs = [graphs[int(i)]] + [graphs[int(j)] for j in others[1:]]
+                trg = graphs[int(others[0])]
+                mixed = st_submix(srcs, trg, rng, p=cfg.p, q=cfg.q, w=cfg.w, beta=cfg.beta, reading=cfg.reading,
+                                  mode=mode, ppr_cache=cache)
+                mine.append(mixed.to_data([int(g.y) for g in srcs] + [int(trg.y)]))
+            views.append(mine)
+    return views, timer.seconds
 
 
 def _batches(n, bs, rng):
@@ -288,63 +287,61 @@ def train_method(method: str, graphs, train_idx, test_idx, cfg: TrainConfig | No
     val = GraphBatch(val_graphs).to(dev)
     losses, best, best_state, since, epoch = [], None, None, 0, 0
     n = len(train_graphs)
-    clock = time.perf_counter if dev.type == "cuda" else time.process_time
-    t0 = clock()
-    for epoch in range(1, cfg.epochs + 1):
-        ep = []
-        for model, opt in zip(models, opts):
-            model.train()
-            streams = ([_batches(n, cfg.batch_size, rng) for _ in range(cfg.heads)] if method == "gmimo"
-                       else [_batches(n, cfg.batch_size, rng)])
-            for step in range(len(streams[0])):
-                if method in VIEW_METHODS:
-                    items = [views[j][int(rng.integers(len(views[j])))] for j in streams[0][step]]
-                    data = GraphBatch(items).to(dev)
-                    mix, view, present = model.view_logits(data)
-                    if method == "mixed_single":
-                        loss = gmv_loss(mix.expand(-1, data.y_heads.shape[1], -1), None, None, data.y_heads,
-                                        data.w_heads, 0.0)
+    cuda = dev.type == "cuda"
+    with Timer(cuda_sync=cuda, clock="wall" if cuda else "process") as timer:
+        for epoch in range(1, cfg.epochs + 1):
+            ep = []
+            for model, opt in zip(models, opts):
+                model.train()
+                streams = ([_batches(n, cfg.batch_size, rng) for _ in range(cfg.heads)] if method == "gmimo"
+                           else [_batches(n, cfg.batch_size, rng)])
+                for step in range(len(streams[0])):
+                    if method in VIEW_METHODS:
+                        items = [views[j][int(rng.integers(len(views[j])))] for j in streams[0][step]]
+                        data = GraphBatch(items).to(dev)
+                        mix, view, present = model.view_logits(data)
+                        if method == "mixed_single":
+                            loss = gmv_loss(mix.expand(-1, data.y_heads.shape[1], -1), None, None, data.y_heads,
+                                            data.w_heads, 0.0)
+                        else:
+                            loss = gmv_loss(mix, view, present, data.y_heads, data.w_heads, cfg.alpha)
+                    elif method == "gmimo":
+                        items = []
+                        for k, s in enumerate(streams):
+                            for j in s[min(step, len(s) - 1)]:
+                                g = train_graphs[int(j)].clone()
+                                g.stream = torch.full((g.num_nodes,), k, dtype=torch.long)
+                                g.k = torch.tensor([k])
+                                items.append(g)
+                        data = GraphBatch(items).to(dev)
+                        h = model.embed(data.x, data.edge_index, data.batch, stream=data.stream if first > 1 else None)
+                        logits = model.head_logits(global_mean_pool(h, data.batch, size=data.num_graphs))
+                        picked = logits[torch.arange(data.num_graphs, device=dev), data.k]
+                        loss = F.cross_entropy(picked, data.y) * cfg.heads
                     else:
-                        loss = gmv_loss(mix, view, present, data.y_heads, data.w_heads, cfg.alpha)
-                elif method == "gmimo":
-                    items = []
-                    for k, s in enumerate(streams):
-                        for j in s[min(step, len(s) - 1)]:
-                            g = train_graphs[int(j)].clone()
-                            g.stream = torch.full((g.num_nodes,), k, dtype=torch.long)
-                            g.k = torch.tensor([k])
-                            items.append(g)
-                    data = GraphBatch(items).to(dev)
-                    h = model.embed(data.x, data.edge_index, data.batch, stream=data.stream if first > 1 else None)
-                    logits = model.head_logits(global_mean_pool(h, data.batch, size=data.num_graphs))
-                    picked = logits[torch.arange(data.num_graphs, device=dev), data.k]
-                    loss = F.cross_entropy(picked, data.y) * cfg.heads
-                else:
-                    data = GraphBatch([train_graphs[int(j)] for j in streams[0][step]]).to(dev)
-                    if method == "dropedge":
-                        data.edge_index, _ = dropout_edge(data.edge_index, p=cfg.drop_rate, force_undirected=True)
-                    elif method == "dropnode":
-                        data.edge_index, _, _ = dropout_node(data.edge_index, p=cfg.drop_rate,
-                                                             num_nodes=data.num_nodes)
-                    loss = multi_head_ce(model(data), data.y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                ep.append(loss.item())
-        losses.append(float(np.mean(ep)))
-        _, p_val = _evaluate(models, method, val, cfg.average)
-        score = ((p_val.argmax(-1) == val.y).float().mean().item(),
-                 -F.nll_loss(p_val.clamp_min(1e-12).log(), val.y).item())
-        if best is None or score > best[0]:
-            best, since = (score, epoch), 0
-            best_state = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
-        else:
-            since += 1
-            if since >= cfg.patience:
-                break
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    train_s = clock() - t0
+                        data = GraphBatch([train_graphs[int(j)] for j in streams[0][step]]).to(dev)
+                        if method == "dropedge":
+                            data.edge_index, _ = dropout_edge(data.edge_index, p=cfg.drop_rate, force_undirected=True)
+                        elif method == "dropnode":
+                            data.edge_index, _, _ = dropout_node(data.edge_index, p=cfg.drop_rate,
+                                                                 num_nodes=data.num_nodes)
+                        loss = multi_head_ce(model(data), data.y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    ep.append(loss.item())
+            losses.append(float(np.mean(ep)))
+            _, p_val = _evaluate(models, method, val, cfg.average)
+            score = ((p_val.argmax(-1) == val.y).float().mean().item(),
+                     -F.nll_loss(p_val.clamp_min(1e-12).log(), val.y).item())
+            if best is None or score > best[0]:
+                best, since = (score, epoch), 0
+                best_state = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
+            else:
+                since += 1
+                if since >= cfg.patience:
+                    break
+    train_s = timer.seconds
     for model, state in zip(models, best_state):
         model.load_state_dict(state)
     test = GraphBatch([graphs[int(i)] for i in test_idx]).to(dev)

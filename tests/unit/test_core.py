@@ -122,6 +122,15 @@ def test_timer_reads_the_wall_clock():
     assert t.seconds >= 0.025
 
 
+def test_timer_on_the_process_clock_counts_work_not_waiting():
+    """clock="process": a 0.2 s sleep reads as (almost) nothing, as in time_ms; an unknown clock is named."""
+    with Timer(clock="process") as t:
+        time.sleep(0.2)
+    assert 0 <= t.seconds < 0.1
+    with pytest.raises(ValueError, match="clock must be one of wall, process, got 'cpu'"):
+        Timer(clock="cpu")
+
+
 def test_timer_synchronises_cuda_only_when_asked(monkeypatch):
     syncs = []
     monkeypatch.setattr("companion.core.timing._cuda_sync", lambda: syncs.append(1))
