@@ -507,7 +507,7 @@ Explorer(functools.partial(explorer_view, explorer_data), explorer_controls(expl
 NB_REPRODUCE = """## Reproduce
 
 TODO: the paper's experiment at the CPU profile's scale. Here: the RMS error over `N_SEEDS` seeds at `N_POINTS`
-sample sizes from `N_MIN` to `N_MAX`, against the theory $\sqrt{2/n}$."""
+sample sizes from `N_MIN` to `N_MAX`, against the theory $\\sqrt{2/n}$."""
 
 NB_REPRODUCE_CODE = """from companion.core import Timer
 from companion.@@SLUG@@.@@MODULE@@ import error_curve, fitted_slope

@@ -68,7 +68,7 @@ def test_pass_fail_a_timeout_retried_once_and_a_notebook_over_its_limit_twice(tm
     assert f"numpy {prov['packages']['numpy']}" in page and f"host {prov['host']}" in page
 
 
-def test_a_worker_killed_mid_notebook_has_it_rerun_once_then_reported_lost_and_loses_nothing_else(tmp_path, client):
+def test_a_worker_killed_mid_notebook_has_it_rerun_once_then_reported_lost_and_loses_nothing_else(tmp_path, own_client):
     """02_victim's worker is killed once: it is run again and passes. 03_doomed's worker is killed at every
     attempt: after its one rerun it is reported lost with the reason. 01_quick is untouched; the run ends
     with its report, and no papermill or kernel of a killed attempt is left running."""
@@ -83,7 +83,7 @@ def test_a_worker_killed_mid_notebook_has_it_rerun_once_then_reported_lost_and_l
                   "time.sleep(600)")
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("results", runner.run(
-        runner.discover(books), out, {}, 2, timeout=300, client=client, driver=runner.Driver(3, bar=False))))
+        runner.discover(books), out, {}, 2, timeout=300, client=own_client, driver=runner.Driver(3, bar=False))))
     thread.start()
     killed, left = {}, []
     deadline = time.time() + 600
