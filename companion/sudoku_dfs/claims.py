@@ -96,7 +96,7 @@ def transcripts_row(n_puzzles: int, problems: int) -> Claim:
     return Claim(
         claim="transcripts encode DFS with multi-target labels",
         paper="rules + guess + backtrack tokens; label sets",
-        measured=f"{n_puzzles} transcripts re-derived label by label by an independent checker: {problems} label "
+        measured=f"{n_puzzles} transcripts replayed and re-derived label by label from their boards: {problems} label "
                  f"problems (a problem = a label set or a replay that differs from the rules)",
         scale=f"{n_puzzles} committed 9x9 puzzles, exact check",
         judgement=judge([problems], MAX_LABEL_PROBLEMS, kind="exact", fmt=lambda v: f"{v:.0f} problems"),

@@ -10,7 +10,8 @@ of the project; every threshold is a named constant, tested just inside and just
   ``LEVEL_OFF_RATIO`` (its last value is less than this times its value at half the range, i.e. it
   levels off), ``L1_BOUND`` (the l1 mass of a row); the row is judged on each measure's share of its bound;
 * the expressivity toy (an effect, one seed: inconclusive until three): ``ZEROS_NMSE_MAX`` (ZeroS solves
-  it), with ``CONVEX_FLOOR`` − ``EXPRESSIVITY_MARGIN`` as the weaker bar (below the convex floor by a margin);
+  it), with ``CONVEX_FLOOR`` − ``EXPRESSIVITY_MARGIN`` as the weaker bar (below the floor of convex weights
+  that ignore the contents by a margin; softmax's content-dependent weights can dip below that floor too);
 * MQAR (effects, one seed): ``MQAR_LEARNED_MIN`` (the best mixer's accuracy must exceed it, else nothing
   learned the task and no ordering is read: the rows are not run), ``MQAR_TIE_MARGIN`` ("competitive":
   ZeroS at most this far below softmax), ``MQAR_LINEAR_MARGIN`` ("above linear attention": at least this
@@ -41,7 +42,7 @@ T_MAX_R_BOUND = 10.0
 LEVEL_OFF_RATIO = 2.0
 L1_BOUND = 2.0
 ZEROS_NMSE_MAX = 0.2
-CONVEX_FLOOR = 0.5  # Cor. 3.2: convex weights cannot get a normalised MSE below this on the v_a - v_b toy
+CONVEX_FLOOR = 0.5  # the v_a - v_b toy's normalised MSE with all the weight on a: no convex weights that ignore the contents do better
 EXPRESSIVITY_MARGIN = 0.1
 MQAR_LEARNED_MIN = 0.2
 MQAR_TIE_MARGIN = 0.05
@@ -93,7 +94,7 @@ def claim_rows(*, row_sum_max: float, neg_share: float, weights_scale: str, equi
     zs, sm, zsm = toy["zeros"]["test_nmse"], toy["softmax"]["test_nmse"], toy["zeros_sm"]["test_nmse"]
     rows.append(Claim(claim="one layer computes v_a - v_b; softmax cannot (Prop. 3.1, Cor. 3.2)",
                       paper="zero-sum span strictly contains convex deviations",
-                      measured=(f"test NMSE: ZeroS {zs:.3f}, ZeroS-SM {zsm:.3f}, softmax {sm:.3f} (convex floor {CONVEX_FLOOR:g}) "
+                      measured=(f"test NMSE: ZeroS {zs:.3f}, ZeroS-SM {zsm:.3f}, softmax {sm:.3f} (content-blind convex floor {CONVEX_FLOOR:g}) "
                                 "(judged: ZeroS's NMSE)"),
                       scale=toy_scale,
                       judgement=judge([zs], ZEROS_NMSE_MAX, direction="lower", weaker=CONVEX_FLOOR - EXPRESSIVITY_MARGIN),

@@ -267,7 +267,8 @@ def train_difference(kind: str, *, steps: int = 300, n_train: int = 2048, n_test
     """Train one layer, one head (``kind`` in MIXERS) on the difference task; normalised test MSE.
 
     Returns ``{"curve": [...], "test_nmse": float, "model": module}``; NMSE = MSE / mean(y^2), so
-    predicting 0 scores 1. Convex weights cannot subtract, so softmax stays far from 0.
+    predicting 0 scores 1. Convex weights cannot subtract: weights that ignore the contents score at least
+    ``claims.CONVEX_FLOOR`` (0.5); softmax's, which read them, can go lower but cannot output ``c_a - c_b`` exactly (Cor. 3.2).
     """
     torch.manual_seed(seed)
     xtr, ytr = (t.to(device) for t in make_difference_task(n_train, T=T, d=d, seed=seed))

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 import companion.viz  # noqa: F401  (the theme and the mode bar)
 from companion.zeros_attention import functional as Fz
+from companion.zeros_attention.claims import CONVEX_FLOOR
 
 __all__ = [
     "explorer_view",
@@ -197,7 +198,7 @@ def expressivity_figure(results: dict) -> go.Figure:
         k = max(1, len(c) // 30)
         smooth = np.convolve(c, np.ones(k) / k, mode="valid")
         fig.add_trace(go.Scatter(y=smooth, name=f"{kind} (test NMSE {res['test_nmse']:.3f})", mode="lines"))
-    fig.add_hline(y=0.5, line_dash="dot", annotation_text="0.5: best convex mix of v_a alone")
+    fig.add_hline(y=CONVEX_FLOOR, line_dash="dot", annotation_text=f"{CONVEX_FLOOR:g}: best convex weights that ignore the contents")
     fig.update_layout(title="One layer, one head, target v_a - v_b: training NMSE", xaxis_title="Adam step",
                       yaxis_title="MSE / mean(y^2)", yaxis_type="log", height=400)
     return fig

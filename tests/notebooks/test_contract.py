@@ -96,6 +96,40 @@ def test_papermill_lists_every_parameter_with_its_help(nb):
     assert not undocumented, f"{path.name}: give {undocumented} a comment (papermill's help) on the same line"
 
 
+def default_guards(source: str) -> list[dict]:
+    """Every ``if (NAME, ...) == (literal, ...):`` of a cell's source, as ``{NAME: literal}``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.ops[0], ast.Eq):
+            left, right = node.test.left, node.test.comparators[0]
+            if isinstance(left, ast.Tuple) and isinstance(right, ast.Tuple):
+                out.append(dict(zip([n.id for n in left.elts], ast.literal_eval(right))))
+    return out
+
+
+def test_outcome_checks_guarded_by_the_defaults_run_at_the_defaults(nb):
+    """A Checks cell may assert an outcome only at the parameters it was written for, behind
+    ``if (NAME, ...) == (default, ...):``. Each name must be a parameter and each value its default in the
+    parameters cell, or the default run skips the checks unseen (08's guard once said STEPS == 80 against 50)."""
+    path, notebook = nb
+    defaults = parameter_defaults(code_cells(notebook)[0].source)
+    for cell in code_cells(notebook)[1:]:
+        for guard in default_guards(cell.source):
+            assert guard == {k: defaults.get(k, "not a parameter") for k in guard}, (path.name, guard)
+
+
+def test_the_outcome_guards_name_every_parameter_they_depend_on():
+    """08's calibration outcome depends on every parameter but PROFILE, 04's expressivity outcome on the
+    seed and the toy's sizes: their guards name those."""
+    expected = {"08_dartquant": lambda d: {k: v for k, v in d.items() if k != "PROFILE"},
+                "04_zeros_attention": lambda d: {k: d[k] for k in ("SEED", "TOY_STEPS", "TOY_SEQ_LEN", "TOY_DIM")}}
+    for stem, names in expected.items():
+        notebook = nbformat.read(repo_path("notebooks", f"{stem}.ipynb"), as_version=4)
+        defaults = parameter_defaults(code_cells(notebook)[0].source)
+        guards = [g for c in code_cells(notebook)[1:] for g in default_guards(c.source)]
+        assert guards == [names(defaults)], (stem, guards)
+
+
 def test_validation_cell_refuses_injected_names_first(nb):
     path, notebook = nb
     statements = [ast.unparse(s) for s in ast.parse(code_cells(notebook)[1].source).body

@@ -333,45 +333,6 @@ def test_explorer_view_is_pure_and_controls_match(explorer_data):
             explorer_view(explorer_data, **bad)
 
 
-# ------------------------------------------------------------------------------------------- notebook
-
-def _literal_assignments(source: str) -> dict:
-    import ast
-
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(source).body
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
-
-
-def _default_guards(source: str) -> list[dict]:
-    """Every ``if (NAME, ...) == (literal, ...):`` of a cell, as ``{NAME: literal}``."""
-    import ast
-
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.ops[0], ast.Eq):
-            left, right = node.test.left, node.test.comparators[0]
-            if isinstance(left, ast.Tuple) and isinstance(right, ast.Tuple):
-                out.append(dict(zip([n.id for n in left.elts], ast.literal_eval(right))))
-    return out
-
-
-def test_notebook_outcome_checks_run_at_the_defaults():
-    """The Checks cell's outcome checks ("Whip must decrease", "Whip <= NONINFERIOR x Hadamard") are guarded by
-    the parameters they were written for: the guard must name every parameter but PROFILE, with the
-    parameters cell's value, or the default run skips them (the guard once said STEPS == 80 against 50)."""
-    import nbformat
-
-    from companion.core import repo_path
-
-    cells = [c for c in nbformat.read(repo_path("notebooks", "08_dartquant.ipynb"), as_version=4).cells if c.cell_type == "code"]
-    params = _literal_assignments(cells[0].source)
-    checks = [c.source for c in cells if "Whip must decrease" in c.source]
-    assert len(checks) == 1 and "NONINFERIOR * r[\"hadamard\"]" in checks[0]
-    guards = _default_guards(checks[0])
-    assert len(guards) == 1, guards
-    assert guards[0] == {k: v for k, v in params.items() if k != "PROFILE"}, (guards[0], params)
-
-
 # ------------------------------------------------------------------------------------------ massive channels
 
 def _gained(seed=0):

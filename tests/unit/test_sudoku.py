@@ -128,6 +128,49 @@ def test_sequential_rules_hand_checked():
     assert bin(st.cand[0]).count("1") >= 2
 
 
+def _singles_from_scratch(board, n):
+    """(status, sorted naked and hidden singles) of a board, from the rules' definitions alone: a cell's
+    candidates are the values absent from its row, column and box; a contradiction is an empty cell
+    without one, or a value missing from a unit with no cell left for it."""
+    b = int(n ** 0.5)
+    rows = [[r * n + c for c in range(n)] for r in range(n)]
+    units = rows + [[r * n + c for r in range(n)] for c in range(n)] + [
+        [(br + i) * n + bc + j for i in range(b) for j in range(b)] for br in range(0, n, b) for bc in range(0, n, b)]
+    cand = {cell: set(range(1, n + 1)) - {board[o] for u in units if cell in u for o in u}
+            for cell in range(n * n) if not board[cell]}
+    if not cand:
+        return Status.SOLVED, []
+    forced = {(cell, next(iter(vs))) for cell, vs in cand.items() if len(vs) == 1}
+    for u in units:
+        for v in set(range(1, n + 1)) - {board[c] for c in u}:
+            places = [c for c in u if v in cand.get(c, ())]
+            if not places:
+                return Status.CONTRADICTION, []
+            if len(places) == 1:
+                forced.add((places[0], v))
+    if any(not vs for vs in cand.values()):
+        return Status.CONTRADICTION, []
+    return Status.OPEN, sorted(forced)
+
+
+def test_rule_engine_equals_the_singles_derived_from_scratch(puzzles9):
+    """Every board a transcript passes through (9x9 and 4x4, guesses and dead ends included): the
+    engine's status and forced moves, which label the transcripts, equal a from-scratch derivation."""
+    boards = []
+    for i, (p, _) in enumerate(puzzles9[:4]):
+        boards += [s.board for s in replay(dfs_transcript(p, seed=i).tokens, 9)[0]]
+    for s in range(6):
+        p4, _ = generate_puzzle(4, 300 + s)
+        boards += [s.board for s in replay(dfs_transcript(p4, seed=s, check_unique=False).tokens, 4)[0]]
+    statuses = set()
+    for board in boards:
+        n = int(len(board) ** 0.5)
+        got = State.from_board(board).analyze()
+        assert got == _singles_from_scratch(board, n), board
+        statuses.add(got[0])
+    assert statuses >= {Status.OPEN, Status.SOLVED}, statuses
+
+
 def test_deadly_rectangle_needs_a_guess_with_the_right_labels():
     # r1c1=1, r1c2=2, r2c1=3, r2c2=4 ... remove the four cells of a swappable 1/2 rectangle
     grid = list("1234" "3412" "2143" "4321")
