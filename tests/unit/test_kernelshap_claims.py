@@ -10,6 +10,8 @@ from companion.core import VERDICTS
 from companion.kernelshap.claims import (
     BEATS,
     KERNEL,
+    LAM_SHIFT,
+    LAM_SHIFT_MIN,
     LEVERAGE,
     MODIFIED,
     MV_KERNEL,
@@ -44,11 +46,14 @@ def _results(slope=-1.0, level=None, seeds=3, names=("a", "b"), scatter=None):
     return out
 
 
-def _rows(slope=-1.0, level=None, lam=(1e-2, 2e-2), seeds=3):
+def _rows(slope=-1.0, level=None, lam=(1e-2, 2e-2), seeds=3, shift=None, lam_by_set=None):
+    """``shift``: {data set: |v([d]) − v(∅)| / Σ|φ*|} (default 1 everywhere); ``lam_by_set``: {data set: (λ=α, λ=0)}."""
     results = _results(slope, level, seeds)
     ref = {n: 128 for n in results}
-    lam_rows = [{"data set": n, "m": 128, "MV kernel, λ=α": lam[0], "MV kernel, λ=0": lam[1]} for n in results]
-    lam_seeds = {n: (np.full(seeds, lam[0]) * np.ones(seeds), np.full(seeds, lam[1])) for n in results}
+    lam_of = {n: (lam_by_set or {}).get(n, lam) for n in results}
+    lam_rows = [{"data set": n, "m": 128, "MV kernel, λ=α": lam_of[n][0], "MV kernel, λ=0": lam_of[n][1],
+                 LAM_SHIFT: (shift or {}).get(n, 1.0)} for n in results]
+    lam_seeds = {n: (np.full(seeds, lam_of[n][0]) * np.ones(seeds), np.full(seeds, lam_of[n][1])) for n in results}
     rows = claim_rows(results, ref, lam_rows, lam_seeds=lam_seeds, seeds=seeds, scale="test scale")
     assert all(r.verdict in VERDICTS and r.evidence for r in rows)
     return rows
@@ -90,6 +95,19 @@ def test_beats_just_inside_and_outside():
     assert _row(_rows(level={**lev_mod, KERNEL: 1e-3 * 10 ** (BEATS - 1e-3)}), "kernel sampling").verdict == "not reproduced"
     assert _row(_rows(lam=(1e-2, 1e-2 * 10 ** (BEATS + 1e-3))), "lambda").verdict == "reproduced"
     assert _row(_rows(lam=(1e-2, 1e-2 * 10 ** (BEATS - 1e-3))), "lambda").verdict == "not reproduced"
+
+
+def test_lambda_row_leaves_out_a_data_set_where_alpha_vanishes():
+    """Where v([d]) − v(∅) is a negligible share of Σ|φ*|, λ = α ≈ 0: both arms are one estimator, and its noise
+    must not decide the row (diabetes: the two errors agree to 1%, seed by seed)."""
+    same = {"a": (1e-2, 1e-2 * 10 ** -0.01)}  # data set a: λ = 0 a hair ahead, the arms coincide
+    inside = _row(_rows(lam=(1e-2, 2e-2), lam_by_set=same, shift={"a": LAM_SHIFT_MIN * (1 - EPS)}), "lambda")
+    assert inside.verdict == "reproduced" and "not counted" in inside.measured + inside.details
+    assert "a (0.10)" in inside.measured + inside.details
+    outside = _row(_rows(lam=(1e-2, 2e-2), lam_by_set=same, shift={"a": LAM_SHIFT_MIN}), "lambda")
+    assert outside.verdict == "not reproduced"  # at the floor it counts, and there λ = α loses by a hair
+    none = _row(_rows(shift={"a": 0.0, "b": 0.0}), "lambda")
+    assert none.verdict == "inconclusive" and "coincide" in none.evidence
 
 
 def test_default_levels():
