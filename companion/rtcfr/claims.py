@@ -109,7 +109,7 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
 
     if "kuhn_poker" in results:
         tr = results["kuhn_poker"][0]
-        early = min(100, iterations)
+        early = int(tr.iterations[tr.iterations <= min(100, iterations)][-1])  # an evaluated iteration (EVAL_EVERY)
         final = _final(tr)
         rows.append(Claim(
             claim="RTCFR+'s last iterate converges to a Nash equilibrium",

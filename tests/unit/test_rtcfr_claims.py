@@ -92,6 +92,14 @@ def test_rows_follow_iterations_and_have_no_nan(iterations):
     assert "one run per game" in _row(rows, "average iterate of CFR+").scale
 
 
+def test_kuhn_row_names_the_iteration_its_early_value_was_evaluated_at():
+    """With EVAL_EVERY = 30 the last evaluation at or before 100 is iteration 90: the row says 90, not 100."""
+    results = _results()
+    results["kuhn_poker"][0] = _tr("rtcfr+", 1e-9, 200, every=30, early=3e-2, mu=0.1, T_u=10)
+    measured = _row(_rows(results), "converges to a Nash").measured
+    assert "3.0e-02 at 90," in measured and "at 100," not in measured
+
+
 def test_kuhn_threshold_exact():
     inside = _results(rt=KUHN_NASHCONV * (1 - EPS))
     outside = _results(rt=KUHN_NASHCONV * (1 + EPS))
