@@ -132,7 +132,19 @@ def test_across_budgets_judges_each_seeds_worst_budget():
     # 10 % wins by 1 dB for every seed, but 4 % and 20 % miss the margin: the claim is about every budget
     miss = seed_table((1.0,) * 3, (IN_H,) * 3, other_gap=OUT_P)
     r = row(rows(seeds=miss), "ScaleKV beats uniform at equal")
-    assert r.verdict == "not reproduced" and "+0.50/+1.00/+0.50" in r.measured
+    assert r.verdict == "not reproduced" and "+0.50/+0.50/+0.50 dB" in r.measured and "seed 0 +0.50/+1.00/+0.50" in r.details
+
+
+def test_across_budgets_headline_is_each_seeds_worst_gain_not_one_seeds_budgets():
+    """The headline gives the judged value per seed (each seed's worst budget); one seed's gains at the three budgets,
+    in the same "a/b/c" form after "per training seed (0/1/2)", would read as the three seeds' gains."""
+    gains = {0: (-0.14, 0.17, 1.17), 1: (-0.18, 0.03, -0.90), 2: (-0.45, -0.04, -0.10)}
+    t = pd.DataFrame([{"seed": sd, "method": m, "fraction": f, "psnr": 20.0 + (g if m == "scalekv" else 0.0), "hidden_error": 0.1}
+                      for sd, gs in gains.items() for f, g in zip((0.04, 0.1, 0.2), gs) for m in ("scalekv", "uniform")])
+    r = row(rows(seeds=t), "ScaleKV beats uniform at equal")
+    assert "per training seed (0/1/2): -0.14/-0.90/-0.45 dB" in r.measured and "+1.17" not in r.measured
+    assert "seed 0 -0.14/+0.17/+1.17; seed 1 -0.18/+0.03/-0.90; seed 2 -0.45/-0.04/-0.10 dB" in r.details
+    assert r.evidence.startswith("n=3: -0.50 dB") and r.verdict == "not reproduced"
 
 
 def test_pyramid_and_recency_margins_one_seed():
