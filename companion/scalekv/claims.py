@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from companion.core import Claim, judge, not_run
 from companion.core.claims import at_cell
 from companion.core.stages import not_finished
+from companion.scalekv.budgets import uniform_budget
 from companion.scalekv.schedule import cumulative_tokens
 
 __all__ = ["claim_rows", "recorded_rows", "memory_deviation_tokens", "memory_matches", "seed_gains", "Claim", "PSNR_MARGIN_DB",
@@ -244,16 +245,29 @@ def recorded_rows(rec: Mapping | None) -> list[Claim]:
         cfg, lrows = lm["config"], lm["rows"]
         ps = {(r["method"], float(r["fraction"])): float(r["psnr"]) for r in lrows}
         lf = sorted({f for _, f in ps})
-        gains = {f: ps["scalekv", f] - max(ps["uniform", f], ps["pyramid", f]) for f in lf}
-        rows.append(Claim(
-            claim=lm_claim, paper=lm_paper,
-            measured="PSNR " + "; ".join(f"{f:.0%}: ScaleKV {ps['scalekv', f]:.2f}, uniform {ps['uniform', f]:.2f}, "
-                                         f"PyramidKV {ps['pyramid', f]:.2f}" for f in lf)
-                     + f" (judged: ScaleKV minus the better baseline at its worst budget; a budget no larger than the "
-                       f"{cfg['window_size']}-token window keeps the same tokens in every method)",
-            scale=f"{cfg['layers']} layers, width {cfg['dim']}, {len(cfg['sides'])} scales ({cfg['tokens']} tokens), "
-                  f"window {cfg['window_size']}, {cfg['n_eval']} images, one seed, {where}",
-            judgement=judge([min(gains.values())], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
+        # a budget B no larger than the observation window keeps the window only, the same tokens in ScaleKV, uniform and
+        # PyramidKV: their gap there is 0 by construction, not a measurement, so it is shown but not judged
+        win = int(cfg["window_size"])
+        tokens = {float(r["fraction"]): int(r.get("budget_tokens", uniform_budget(float(r["fraction"]), cfg["sides"])))
+                  for r in lrows}
+        judged = [f for f in lf if tokens[f] > win]
+        gains = {f: ps["scalekv", f] - max(ps["uniform", f], ps["pyramid", f]) for f in judged}
+        measured = "PSNR " + "; ".join(f"{f:.0%}: ScaleKV {ps['scalekv', f]:.2f}, uniform {ps['uniform', f]:.2f}, "
+                                       f"PyramidKV {ps['pyramid', f]:.2f}" for f in lf)
+        lm_scale = (f"{cfg['layers']} layers, width {cfg['dim']}, {len(cfg['sides'])} scales ({cfg['tokens']} tokens), "
+                    f"window {win}, {cfg['n_eval']} images, one seed, {where}")
+        void = [f for f in lf if f not in judged]
+        void_txt = (f"; at {'/'.join(_pct(f) for f in void)} the budget is no larger than the {win}-token window, so every "
+                    "SnapKV-style method keeps the same tokens (not judged)") if void else ""
+        if not judged:
+            why = f"every recorded budget is no larger than the {win}-token window: the methods keep the same tokens"
+            rows.append(Claim(claim=lm_claim, paper=lm_paper, measured=measured + f" ({why})", scale=lm_scale, judgement=not_run(why)))
+        else:
+            rows.append(Claim(
+                claim=lm_claim, paper=lm_paper,
+                measured=measured + f" (judged: ScaleKV minus the better baseline at its worst budget above the window{void_txt})",
+                scale=lm_scale,
+                judgement=judge([min(gains.values())], PSNR_MARGIN_DB, direction="higher", fmt=_db)))
     else:
         why = _not_recorded(rec, "larger_model")
         rows.append(Claim(claim=lm_claim, paper=lm_paper, measured=why, scale="GPU", judgement=not_run(why)))

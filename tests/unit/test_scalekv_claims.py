@@ -195,7 +195,8 @@ def test_seed_gains():
 
 
 LARGER = {"config": {"layers": 8, "dim": 256, "sides": [1, 2], "tokens": 5, "window_size": 16, "n_eval": 100},
-          "rows": [{"method": m, "fraction": f, "psnr": 20.0 + (1.0 if m == "scalekv" else 0.0)} for m in METHODS for f in (0.04, 0.1)]}
+          "rows": [{"method": m, "fraction": f, "budget_tokens": int(400 * f), "psnr": 20.0 + (1.0 if m == "scalekv" else 0.0)}
+                   for m in METHODS for f in (0.04, 0.1)]}
 
 
 def _payload(**stages):
@@ -240,6 +241,20 @@ def test_recorded_larger_model_is_one_seed():
     r = row(rs, "ScaleKV beats uniform and PyramidKV")
     assert r.verdict == "inconclusive" and r.evidence.startswith("n=1: 1.00 dB") and "one seed" in r.scale
     assert not any("kernel" in x.claim for x in rs)  # our selection kernel is not a paper claim
+
+
+def test_recorded_larger_model_does_not_judge_a_budget_that_is_all_window():
+    """At a budget B no larger than the window every SnapKV-style method keeps the window only (the recorded run's 4 %:
+    B = 16 = the window, ScaleKV, uniform and PyramidKV at the same PSNR to the last digit). That gap of 0 is not a
+    measurement: the worst budget is taken over the others, and with none left the row is not run."""
+    lm = {"config": {**LARGER["config"], "sides": [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]},
+          "rows": [{"method": m, "fraction": f, "budget_tokens": b, "psnr": 13.72 if b <= 16 else 20.0 + (1.0 if m == "scalekv" else 0.0)}
+                   for m in METHODS for f, b in ((0.04, 16), (0.1, 40), (0.2, 80))]}
+    r = row(recorded_rows(_payload(larger_model=lm)), "ScaleKV beats uniform and PyramidKV")
+    assert r.evidence.startswith("n=1: 1.00 dB") and "at 4% the budget is no larger than the 16-token window" in r.measured
+    only = {**lm, "rows": [x for x in lm["rows"] if x["fraction"] == 0.04]}
+    r = row(recorded_rows(_payload(larger_model=only)), "ScaleKV beats uniform and PyramidKV")
+    assert r.verdict == "not run here" and "no larger than the 16-token window" in r.measured
 
 
 def test_committed_results_are_read_in_the_stage_layout():
