@@ -271,6 +271,16 @@ def test_zscores_and_drafter_selection():
         select_drafters(zz, [1], 4, mode="per_scale")
 
 
+def test_global_drafter_selection_picks_the_lowest_pairs_over_every_scale():
+    """Global mode: the n lowest (layer, scale) pairs over all candidate scales, with distinct values so that a
+    flattened index read back with rows and scales swapped (or a wrong stride) picks other pairs."""
+    nan = float("nan")
+    z = torch.tensor([[nan, 0.5, -2.0, 0.1], [nan, 0.2, 0.3, 0.4], [nan, -1.0, 0.9, 0.6]], dtype=torch.float64)
+    assert select_drafters(z, [1, 2], 2, mode="global").nonzero().tolist() == [[0, 2], [2, 1]]
+    assert select_drafters(z, [1, 2, 3], 3, mode="global").nonzero().tolist() == [[0, 2], [0, 3], [2, 1]]
+    assert select_drafters(z, [2, 3], 1, mode="global").nonzero().tolist() == [[0, 2]]
+
+
 def test_planted_drafters_are_ranked_as_drafters():
     out = planted_experiment((1, 2, 3, 4, 6), layers=4, drafters=(2,), fractions=(0.2,), n_cal=2, n_eval=3, window_size=4)
     assert out["found"], out["lowest"]
