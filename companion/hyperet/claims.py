@@ -104,7 +104,7 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
     ``rows``: ``align.summary_rows(run)`` (one alignment seed); ``spread``: ``align.seed_spread(...)`` for the HRA
     diagonal and banded variants (one accuracy per alignment seed); ``losses``: ``{variant: per-step losses}``;
     ``thm1_err`` / ``thm2_err``: max relative errors of Theorems 1 and 2 on ``n_points`` random points of
-    R^``dim``; ``vit_l_diag``: the module's parameter count for diagonal W_s on ViT-L's q/v; ``scale``: the run's
+    R^``dim``; ``vit_l_diag``: diagonal W_s's parameters counted on a ViT-L/14-shaped encoder's q/v (``vit.vit_l_adapter_params``); ``scale``: the run's
     scale text; ``recorded``: the committed GPU results (``scale.recorded()``) or None.
     """
     by = {r["variant"]: r for r in rows}
@@ -140,7 +140,7 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
         Claim(
             claim="diagonal HRA on CLIP ViT-L q/v is 0.05 M parameters (< 1 %)",
             paper=f"24 × 2 × 1024 = {VIT_L_DIAG_PARAMS:,}",
-            measured=(f"{vit_l_diag:,} by the module's count ({100 * vit_l_diag / VIT_L_PARAMS:.3f} % of ViT-L's 304 M); "
+            measured=(f"{vit_l_diag:,} counted on a ViT-L/14-shaped encoder with the adapters attached ({100 * vit_l_diag / VIT_L_PARAMS:.3f} % of ViT-L's 304 M); "
                       f"toy encoder {hra['trainable_share_%']:.2f} %"),
             scale="parameter count",
             judgement=judge([abs(vit_l_diag - VIT_L_DIAG_PARAMS)], 0, kind="exact", fmt=lambda x: f"{x:,.0f}"),

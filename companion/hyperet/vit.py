@@ -30,7 +30,7 @@ from companion.models.tiny import SelfAttention, TinyViT
 METHODS = ("none", "hra", "euclid", "lora", "full")
 
 __all__ = ["METHODS", "LoRAWeight", "QVAdapter", "QVAttention", "adaptable_vit", "attach_adapters", "encoder_param_count",
-           "trainable_params"]
+           "trainable_params", "vit_l_adapter_params"]
 
 
 class LoRAWeight(nn.Module):
@@ -120,3 +120,12 @@ def attach_adapters(
         if attn.qv_adapter is not None:
             attn.qv_adapter.to(attn.in_proj_weight.device)
     return sum(p.numel() for p in trainable_params(model))
+
+
+def vit_l_adapter_params(method: str = "hra", **kwargs) -> tuple[int, int]:
+    """``(adapter parameters, encoder parameters)`` of :func:`attach_adapters` on an encoder of CLIP ViT-L/14's shape
+    (224² images in 14² patches, width 1024, 24 blocks, 16 heads, MLP ratio 4), built on the meta device (no memory,
+    no weights): the count of the placement itself, not a formula."""
+    with torch.device("meta"):
+        model = adaptable_vit((3, 224, 224), 14, 1024, 24, 16, 4)
+    return attach_adapters(model, method, **kwargs), encoder_param_count(model)

@@ -163,3 +163,14 @@ def test_bad_input(kwargs, match):
 def test_bad_w0_shape():
     with pytest.raises(ParameterError, match="w0"):
         HRA(8)(torch.zeros(3, 9))
+
+
+def test_vit_l_count_comes_from_the_placement_on_a_vit_l_shaped_encoder():
+    """The claims row's 49,152 is counted by attaching the adapters to a ViT-L/14-shaped encoder (meta device), so a
+    placement that adapted k as well, or every block twice, or a W_s of the wrong size would change it."""
+    from companion.hyperet.vit import vit_l_adapter_params
+
+    diag, encoder = vit_l_adapter_params("hra", structure="diagonal")
+    assert diag == 24 * 2 * 1024 == 49_152 and abs(encoder - 304e6) / 304e6 < 0.01  # CLIP ViT-L/14's vision tower
+    assert vit_l_adapter_params("hra", structure="block", block_size=4)[0] == 196_608
+    assert vit_l_adapter_params("hra", structure="banded", bandwidth=2)[0] == 245_472
