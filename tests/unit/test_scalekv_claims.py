@@ -222,6 +222,18 @@ def test_recorded_latency_is_a_timing(speedup, verdict):
     r = row(recorded_rows(rec), "less attention time")
     assert r.verdict == verdict and "one run" in r.scale and f"vs ≥ {LATENCY_SPEEDUP:.2f}x" in r.evidence
     assert "batch 16, 28 heads x 128, bfloat16" in r.scale and "13 scales" in r.measured  # from the recorded profile
+    assert "leaves out the token selection" in r.measured and "the same run times" not in r.measured
+
+
+def test_recorded_latency_names_the_selection_time_it_leaves_out():
+    """The compressed arm has no selection in it: the row says so, with the same run's selection timings at its batch."""
+    selection = [{"impl": impl, "ms": ms, "key_len": n, "batch": b} for impl, ms, n, b in
+                 [("triton", 0.34, 2954, 16), ("triton", 0.79, 10521, 16), ("reference", 1.48, 2954, 16),
+                  ("reference", 2.72, 10521, 16), ("triton", 0.15, 2954, 2)]]
+    rec = _payload(latency={"rows": [], "total": {"full_ms": 20.0, "compressed_ms": 10.0, "speedup": 2.0}}, selection=selection)
+    r = row(recorded_rows(rec), "less attention time")
+    assert "selection left out" in r.claim
+    assert ("at batch 16 at fused kernel 0.34–0.79 ms; PyTorch 1.48–2.72 ms, key lengths 2954–10521" in r.measured), r.measured
 
 
 def test_recorded_stage_that_did_not_finish_is_not_run():
