@@ -96,10 +96,10 @@ def test_the_block_rope_rows_read_the_papers_sparsity():
     assert _SPARSITY == 0.9  # the paper's kernel numbers and Fig. 4 are at 90 % sparsity
 
 
-def _recorded(speedups=(6.0, 7.2, 8.1), long_gate=0.864, long_oracle=0.920, no_rope_long=0.484):
+def _recorded(speedups=(6.0, 7.2, 8.1), long_gate=0.864, long_oracle=0.920, no_rope_long=0.484, no_rope_train=0.50):
     lens = (8192, 32768, 131072)
     recall = []
-    for length, vals in (("train_len", {"gate": 0.912, "oracle": 0.914, "a-shape": 0.61, "gate (no block RoPE)": 0.50}),
+    for length, vals in (("train_len", {"gate": 0.912, "oracle": 0.914, "a-shape": 0.61, "gate (no block RoPE)": no_rope_train}),
                          ("long", {"gate": long_gate, "oracle": long_oracle, "a-shape": 0.60, "gate (no block RoPE)": no_rope_long})):
         recall += [{"length": length, "method": m, "sparsity": _SPARSITY, "mass_recall": v} for m, v in vals.items()]
     return {
@@ -146,9 +146,9 @@ def test_block_rope_row_says_what_was_measured_review_item_15():
     assert "one seed" in long.scale and "trained at 8k, tested at 8k and 32k" in long.scale
     assert not any("does not length-generalise" in r.claim + r.measured for r in rows)
     without = _row(rows, "without block RoPE")
-    assert "0.500 at the trained length, 0.484 at 4x" in without.measured
+    assert "0.500 at the trained length (55% of the oracle's), 0.484 at 4x (53%)" in without.measured
     assert "without block RoPE 0.93 at the trained length, 1.46 at 4x, with it 0.05" in without.measured
-    assert without.evidence.startswith("n=1: 0.38") and without.verdict == "inconclusive"
+    assert without.verdict == "inconclusive"
 
 
 @pytest.mark.parametrize("share, verdict", [(LONG_RECALL_SHARE + 1e-3, "reproduced"), (LONG_RECALL_SHARE - 1e-3, "not reproduced")])
@@ -158,9 +158,41 @@ def test_long_recall_share(share, verdict):
     assert judge([share] * 3, LONG_RECALL_SHARE, direction="higher").verdict == verdict
 
 
-def test_block_rope_gap_uses_recall_margin():
-    row = _row(recorded_rows(_recorded(no_rope_long=0.864 - RECALL_MARGIN + 1e-3)), "without block RoPE")
-    assert f"vs ≥ {RECALL_MARGIN:.3g}" in row.evidence
+def test_a_gate_without_block_rope_that_fails_at_its_trained_length_shows_no_failure_beyond_it():
+    """The committed run's gate without block RoPE keeps 0.51 of the mass at its trained length against the oracle's
+    0.92 (and 0.49 at 4x): it never worked, so a large gap to the block-RoPE gate at 4x is no evidence of Fig. 4's
+    failure beyond the trained length. The row is inconclusive and says why, however many seeds."""
+    row = _row(recorded_rows(_recorded()), "without block RoPE")
+    assert row.verdict == "inconclusive" and "already at its trained length" in row.evidence
+    assert "fewer than" not in row.evidence
+    rec = recorded_rows(__import__("companion.seer_attention.scale", fromlist=["recorded"]).recorded())
+    assert "already at its trained length" in _row(rec, "without block RoPE").evidence
+
+
+def _no_rope_row(extra, no_rope_train=0.912):
+    """A gate without block RoPE that keeps ``no_rope_train`` at its trained length and loses ``extra`` more of the
+    oracle's share than the block-RoPE gate (0.912 of 0.914, then 0.864 of 0.920) from the trained length to 4x."""
+    rope_loss = 0.912 / 0.914 - 0.864 / 0.920
+    long_share = no_rope_train / 0.914 - rope_loss - extra
+    return _row(recorded_rows(_recorded(no_rope_train=no_rope_train, no_rope_long=long_share * 0.920)), "without block RoPE")
+
+
+def test_block_rope_failure_is_the_extra_loss_beyond_the_trained_length():
+    """Judged: the share of the oracle's mass lost from the trained length to 4x without block RoPE minus that lost
+    with it. A gap at 4x that was already there at the trained length is not a failure beyond it."""
+    row = _no_rope_row(0.0)
+    assert abs(float(row.evidence.split()[1])) < 1e-6 and "(judged: the share of the oracle's mass lost" in row.measured
+    # 0.83 at the trained length is still 91% of the oracle's, 0.08 below the block-RoPE gate's: the same gap at 4x
+    # is no failure beyond the trained length
+    row = _no_rope_row(0.0, no_rope_train=0.83)
+    assert abs(float(row.evidence.split()[1])) < 1e-6 and row.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("extra, verdict", [(RECALL_MARGIN + 1e-3, "reproduced"), (RECALL_MARGIN - 1e-3, "not reproduced")])
+def test_block_rope_failure_uses_recall_margin(extra, verdict):
+    row = _no_rope_row(extra)
+    assert f"vs ≥ {RECALL_MARGIN:.3g}" in row.evidence and row.evidence.startswith(f"n=1: {extra:.3g}")
+    assert judge([extra] * 3, RECALL_MARGIN, direction="higher").verdict == verdict
 
 
 def test_missing_block_rope_study_is_not_run():
