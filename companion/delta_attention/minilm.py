@@ -49,6 +49,7 @@ class Trace:
     hidden: list = field(default_factory=list)     # [B, N, C] layer outputs
     q_last: list = field(default_factory=list)     # [B, H, R, D] queries of the last R rows
     k: list = field(default_factory=list)          # [B, H, N, D] keys
+    qkv: list = field(default_factory=list)        # (q, k, v, scaling) per layer, kept by the dense run only
 
 
 @torch.no_grad()
@@ -70,6 +71,8 @@ def run_minilm(model, input_ids: torch.Tensor, method: Method, *, last_rows: int
         trace.attn_out.append(out.transpose(1, 2).reshape(b, n, h * d))
         trace.q_last.append(q[:, :, -last_rows:].clone())
         trace.k.append(k.clone())
+        if method.mode == "dense":   # the dense model's inputs of every layer, for the isolated error in `compare`
+            trace.qkv.append((q.clone(), k.clone(), v.clone(), scaling))
         return out
 
     with attention_session(model, handler):
@@ -84,14 +87,32 @@ def dense_rows_probs(q_last: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.softmax(torch.matmul(q_last, k.transpose(-1, -2)) * scale, dim=-1)
 
 
+def isolated_cosines(method: Method, dense: Trace) -> list[torch.Tensor]:
+    """Per layer, the cosine to the dense attention output of `method` applied to the *dense* model's Q, K, V of
+    that layer ([B, N]): the layer's own error, without the shift of the layers below. The gap between it and the
+    propagated run's cosine is what compounds through depth."""
+    if not dense.qkv:
+        raise ValueError("the dense trace keeps no Q/K/V: make it with run_minilm(..., Method('dense', ...))")
+    out = []
+    with torch.no_grad():
+        for (q, k, v, scaling), ad in zip(dense.qkv, dense.attn_out):
+            o = delta_attention(q, k, v, method, sm_scale=scaling)
+            b, h, n, d = o.shape
+            out.append(cosine_rows(o.transpose(1, 2).reshape(b, n, h * d), ad))
+    return out
+
+
 def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
     """Per-layer diagnostics of `trace` against the dense run: one row per layer (batch means, and the two
-    cosines per text window in ``cos_attn_windows`` / ``final_cos_windows``)."""
+    cosines per text window in ``cos_attn_windows`` / ``final_cos_windows``). ``cos_attn_isolated`` is the same
+    layer's cosine on the dense model's inputs (:func:`isolated_cosines`, per window in
+    ``cos_attn_isolated_windows``): ``cos_attn`` below it is the shift the layers below added."""
     rows = []
     n = dense.k[0].shape[2]
     frac = compute_fraction(n, trace.method)
     finals = mean_pool_cosine(trace.hidden[-1], dense.hidden[-1])   # [B]
     final = float(finals.mean())
+    isolated = isolated_cosines(trace.method, dense)
     for layer, (ao, ad) in enumerate(zip(trace.attn_out, dense.attn_out)):
         cos_rows = cosine_rows(ao, ad)   # [B, N]
         cos_attn = float(cos_rows.mean())
@@ -106,6 +127,8 @@ def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
             # per text window (the repeats a claim is judged on): the same two cosines, one value per window
             "cos_attn_windows": tuple(float(c) for c in cos_rows.mean(dim=1)),
             "final_cos_windows": tuple(float(c) for c in finals),
+            "cos_attn_isolated": float(isolated[layer].mean()),
+            "cos_attn_isolated_windows": tuple(float(c) for c in isolated[layer].mean(dim=1)),
         })
     return pd.DataFrame(rows)
 

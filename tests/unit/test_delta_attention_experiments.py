@@ -14,7 +14,8 @@ import pytest  # noqa: E402
 from transformers import BertConfig, BertModel
 
 from companion.delta_attention import Method, delta_plan
-from companion.delta_attention.attention import dense_mask, masked_attention
+from companion.delta_attention.attention import dense_mask, masked_attention, sink_window_mask
+from companion.delta_attention.diagnostics import cosine_rows
 from companion.delta_attention.explorer import make_explorer_update
 from companion.delta_attention.figures import ladder_figure, mask_picture
 from companion.delta_attention.gpu import bytes_needed, check_free_memory, delta_prefill, delta_prefill_unfused, sparse_index, sparse_prefill
@@ -48,6 +49,22 @@ def test_minilm_diagnostics_of_dense_are_perfect(tiny_bert):
     sparse = run_minilm(tiny_bert, ids, Method("sparse", sink=2, window=4, causal=False))
     err = position_error(sparse, dense)
     assert err.shape == (3, 40) and err.min() >= -1e-9 and err.max() > 1e-4
+
+
+def test_isolated_cosine_is_the_layer_alone_on_the_dense_inputs(tiny_bert):
+    """``cos_attn_isolated``: each layer's sparse attention on the dense model's own Q, K, V, computed by hand here
+    from a dense layer loop; layer 1 sees the same inputs in both runs, so there it equals ``cos_attn``."""
+    ids = torch.randint(0, 100, (2, 40), generator=torch.Generator().manual_seed(4))
+    method = Method("sparse", sink=2, window=4, causal=False)
+    dense = run_minilm(tiny_bert, ids, Method("dense", causal=False))
+    df = compare(run_minilm(tiny_bert, ids, method), dense)
+    mask = sink_window_mask(40, sink=2, window=4, causal=False)
+    for layer, (q, k, v, scaling) in enumerate(dense.qkv):
+        o = masked_attention(q, k, v, mask, sm_scale=scaling).transpose(1, 2).reshape(2, 40, -1)
+        want = cosine_rows(o, dense.attn_out[layer]).mean(dim=1)
+        assert df.cos_attn_isolated_windows[layer] == pytest.approx(tuple(want.tolist()), abs=1e-6)
+    assert df.cos_attn_isolated[0] == pytest.approx(df.cos_attn[0], abs=1e-6)
+    assert abs(df.cos_attn_isolated[2] - df.cos_attn[2]) > 1e-4       # deeper, the inputs differ
 
 
 def test_explorer_update_is_pure_and_labelled(tiny_bert):
