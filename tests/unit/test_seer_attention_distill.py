@@ -150,3 +150,20 @@ def test_padding_masks_are_refused(llama):
         collect_teacher(llama, GateSet(2, num_heads=4, head_dim=16, num_kv_heads=2, block_size=8, gate_dim=8, causal=False), ids)
     assert llama.config._attn_implementation == "eager"
     del gates
+
+
+def test_lr_schedule_is_linear_warmup_then_cosine_to_zero_like_transformers():
+    """``lr_at`` against transformers' ``get_cosine_schedule_with_warmup`` (linear warm-up, cosine decay to 0): the
+    same after the warm-up; during it ours is one step ahead (its first step trains at lr / warmup, not at 0)."""
+    from transformers import get_cosine_schedule_with_warmup
+
+    from companion.seer_attention.distill import lr_at
+
+    steps, warmup, lr = 120, 20, 1e-3
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    hf = get_cosine_schedule_with_warmup(opt, num_warmup_steps=warmup, num_training_steps=steps)
+    want = [lr * hf.lr_lambdas[0](s) for s in range(steps + 1)]
+    got = [lr_at(s, steps, lr, warmup) for s in range(steps)]
+    assert got[:warmup] == pytest.approx(want[1:warmup + 1], rel=1e-12)
+    assert got[warmup:] == pytest.approx(want[warmup:steps], rel=1e-12, abs=1e-15)
+    assert got[0] == pytest.approx(lr / warmup) and lr_at(warmup, steps, lr, warmup) == pytest.approx(lr)
