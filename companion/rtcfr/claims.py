@@ -176,8 +176,16 @@ def claim_rows(results: dict, keep, reset, *, iterations: int, heatmap_grid, hea
 
 def recorded_rows(rec: dict | None) -> list[Claim]:
     """The rows from the GPU study's ``grids`` stage (:mod:`companion.rtcfr.scale`), or a "not run here" row that
-    says why (no results, or the stage's state where it did not finish)."""
+    says why (no results, the stage's state where it did not finish, or a batched solver that disagreed with the
+    numpy solver in the ``correctness`` stage)."""
     larger = "The same on the larger games (Liar's Dice(5/6), Goofspiel(5/6), Battleship(3))"
+    check = (rec or {}).get("correctness") or {}
+    if check.get("eager_ok") is False:
+        why = (f"the batched solver that ran the grids disagreed with the numpy solver in the correctness stage "
+               f"({check.get('game')}, {check.get('iterations')} iterations: NashConv {check.get('eager')} vs "
+               f"{check.get('numpy')}), so its grids are not evidence")
+        return [Claim(claim=larger, paper="all games but Liar's Dice(6)", measured=why,
+                      scale="GPU (python -m companion.bench rtcfr)", judgement=not_run(why))]
     if not ((rec or {}).get("stages", {}).get("grids", {}).get("state") == "done" and rec["grids"]):
         left = [s for s in not_finished(rec) if s.split(" ")[0] == "grids"]
         why = (f"the GPU study's stage {left[0]}" if left else "no GPU run recorded yet") + ": python -m companion.bench rtcfr"

@@ -209,6 +209,17 @@ def test_recorded_grids_stage_that_did_not_finish_is_not_run():
     assert row.verdict == "not run here" and "grids (skipped: deadline: 20 s left, needs 60 s)" in row.measured
 
 
+def test_grids_of_a_batched_solver_that_disagreed_with_numpy_are_not_evidence():
+    """The correctness stage compares the batched solver (which runs the grids) with the numpy solver; where it
+    disagreed, the grids' rows are not run here, with the two NashConvs, however well they read."""
+    rec = _grid_payload({"a": (1e-6, 1e-3, 2.0), "b": (1e-6, 1e-3, 2.0), "c": (1e-6, 1e-3, 2.0)})
+    rec["correctness"] = {"game": "leduc_poker", "iterations": 60, "numpy": 0.5, "eager": 0.7, "eager_ok": False}
+    (row,) = recorded_rows(rec)
+    assert row.verdict == "not run here" and "NashConv 0.7 vs 0.5" in row.measured
+    rec["correctness"].update(eager=0.5, eager_ok=True)
+    assert [r.verdict for r in recorded_rows(rec)] == ["reproduced", "reproduced"]
+
+
 def test_committed_results_are_read_in_the_stage_layout():
     from companion.rtcfr.scale import GPU_PROFILE, recorded
 
