@@ -167,8 +167,9 @@ def test_a_gate_without_block_rope_that_fails_at_its_trained_length_shows_no_fai
     row = _row(recorded_rows(_recorded()), "without block RoPE")
     assert row.verdict == "inconclusive" and "already at its trained length" in row.evidence
     assert "fewer than" not in row.evidence
-    rec = recorded_rows(__import__("companion.seer_attention.scale", fromlist=["recorded"]).recorded())
-    assert "already at its trained length" in _row(rec, "without block RoPE").evidence
+    from companion.seer_attention.scale import recorded
+
+    assert "already at its trained length" in _row(recorded_rows(recorded()), "without block RoPE").evidence
 
 
 def _no_rope_row(extra, no_rope_train=0.912):
