@@ -23,6 +23,9 @@ from companion.kernelshap.polynomial import PolynomialGame
 from companion.kernelshap.sampling import sample_subsets
 
 DATASETS = ("diabetes", "breast_cancer", "digits")
+# d, the number of features of each data set: sampling without replacement draws at most 2^d - 2 coalitions,
+# so a notebook's budgets for a data set are bounded by it (the validation cell reads this, with no data loaded)
+FEATURES = {"diabetes": 10, "breast_cancer": 30, "digits": 64}
 SHAP = "shap KernelExplainer"
 
 
@@ -216,5 +219,5 @@ def speed_summary(speed_rows) -> tuple[str, bool]:
     return text, met
 
 
-__all__ = ["DATASETS", "ERROR_RATIO_MAX", "SPEEDUP_TARGET", "speed_summary", "ESTIMATORS", "SHAP", "WITHOUT", "Setup", "error_curves", "loglog_slope", "make_setup",
+__all__ = ["DATASETS", "FEATURES", "ERROR_RATIO_MAX", "SPEEDUP_TARGET", "speed_summary", "ESTIMATORS", "SHAP", "WITHOUT", "Setup", "error_curves", "loglog_slope", "make_setup",
            "median_table", "run_estimator", "scale_rows", "scale_study", "slope_table", "summary", "without_replacement"]

@@ -22,6 +22,8 @@ from companion.kernelshap.estimators import (
     solve,
 )
 from companion.kernelshap.experiment import (
+    DATASETS,
+    FEATURES,
     SHAP,
     error_curves,
     loglog_slope,
@@ -62,6 +64,11 @@ def linear_game(d=6, seed=0):
 
 
 # ---------------------------------------------------------------- ground truth
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_features_match_the_data_sets(name):
+    assert make_setup(name).game.d == FEATURES[name]
 
 
 def test_enumeration_equals_tree_explainer(diabetes):
