@@ -9,11 +9,12 @@ from pathlib import Path
 
 import torch
 
+from companion.core import ParameterError
 from companion.core.paths import resolve_path_parameter
-from companion.core.checkpoints import load_state, save_state
+from companion.core.checkpoints import load_state, read_metadata, save_state
 from companion.sudoku_dfs.model import GPTConfig, build_model
 
-__all__ = ["load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
+__all__ = ["check_board_checkpoint", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
 
 
 def resolve_checkpoint(value: str, name: str = "CHECKPOINT",
@@ -41,3 +42,22 @@ def load_checkpoint(path, device="cpu"):
     if missing or unexpected:
         raise ValueError(f"checkpoint {path} does not match the model: missing {missing[:3]}, unexpected {unexpected[:3]}")
     return model.to(device).eval(), md.get("meta", {})
+
+
+
+def check_board_checkpoint(path: Path | None, n: int, name: str = "CHECKPOINT") -> Path | None:
+    """``path`` unchanged where it is None or a checkpoint whose model can read ``n`` x ``n`` transcripts, from its
+    metadata alone. A file that is not a Sudoku checkpoint, or whose context cannot hold the ``n * n`` clues, the
+    start token and one move (a 4x4 model given for 9x9, whose transcripts it would silently truncate), is refused
+    with a :class:`ParameterError` naming ``name``."""
+    if path is None:
+        return None
+    try:
+        config = GPTConfig(**read_metadata(path, what="Sudoku checkpoint", required=("gpt_config",))["gpt_config"])
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(name, str(path), f"a {n}x{n} checkpoint made by python -m companion.bench sudoku_dfs ({exc})") from exc
+    need = n * n + 2
+    if config.n_positions < need:
+        raise ParameterError(name, str(path), f"a checkpoint of a {n}x{n} model: this one holds {config.n_positions} "
+                                              f"tokens, fewer than the {need} of a {n}x{n} transcript's clues, start and first move")
+    return path

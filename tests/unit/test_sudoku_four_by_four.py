@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from companion.core import ParameterError, repo_path
-from companion.sudoku_dfs.checkpoints import save_checkpoint
+from companion.core.checkpoints import save_state
+from companion.sudoku_dfs.checkpoints import check_board_checkpoint, save_checkpoint
 from companion.sudoku_dfs.decoding import evaluate_model
 from companion.sudoku_dfs.four_by_four import (PUZZLES_4X4, load_matching, model_for_run, recipe, recipe_differences,
                                                resolve, save_model, train)
@@ -102,3 +103,14 @@ def test_committed_checkpoint_is_the_notebook_default_and_solves_held_out_puzzle
     sols = [dfs_transcript(q, seed=0).solution for q in test]
     acc = evaluate_model(model, test, sols, max_total=64)["board_accuracy"]  # plain greedy, the paper's evaluation
     assert acc >= 0.95, acc
+
+
+def test_a_4x4_checkpoint_given_for_9x9_boards_is_refused_by_name(tmp_path):
+    path = repo_path("data", "sudoku", "gpt2_4x4_seed0.safetensors")
+    with pytest.raises(ParameterError, match=r"CHECKPOINT.*9x9 model: this one holds 64 tokens, fewer than the 83"):
+        check_board_checkpoint(path, 9)
+    assert check_board_checkpoint(path, 4, name="MODEL_4X4") == path and check_board_checkpoint(None, 9) is None
+    other = tmp_path / "other.safetensors"
+    save_state(other, {"w": torch.zeros(2)}, {"something": 1})
+    with pytest.raises(ParameterError, match="CHECKPOINT.*Sudoku checkpoint"):
+        check_board_checkpoint(other, 9)
