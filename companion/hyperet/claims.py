@@ -85,7 +85,7 @@ def _mobius_row(euclid_gap: float, gap: float, curvature: float, recorded: dict 
         claim="Möbius multiplication beats the plain (Euclidean) matrix product",
         paper="+0.81 points (Table 3)",
         measured=(f"the same function: HRA-diag − Euclidean-diag {_pts(euclid_gap)} mean accuracy, loss curves apart by "
-                  f"≤ {gap:.1e} (rounding)"),
+                  f"≤ {gap:.1e} (only rounding or the guards can part them)"),
         details=("not a comparison a run can decide: log0(W_s ⊗_c exp0(w)) = W_s w for every c > 0 and every W_s, so "
                  "HRA-diagonal and its Euclidean twin W0·W_sᵀ are the same function with the same parameters and "
                  f"gradients{gpu_txt}"),
