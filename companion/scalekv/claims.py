@@ -61,6 +61,17 @@ def _val(table, method: str, fraction: float, key: str) -> float:
     return float(rows[key].iloc[0])
 
 
+def _gain(a: float, b: float) -> float:
+    """PSNR ``a`` over PSNR ``b`` in dB. Two equal values are no gain, also two infinite ones: an image equal to the
+    full cache's has PSNR inf (an untrained model can sample the same tokens under every cache), and inf - inf is NaN."""
+    return 0.0 if a == b else a - b
+
+
+def _change(ours: float, theirs: float) -> float:
+    """``ours / theirs - 1`` of two errors: 0 when equal (also 0 and 0), +inf for a non-zero error against none."""
+    return 0.0 if ours == theirs else (ours / theirs - 1.0 if theirs else float("inf"))
+
+
 def _nearest(values: Sequence[float], target: float) -> float:
     return min(values, key=lambda b: abs(b - target))
 
@@ -75,8 +86,8 @@ def seed_gains(seed_table, fraction: float) -> dict[int, tuple[float, float]]:
     out = {}
     for sd in sorted(int(x) for x in seed_table.seed.unique()):
         t = seed_table[seed_table.seed == sd]
-        out[sd] = (_val(t, "scalekv", fraction, "psnr") - _val(t, "uniform", fraction, "psnr"),
-                   _val(t, "scalekv", fraction, "hidden_error") / _val(t, "uniform", fraction, "hidden_error") - 1.0)
+        out[sd] = (_gain(_val(t, "scalekv", fraction, "psnr"), _val(t, "uniform", fraction, "psnr")),
+                   _change(_val(t, "scalekv", fraction, "hidden_error"), _val(t, "uniform", fraction, "hidden_error")))
     return out
 
 
@@ -138,7 +149,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         scale=spread_scale,
         judgement=judge(list(worst.values()), PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SEEDS_CELL))
 
-    vs_py = {f: _val(table, "scalekv", f, "psnr") - _val(table, "pyramid", f, "psnr") for f in sorted({f4, f20})}
+    vs_py = {f: _gain(_val(table, "scalekv", f, "psnr"), _val(table, "pyramid", f, "psnr")) for f in sorted({f4, f20})}
     rows.append(Claim(
         claim="ScaleKV beats PyramidKV",
         paper="2B PSNR at 4% 20.82 vs 18.65, at 20% 24.84 vs 22.62",
@@ -154,7 +165,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         measured=f"PSNR at {_pct(f10)}: StreamingLLM {st10:.2f}, sliding window {wi10:.2f}, ScaleKV {sk10:.2f} dB "
                  "(judged: ScaleKV minus the better of the two)",
         scale=scale,
-        judgement=judge([sk10 - max(st10, wi10)], PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SWEEP_CELL))
+        judgement=judge([_gain(sk10, max(st10, wi10))], PSNR_MARGIN_DB, direction="higher", fmt=_db), cell=SWEEP_CELL))
 
     p_err = planted["errors"]
     pf = sorted(p_err["scalekv"])
@@ -180,7 +191,7 @@ def claim_rows(table, planted: Mapping, delta_runs: Mapping, *, delta: float, si
         rows.append(Claim(claim=delta_claim, paper=delta_paper, measured=f"not measured: {why}", scale=scale, judgement=not_run(why),
                           cell=SWEEP_CELL))
     else:
-        gain = mean[chosen] - mean[base]
+        gain = _gain(mean[chosen], mean[base])
         rows.append(Claim(
             claim=delta_claim, paper=delta_paper,
             measured=f"mean PSNR over {len(per_delta[chosen])} budgets: {mean[base]:.2f} at delta {base:g}, {mean[chosen]:.2f} at the "

@@ -277,3 +277,22 @@ def test_committed_results_are_read_in_the_stage_layout():
         pytest.skip("no recorded GPU run")
     assert rec["profile"]["seed"] == 0 and set(rec["stages"]) == {"analytic_memory", "larger_model", "latency", "selection"}
     assert all(r.verdict != "not run here" for r in recorded_rows(rec))
+
+
+def test_every_cache_equal_to_the_full_one_is_no_gain_not_nan():
+    """A model whose compressed caches all reproduce the full cache's images (an untrained model at TRAIN_STEPS = 1
+    samples the same tokens everywhere) has PSNR = inf for every method: the gains are 0 dB, not inf - inf = NaN,
+    which the rule refuses; a hidden error of 0 against 0 is no change."""
+    inf = float("inf")
+    table = make_table(psnr={(m, f): inf for m in METHODS for f in (0.04, 0.1, 0.2)})
+    seeds = seed_table([0.0] * 3, [1.0] * 3).assign(psnr=inf, hidden_error=0.0)
+    assert seed_gains(seeds, 0.1) == {0: (0.0, 0.0), 1: (0.0, 0.0), 2: (0.0, 0.0)}
+    rs = claim_rows(table, PLANTED, {(f, d): {"psnr": inf} for f in (0.04, 0.1, 0.2) for d in (0.0, 0.1, 0.2)}, delta=0.1,
+                    sides=SIDES, scale="tiny", planted_scale="planted", seed_table=seeds, seed_scale="3 training seeds")
+    for start, verdict in (("ScaleKV beats a uniform SnapKV budget at 10% of the KV memory (PSNR)", "not reproduced"),
+                           ("ScaleKV beats uniform at equal memory", "not reproduced"), ("ScaleKV beats PyramidKV", "inconclusive"),
+                           ("recency baselines", "inconclusive"), ("refiner budgets", "inconclusive")):
+        r = row(rs, start)
+        assert r.verdict == verdict and "0.00 dB" in r.evidence and "nan" not in r.measured.lower(), (start, r.verdict, r.evidence)
+    # one side exact, the other not: the exact one is infinitely better, which the rule takes
+    assert seed_gains(seed_table([0.0], [1.0]).assign(psnr=[inf, 20.0] * 3), 0.1)[0][0] == inf
