@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from companion.core.validation import check_int
 from companion.zeros_attention import functional as Fz
 from companion.zeros_attention.layer import ZeroSAttention
 
@@ -361,6 +362,7 @@ def train_mqar(kind: str, *, steps: int = 300, n_train: int = 4096, n_test: int 
                n_pairs: int = 8, d_model: int = 64, n_layers: int = 2, n_heads: int = 2, batch: int = 64,
                lr: float = 3e-3, seed: int = 0, token_shift: bool = True, device="cpu", **mixer_kw) -> dict:
     """Train a :class:`TinyLM` with mixer ``kind`` on MQAR; test accuracy at query positions."""
+    check_int("steps", steps, lo=3)  # a warm-up of two steps and one after it
     torch.manual_seed(seed)
     xtr, ytr, vocab = make_mqar(n_train, T=T, n_pairs=n_pairs, seed=seed)
     xte, yte, _ = make_mqar(n_test, T=T, n_pairs=n_pairs, seed=seed + 10_000)
@@ -368,7 +370,8 @@ def train_mqar(kind: str, *, steps: int = 300, n_train: int = 4096, n_test: int 
     model = TinyLM(kind, vocab, d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=T,
                    token_shift=token_shift, **mixer_kw).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    # a 10% warm-up, at least two steps: at steps = 10 torch's OneCycleLR would end it at step 0 and divide 0 by 0
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=max(0.1, 2 / steps))
     g = torch.Generator().manual_seed(seed + 1)
     curve = []
     for _ in range(steps):

@@ -316,6 +316,16 @@ def test_mqar_data_binds_values_to_keys():
         X.make_mqar(2, T=8, n_pairs=4)
 
 
+@pytest.mark.parametrize("steps", [3, 10, 11, 20])
+def test_train_mqar_runs_at_few_steps(steps):
+    """The one-cycle schedule's warm-up is at least two steps: at 10 steps a 10% warm-up ends at step 0, and
+    torch's OneCycleLR divided 0 by 0 (MQAR_STEPS = 10 is the notebook's smallest allowed value)."""
+    out = X.train_mqar("softmax", steps=steps, n_train=16, n_test=4, T=8, n_pairs=1, d_model=8, n_layers=1, batch=2)
+    assert len(out["curve"]) == steps and all(math.isfinite(v) for v in out["curve"]) and 0.0 <= out["test_acc"] <= 1.0
+    with pytest.raises(ParameterError, match="steps"):
+        X.train_mqar("softmax", steps=2, n_train=16, n_test=4, T=8, n_pairs=1, d_model=8, n_layers=1, batch=2)
+
+
 def test_tiny_lm_runs_every_mixer():
     ids = torch.randint(0, 20, (2, 16))
     for kind in X.MIXERS:
