@@ -136,13 +136,11 @@ def test_min_gap():
     assert no_gap[1].verdict == "not run here" and "no seed shows a sparse-prefill gap" in no_gap[1].evidence
 
 
-def test_a_toy_whose_first_layer_retrieves_cannot_refute_the_loss():
-    """Smeared keys in the first layer retrieve from keys of the token embeddings, which no prefill changes: no gap
-    there is inconclusive (with the gaps and the reason), while a gap it does show still counts."""
+def test_a_toy_whose_first_layer_retrieves_cannot_test_the_loss():
+    """Smeared keys in the first layer retrieve from keys of the token embeddings, which no prefill changes: three
+    seeds without a gap are inconclusive there (with the gaps and the reason), not "not reproduced"."""
     no_gap = recall_rows([_metrics(0.9, 0.9 - MIN_GAP + EPS, 0.9)] * 3, CHANCE, "toy", first_layer_retrieves=True)[0]
-    assert no_gap.verdict == "inconclusive" and "first layer retrieves" in no_gap.evidence and "gap per seed" in no_gap.evidence
-    gap = recall_rows([_metrics(0.9, 0.9 - MIN_GAP - EPS, 0.9)] * 3, CHANCE, "toy", first_layer_retrieves=True)[0]
-    assert gap.verdict == "reproduced"
+    assert no_gap.verdict == "inconclusive" and "first layer can retrieve" in no_gap.evidence and "gap per seed" in no_gap.evidence
     untrained = recall_rows(_metrics(CHANCE, 0.0, 0.0), CHANCE, "toy", first_layer_retrieves=True)[0]
     assert untrained.verdict == "not run here"
 
