@@ -26,12 +26,18 @@ def _row(variant, acc):
     return {"variant": variant, "acc_fine": acc, "acc_mid": acc, "acc_coarse": acc, "trainable_share_%": 0.5}
 
 
-def _rows(gain=0.05, euclid=0.0, thm=1e-14, vit_l=VIT_L_DIAG_PARAMS, recorded=None, band_seeds=(0.0, 0.0, 0.0)):
+def _rows(gain=0.05, euclid=0.0, thm=1e-14, vit_l=VIT_L_DIAG_PARAMS, recorded=None, band_seeds=(0.0, 0.0, 0.0),
+          gain_seeds=None):
+    """``gain_seeds``: HRA-diag − projector only per alignment seed, put in the spread (the main run's first);
+    None: the spread holds no projector-only runs and the gain row takes the main run's one seed (``gain``)."""
     hra = 0.6 + gain
     acc = {"projector only": 0.6, "HRA diag (q,v)": hra, "Euclidean diag (q,v)": hra - euclid}
     rows = [_row(v, acc.get(v, 0.7)) for v in VARIANTS]
     losses = {"HRA diag (q,v)": [3.0, 2.0, 1.0], "Euclidean diag (q,v)": [3.0, 2.0 + 1e-7, 1.0]}
     spread = {"HRA diag (q,v)": [hra] * len(band_seeds), "HRA banded d=2 (q,v)": [hra + g for g in band_seeds]}
+    if gain_seeds is not None:
+        assert len(gain_seeds) == len(band_seeds)
+        spread["projector only"] = [hra - g for g in gain_seeds]
     return claim_rows(rows, losses, spread, thm1_err=thm, thm2_err=thm / 2, n_points=500, dim=16, vit_l_diag=vit_l,
                       curvature=0.01, scale="test scale", recorded=recorded)
 
@@ -47,9 +53,25 @@ def test_gain_margin():
     """One alignment seed: inconclusive however large the gain; the evidence shows the margin as the target."""
     row = _find(_rows(gain=GAIN_MARGIN + EPS), "improves alignment with")
     assert row.verdict == "inconclusive" and row.evidence.startswith("n=1: 0.50 pts vs ≥ 0.50 pts")
-    assert "one seed" in row.scale and "+0.50 pts" in row.measured
+    assert "one alignment seed" in row.scale and "+0.50 pts" in row.measured and row.cell == "9efa2df2"
     assert judge([GAIN_MARGIN + EPS] * 3, GAIN_MARGIN, direction="higher").verdict == "reproduced"
     assert judge([GAIN_MARGIN - EPS] * 3, GAIN_MARGIN, direction="higher").verdict == "not reproduced"
+
+
+def test_gain_margin_over_alignment_seeds():
+    """With projector-only runs in the spread, the gain row is judged on the paired per-seed gains (not the main
+    run's one value): just inside and just outside GAIN_MARGIN on three seeds, one short of it, a straddle."""
+    m = GAIN_MARGIN
+    row = _find(_rows(gain=0.0, gain_seeds=(m + EPS,) * 3), "improves alignment with")
+    assert row.verdict == "reproduced" and "3 alignment seeds" in row.scale and row.evidence.startswith("n=3:")
+    assert "mean of 3 alignment seeds" in row.measured and "+0.50 pts, +0.50 pts, +0.50 pts" in row.details
+    assert row.cell == "c54f2885"
+    assert _find(_rows(gain_seeds=(m - EPS,) * 3), "improves alignment with").verdict == "not reproduced"
+    assert _find(_rows(gain_seeds=(3 * m, 1.5 * m, 0.5 * m)), "improves alignment with").verdict == "partly reproduced"
+    row = _find(_rows(gain_seeds=(-m, 0.5 * m, 2.0 * m)), "improves alignment with")
+    assert row.verdict == "inconclusive" and "straddles" in row.evidence
+    row = _find(_rows(band_seeds=(0.0, 0.0), gain_seeds=(2 * m, 3 * m)), "improves alignment with")
+    assert row.verdict == "inconclusive" and "fewer than 3 seeds" in row.evidence and "2 alignment seeds" in row.scale
 
 
 def test_mobius_vs_euclidean_is_not_decided_by_a_run_review_item_16():
@@ -83,7 +105,7 @@ def test_banded_margin():
 
 def test_banded_one_and_two_seeds_are_inconclusive():
     row = _find(_rows(band_seeds=(2 * BANDED_MARGIN,)), "slightly better than diagonal")
-    assert row.verdict == "inconclusive" and "1 alignment seed" in row.scale and row.evidence.startswith("n=1:")
+    assert row.verdict == "inconclusive" and "one alignment seed" in row.scale and row.evidence.startswith("n=1:")
     row = _find(_rows(band_seeds=(2 * BANDED_MARGIN, 3 * BANDED_MARGIN)), "slightly better than diagonal")
     assert row.verdict == "inconclusive" and "fewer than 3 seeds" in row.evidence
 
