@@ -8,7 +8,8 @@ threshold is a module-level constant, tested just inside and just outside in
   activations; one MiniLM ``intermediate.dense`` layer);
 * ``seeds`` / ``real_seeds``: one :func:`~companion.dartquant.experiment.seed_comparison` row per seed
   (the first from :func:`~companion.dartquant.experiment.study_seed_row`): fresh synthetic data and init,
-  and, on the MiniLM layer, a fresh random-Hadamard start and batches;
+  and, on the MiniLM layer, a fresh draw of docstrings, random-Hadamard start and batches (the scale
+  column gives each seed's token count where they differ);
 * ``invariance``: ``{"max_abs_diff": float, "max_abs_logit": float, "model": str}`` of the rotated tiny LLaMA;
 * ``angle``: :func:`~companion.dartquant.experiment.angle_study` on the 2-D cloud;
 * ``gpu``: the recorded GPU payload (:func:`companion.dartquant.scale.recorded`, or None); a row whose stage
@@ -56,8 +57,12 @@ CHEAPER = 1.0              # the weaker bar of both cost rows: DartQuant cheaper
 ANGLE_CELL, INVARIANCE_CELL, STUDY_CELL, SEEDS_CELL, GPU_CELL = "8fc10f30", "9f9b168a", "cd1d2c13", "666fa127", "58b57e97"
 
 
-def _scale(study: dict, what: str) -> str:
-    return f"{what}: {study['tokens']} tokens × d={study['n']}, {study['steps']} steps of {study['batch']} tokens, lr {study['lr']:g}, CPU"
+def _scale(study: dict, what: str, seeds: list | None = None) -> str:
+    """The scale column of a layer; with ``seeds`` (rows carrying ``tokens``) whose token counts differ
+    (a fresh draw of data per seed), every seed's count."""
+    counts = [r.get("tokens", study["tokens"]) for r in seeds or []]
+    tokens = ", ".join(str(c) for c in counts) if len(set(counts)) > 1 else study["tokens"]
+    return f"{what}: {tokens} tokens × d={study['n']}, {study['steps']} steps of {study['batch']} tokens, lr {study['lr']:g}, CPU"
 
 
 def _e(x: float) -> str:
@@ -132,7 +137,8 @@ def real_gain_row(m: dict, real_seeds: list, layer: int, scale: str) -> Claim:
                  "Llama-2-7B W4A4KV16 average PPL: DartQuant 18.53 vs SpinQuant 19.90 vs QuaRot 20.63",
                  f"MiniLM layer {layer} intermediate.dense input, INT4 MSE Hadamard → Whip per seed: "
                  + ", ".join(f"{r['hadamard']:.4f} → {r['whip']:.4f}" for r in real_seeds) + f" (ratio Whip/Hadamard){err}",
-                 scale + f", {seeds_text(len(real_seeds))} (random-Hadamard start and batches)", _gain(real_seeds))
+                 scale + f", {seeds_text(len(real_seeds))} (docstrings, random-Hadamard start and batches)",
+                 _gain(real_seeds))
 
 
 def ablation_numbers(synthetic: dict, angle: dict) -> dict:
@@ -356,7 +362,7 @@ def claim_rows(*, synthetic: dict, real: dict, real_layer: int, seeds: list, rea
     row (median step times) at the synthetic width; without it the calibration runs' mean step times are used."""
     studies = {"synthetic": synthetic, "MiniLM": real}
     syn_scale = _scale(synthetic, "synthetic (Laplace, 4 channels ×20, RMS-normalised)")
-    real_scale = _scale(real, f"all-MiniLM-L6-v2 layer {real_layer}")
+    real_scale = _scale(real, f"all-MiniLM-L6-v2 layer {real_layer}", real_seeds)
     runs = synthetic["runs"]
     ablation = ablation_numbers(synthetic, angle)
     cost = step_cost_row(*((step_cost["qr_ms"], step_cost["cayley_ms"]) if step_cost else

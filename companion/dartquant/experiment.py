@@ -102,14 +102,16 @@ def full_whip(x: torch.Tensor, r: torch.Tensor) -> float:
 
 def seed_comparison(make_x, seeds, *, steps: int, lr: float, batch: int, bits: int = 4) -> list[dict]:
     """Per seed: the identity, Hadamard and Whip + QR-Orth quant MSE on ``make_x(seed)`` (fresh data, or the
-    same data with a fresh random-Hadamard start and batches), and the full-data Whip loss at the start
-    (``whip_start``, the random Hadamard) and at the end (``whip_end``) of the calibration."""
+    same data with a fresh random-Hadamard start and batches), the full-data Whip loss at the start
+    (``whip_start``, the random Hadamard) and at the end (``whip_end``) of the calibration, and the
+    number of tokens of that seed's data (``tokens``)."""
     rows = []
     for s in seeds:
         x = make_x(s)
         h = random_hadamard(x.shape[1], s)
         c = calibrate(x, method="qr_orth", loss="whip", steps=steps, lr=lr, batch=batch, seed=s)
-        rows.append({"seed": s, "identity": layer_metrics(x, torch.eye(x.shape[1]), bits)["quant_mse"],
+        rows.append({"seed": s, "tokens": x.shape[0],
+                     "identity": layer_metrics(x, torch.eye(x.shape[1]), bits)["quant_mse"],
                      "hadamard": layer_metrics(x, h, bits)["quant_mse"],
                      "whip": layer_metrics(x, c.rotation, bits)["quant_mse"],
                      "whip_start": full_whip(x, h), "whip_end": full_whip(x, c.rotation),
@@ -123,7 +125,8 @@ def study_seed_row(study: dict, seed: int) -> dict:
     own seed counts as the first seed without being calibrated twice."""
     m = study["metrics"]
     run = study["runs"][run_key("qr_orth", "whip")]
-    return {"seed": seed, "identity": m["identity"]["quant_mse"], "hadamard": m["hadamard"]["quant_mse"],
+    return {"seed": seed, "tokens": study["tokens"], "identity": m["identity"]["quant_mse"],
+            "hadamard": m["hadamard"]["quant_mse"],
             "whip": m[run_key("qr_orth", "whip")]["quant_mse"],
             "whip_start": full_whip(study["x"], run.snapshots[0]), "whip_end": full_whip(study["x"], run.rotation),
             "loss_first": run.losses[0], "loss_last": float(np.mean(run.losses[-max(1, study["steps"] // 10):])),

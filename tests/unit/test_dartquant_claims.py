@@ -331,6 +331,15 @@ def test_claim_rows_from_a_tiny_real_run():
     assert rows[0].verdict == "reproduced" and rows[7].verdict == "reproduced"
     one = C.claim_rows(**{**kw, "seeds": seeds[:1], "real_seeds": real_seeds[:1]})
     assert all(one[i].verdict == "inconclusive" for i in (1, 2, 3, 4))  # the effect rows with one seed
+    # the real layer with the same tokens on every seed gives one count; a fresh draw per seed gives each seed's
+    assert ": 256 tokens × d=16" in rows[4].scale
+    assert "3 seeds (docstrings, random-Hadamard start and batches)" in rows[4].scale
+    drawn = [DE.study_seed_row(real, 0)] + DE.seed_comparison(lambda s: synthetic_activations(250 + s, 16, massive=1, seed=s),
+                                                              [1, 2], steps=10, lr=0.02, batch=32)
+    assert [r["tokens"] for r in drawn] == [256, 251, 252] and [r["tokens"] for r in seeds] == [256, 256, 256]
+    varied = C.claim_rows(**{**kw, "real_seeds": drawn})
+    assert ": 256, 251, 252 tokens × d=16" in varied[4].scale and ": 256, 251, 252 tokens × d=16" in varied[1].scale
+    assert "256 tokens × d=16" in varied[3].scale  # the synthetic rows keep their one count
 
 
 @pytest.mark.parametrize("name", ["ORTH_TOL", "WHIP_DROP_MIN", "IDENTITY_FACTOR", "BETTER_MARGIN", "NONINFERIOR",
