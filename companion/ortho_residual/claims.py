@@ -4,8 +4,10 @@
 Every threshold is a named constant below (tested just inside and just outside in
 ``tests/unit/test_ortho_residual_claims.py``). Inputs:
 
-* ``vit``: ``{mode: [train_vit result, one per seed]}`` for ``"linear"``, ``"feature"``, ``"global"``;
-* ``lm``: ``{mode: [train_char_lm result, one per seed]}`` for ``"linear"``, ``"feature"``;
+* ``vit``: ``{mode: [train_vit result, one per seed]}`` for ``"linear"``, ``"feature"`` (the same seeds, each with
+  its own digits split) and ``"global"`` (the notebook trains it on the first seed only; the text says so);
+* ``lm``: ``{mode: [train_char_lm result, one per seed]}`` for ``"linear"``, ``"feature"`` (each seed its own split
+  of the docstrings);
 * ``gpu``: the recorded GPU payload (:func:`companion.ortho_residual.scale.recorded`, or None).
 
 The precision table (the official code's bf16 coefficient against an fp32 one) is an audit of the official
@@ -45,7 +47,7 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
     shrink = max(s["shrink_share_max"] for ss in ortho.values() for s in ss)
     lin_shrink = max(s["shrink_share_max"] for s in lin)
     lin_cos = [s["abs_cos_x_out_mean"] for s in lin]  # one per seed
-    rho = {m: float(np.mean([s["rho_par_mean"] for s in ss])) for m, ss in {"linear": lin, **ortho}.items()}
+    rho = {m: (float(np.mean([s["rho_par_mean"] for s in ss])), len(ss)) for m, ss in {"linear": lin, **ortho}.items()}
     n = len(lin)
     return [
         Claim("Orthogonal updates add only new directions",
@@ -61,15 +63,22 @@ def mechanism_rows(vit: dict, scale: str) -> list[Claim]:
               "standard updates partly reinforce or modulate the existing stream direction",
               f"linear model: mean |cos(x, f)| = {mean_std(lin_cos, '{:.3f}'.format)} per seed (chance for independent directions "
               f"in d = 64: 0.100; counts beyond {PARALLEL_MIN}); mean ρ_par (final): "
-              + ", ".join(f"{m} {v:.3f}" for m, v in rho.items()),
+              + ", ".join(f"{m} {v:.3f}" + _fewer(k, n) for m, (v, k) in rho.items()),
               f"{scale}, {seeds_text(n)}", judge(lin_cos, PARALLEL_MIN, direction="higher")),
     ]
 
 
+def _fewer(k: int, n: int) -> str:
+    """`` (one seed)`` where a rule ran on fewer seeds (``k``) than the judged ones (``n``), else nothing."""
+    return f" ({seeds_text(k)})" if k != n else ""
+
+
 def accuracy_row(vit: dict, scale: str) -> Claim:
     acc = {m: [100 * r["test_acc"] for r in runs] for m, runs in vit.items()}
-    gains = [a - b for a, b in zip(acc["feature"], acc["linear"])]  # per seed, same initial weights and batches
-    txt = ", ".join(f"{m} {mean_std(v, '{:.1f}'.format)} %" for m, v in acc.items())
+    if len(acc["feature"]) != len(acc["linear"]):
+        raise ValueError(f"linear and feature need the same seeds, got {len(acc['linear'])} and {len(acc['feature'])} runs")
+    gains = [a - b for a, b in zip(acc["feature"], acc["linear"])]  # per seed, same split, initial weights and batches
+    txt = ", ".join(f"{m} {mean_std(v, '{:.1f}'.format)} %" + _fewer(len(v), len(gains)) for m, v in acc.items())
     return Claim("Orthogonal-F generalises better",
                  "ViT-B ImageNet-1k 73.27 → 77.05 % (+3.78 pp); ViT-S CIFAR-100 71.92 → 73.86 (5-run means)",
                  f"digits test accuracy: {txt}; Orthogonal-F − linear per seed: "

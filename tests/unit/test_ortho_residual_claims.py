@@ -90,6 +90,25 @@ def test_accuracy_one_seed_is_inconclusive():
     assert row.verdict == "inconclusive" and "one seed" in row.scale and "n=1" in row.evidence
 
 
+def test_global_on_the_first_seed_only_says_so():
+    """The notebook trains Orthogonal-G on the first seed only: the judged rows count the linear and Orthogonal-F
+    seeds, and the text marks the rule that ran on fewer."""
+    d = ACC_MARGIN_PP / 100
+    vit = _vit(acc_orth=(0.8 + 1.1 * d,) * 3, lin_cos=[1.1 * PARALLEL_MIN] * 3)  # the linear runs: 80 %
+    vit["global"] = vit["global"][:1]
+    acc = C.accuracy_row(vit, "s")
+    assert acc.verdict == "reproduced" and "3 seeds" in acc.scale and "n=3" in acc.evidence
+    assert "global 86.6 % (one seed)" in acc.measured and "feature 86.6 ± 0.0 %," in acc.measured
+    par = C.mechanism_rows(vit, "s")[2]
+    assert par.verdict == "reproduced" and "3 seeds" in par.scale
+    assert "global 0.020 (one seed)" in par.measured and "feature 0.020," in par.measured
+    full = C.accuracy_row(_vit(acc_lin=(0.5,) * 3, acc_orth=(0.5 + 1.1 * d,) * 3), "s")
+    assert "(one seed)" not in full.measured
+    assert "(one seed)" not in C.mechanism_rows(_vit(acc_orth=(0.8,) * 3, lin_cos=[0.3] * 3), "s")[2].measured
+    with pytest.raises(ValueError, match="the same seeds"):
+        C.accuracy_row(_vit(acc_lin=(0.5,) * 3, acc_orth=(0.6,) * 2), "s")
+
+
 def test_accuracy_spread_straddles_margin():
     g = ACC_MARGIN_PP / 100
     # per-seed gains 0.2, 0.8, 1.4 x margin: mean 0.8 margin, std 0.6 margin: mean ± std straddles the margin
