@@ -1,6 +1,6 @@
 """Paper 04, ZeroS: the claims table on the one rule (companion.core.judge), each threshold tested just inside
-and just outside; exact rows on one run, the one-seed toy and MQAR rows inconclusive, the kernel row a timing
-judged from a constructed JSON in the stage runner's layout."""
+and just outside; exact rows on one run, the toy row judged on ZeroS's NMSE per seed (inconclusive with one), the
+one-seed MQAR rows inconclusive, the kernel row a timing judged from a constructed JSON in the stage runner's layout."""
 
 import math
 
@@ -33,8 +33,8 @@ DECAY = {"t": [1, 2, 4, 8], "max_abs": [1.0, 0.5, 0.25, 0.125], "l1": [0.5, 0.5,
 NORMS = {"zeros": [0.1, 0.2]}
 
 
-def rows(row_sum=0.0, neg=0.5, equiv=0.0, decay=DECAY, toy=(0.1, 0.6, 0.1), mqar=(0.5, 0.5, 0.1), kernel=None):
-    return claim_rows(row_sum_max=row_sum, neg_share=neg, weights_scale="w", equiv={"a": equiv, "b": 0.0}, equiv_scale="e",
+def rows(row_sum=0.0, neg=0.5, equiv=0.0, decay=DECAY, toy=(0.1, 0.6, 0.1), mqar=(0.5, 0.5, 0.1), kernel=None, toy_zeros=None):
+    return claim_rows(toy_zeros=None if toy_zeros is None else [{"test_nmse": v} for v in toy_zeros],row_sum_max=row_sum, neg_share=neg, weights_scale="w", equiv={"a": equiv, "b": 0.0}, equiv_scale="e",
                       decay=decay, norms=NORMS, property_t=8,
                       toy={"zeros": {"test_nmse": toy[0]}, "softmax": {"test_nmse": toy[1]}, "zeros_sm": {"test_nmse": toy[2]}},
                       toy_scale="one seed", mqar={"zeros": {"test_acc": mqar[0]}, "softmax": {"test_acc": mqar[1]},
@@ -99,11 +99,22 @@ def test_lemma_row_is_exact_on_each_measures_share_of_its_bound(t_max_r, l1, ver
     (CONVEX_FLOOR - EXPRESSIVITY_MARGIN + 1e-3, "not reproduced"),
 ])
 def test_expressivity(zs, verdict):
-    """One seed: the row is inconclusive and shows the target and the weaker bar; three seeds decide."""
+    """One seed: the row is inconclusive and shows the target and the weaker bar; three seeds of ZeroS decide."""
     r = row(rows(toy=(zs, 0.6, 0.1)), "one layer")
-    assert r.verdict == "inconclusive" and r.evidence.startswith("n=1:")
+    assert r.verdict == "inconclusive" and r.evidence.startswith("n=1:") and r.scale.endswith("ZeroS on one seed")
     assert f"vs ≤ {ZEROS_NMSE_MAX:.3g} (partly ≤ {CONVEX_FLOOR - EXPRESSIVITY_MARGIN:.3g})" in r.evidence
-    assert judge([zs] * 3, ZEROS_NMSE_MAX, direction="lower", weaker=CONVEX_FLOOR - EXPRESSIVITY_MARGIN).verdict == verdict
+    r3 = row(rows(toy=(zs, 0.6, 0.1), toy_zeros=[zs] * 3), "one layer")
+    assert r3.verdict == verdict and r3.evidence.startswith("n=3:")
+    assert r3.scale.endswith("ZeroS on 3 seeds, ZeroS-SM and softmax on the first")
+    assert f"ZeroS {zs:.3f} mean over 3 seeds ({zs:.3f}, {zs:.3f}, {zs:.3f})" in r3.measured
+
+
+def test_expressivity_judges_zeros_per_seed_not_the_first_alone():
+    """The judged values are ZeroS's per seed (``toy_zeros``), not the one of ``toy``: two seeds past the bar and
+    one far outside straddle it; the other mixers' NMSE does not enter the verdict."""
+    r = row(rows(toy=(0.1, 0.6, 0.1), toy_zeros=[0.1, 0.1, 1.2]), "one layer")
+    assert r.verdict == "inconclusive" and r.evidence.startswith("n=3: 0.467")
+    assert row(rows(toy=(0.9, 0.6, 0.1), toy_zeros=[0.1, 0.15, 0.12]), "one layer").verdict == "reproduced"
 
 
 def test_a_straddling_spread_is_inconclusive():
