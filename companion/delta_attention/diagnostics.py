@@ -23,14 +23,22 @@ def cosine_rows(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-12) -> torch.T
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
 
 
-def spearman_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Spearman correlation of matching rows: [..., N] x [..., N] -> [...] (float64)."""
-    if p.shape != q.shape:
-        raise ValueError(f"spearman_rows needs equal shapes, got {tuple(p.shape)} and {tuple(q.shape)}")
-    rp = rankdata(p.detach().double().cpu().numpy(), axis=-1)
-    rq = rankdata(q.detach().double().cpu().numpy(), axis=-1)
-    rp = rp - rp.mean(-1, keepdims=True)
-    rq = rq - rq.mean(-1, keepdims=True)
+def centred_ranks(p: torch.Tensor) -> np.ndarray:
+    """Average ranks along the last axis (ties share their mean rank, as ``scipy.stats.rankdata``), minus their
+    row mean: what :func:`spearman_rows` correlates, so a reference used against many runs is ranked once."""
+    r = rankdata(p.detach().double().cpu().numpy(), axis=-1)
+    return r - r.mean(-1, keepdims=True)
+
+
+def spearman_rows(p: torch.Tensor, q: torch.Tensor | None = None, *, q_ranks: np.ndarray | None = None) -> torch.Tensor:
+    """Spearman correlation of matching rows: [..., N] x [..., N] -> [...] (float64). ``q_ranks``:
+    :func:`centred_ranks` of ``q``, given instead of ``q`` where one reference is compared with many rows."""
+    if (q is None) == (q_ranks is None):
+        raise ValueError("spearman_rows needs exactly one of q and q_ranks")
+    rq = centred_ranks(q) if q_ranks is None else q_ranks
+    if tuple(p.shape) != tuple(rq.shape):
+        raise ValueError(f"spearman_rows needs equal shapes, got {tuple(p.shape)} and {tuple(rq.shape)}")
+    rp = centred_ranks(p)
     num = (rp * rq).sum(-1)
     den = np.sqrt((rp ** 2).sum(-1) * (rq ** 2).sum(-1))
     return torch.from_numpy(np.where(den > 0, num / np.where(den > 0, den, 1.0), 1.0))

@@ -23,7 +23,7 @@ import torch
 
 from companion.core import check_int
 from companion.delta_attention.attention import Method, compute_fraction, delta_attention
-from companion.delta_attention.diagnostics import cosine_rows, mean_pool_cosine, spearman_rows
+from companion.delta_attention.diagnostics import centred_ranks, cosine_rows, mean_pool_cosine, spearman_rows
 from companion.models.attention import attention_layout, attention_session
 
 
@@ -50,6 +50,14 @@ class Trace:
     q_last: list = field(default_factory=list)     # [B, H, R, D] queries of the last R rows
     k: list = field(default_factory=list)          # [B, H, N, D] keys
     qkv: list = field(default_factory=list)        # (q, k, v, scaling) per layer, kept by the dense run only
+    ranks: dict = field(default_factory=dict, repr=False)   # layer -> centred ranks of its dense decode rows (memo)
+
+    def decode_ranks(self, layer: int):
+        """:func:`~companion.delta_attention.diagnostics.centred_ranks` of this run's dense decode rows at ``layer``,
+        computed once: the dense run is the reference every method's Spearman correlation is taken against."""
+        if layer not in self.ranks:
+            self.ranks[layer] = centred_ranks(dense_rows_probs(self.q_last[layer], self.k[layer]))
+        return self.ranks[layer]
 
 
 @torch.no_grad()
@@ -117,8 +125,7 @@ def compare(trace: Trace, dense: Trace) -> pd.DataFrame:
         cos_rows = cosine_rows(ao, ad)   # [B, N]
         cos_attn = float(cos_rows.mean())
         cos_hidden = float(cosine_rows(trace.hidden[layer], dense.hidden[layer]).mean())
-        rho = spearman_rows(dense_rows_probs(trace.q_last[layer], trace.k[layer]),
-                            dense_rows_probs(dense.q_last[layer], dense.k[layer]))
+        rho = spearman_rows(dense_rows_probs(trace.q_last[layer], trace.k[layer]), q_ranks=dense.decode_ranks(layer))
         rows.append({
             "method": trace.method.label(), "mode": trace.method.mode, "sink": trace.method.sink,
             "window": trace.method.window, "gamma": trace.method.gamma if trace.method.mode in ("recompute", "delta") else np.nan,

@@ -21,6 +21,7 @@ from companion.delta_attention import (
     spearman_rows,
 )
 from companion.delta_attention.attention import dense_mask
+from companion.delta_attention.diagnostics import centred_ranks
 
 
 def qkv(n, *, b=2, hq=4, hkv=2, d=8, seed=0, dtype=torch.float64):
@@ -229,6 +230,11 @@ def test_spearman_matches_scipy_and_cosine_basics():
     for r in range(5):
         assert got[r].item() == pytest.approx(spearmanr(p[r].numpy(), q[r].numpy()).statistic, abs=1e-12)
     assert spearman_rows(p, p).sub(1).abs().max() < 1e-12
+    assert torch.equal(spearman_rows(p, q_ranks=centred_ranks(q)), got)   # a reference ranked once gives the same values
+    with pytest.raises(ValueError, match="exactly one of q and q_ranks"):
+        spearman_rows(p, q, q_ranks=centred_ranks(q))
+    with pytest.raises(ValueError, match="equal shapes"):
+        spearman_rows(p, q_ranks=centred_ranks(q[:, :29]))
     x = torch.randn(4, 7, generator=g)
     assert cosine_rows(x, 3 * x).sub(1).abs().max() < 1e-12
     assert cosine_rows(x, -x).add(1).abs().max() < 1e-12

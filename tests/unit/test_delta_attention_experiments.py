@@ -15,11 +15,11 @@ from transformers import BertConfig, BertModel
 
 from companion.delta_attention import Method, delta_plan
 from companion.delta_attention.attention import dense_mask, masked_attention, sink_window_mask
-from companion.delta_attention.diagnostics import cosine_rows
+from companion.delta_attention.diagnostics import cosine_rows, spearman_rows
 from companion.delta_attention.explorer import make_explorer_update
 from companion.delta_attention.figures import ladder_figure, mask_picture
 from companion.delta_attention.gpu import bytes_needed, check_free_memory, delta_prefill, delta_prefill_unfused, sparse_index, sparse_prefill
-from companion.delta_attention.minilm import compare, position_error, run_minilm
+from companion.delta_attention.minilm import compare, dense_rows_probs, position_error, run_minilm
 from companion.delta_attention.recall import RecallTask, TinyCausalLM, recall_metrics
 from companion_kernels.block_sparse import index_to_dense
 
@@ -49,6 +49,24 @@ def test_minilm_diagnostics_of_dense_are_perfect(tiny_bert):
     sparse = run_minilm(tiny_bert, ids, Method("sparse", sink=2, window=4, causal=False))
     err = position_error(sparse, dense)
     assert err.shape == (3, 40) and err.min() >= -1e-9 and err.max() > 1e-4
+
+
+def test_spearman_against_the_dense_ranks_ranked_once(tiny_bert):
+    """``compare`` ranks the dense run's decode rows once per layer (memo on the dense trace) and reuses them for
+    every method: the values equal a direct ``spearman_rows`` of the two runs' rows, and a second compare with the
+    same dense trace ranks nothing again."""
+    ids = torch.randint(0, 100, (2, 40), generator=torch.Generator().manual_seed(5))
+    dense = run_minilm(tiny_bert, ids, Method("dense", causal=False), last_rows=8)
+    sparse = run_minilm(tiny_bert, ids, Method("sparse", sink=2, window=4, causal=False), last_rows=8)
+    df = compare(sparse, dense)
+    for layer in range(3):
+        want = spearman_rows(dense_rows_probs(sparse.q_last[layer], sparse.k[layer]),
+                             dense_rows_probs(dense.q_last[layer], dense.k[layer]))
+        assert df.spearman[layer] == float(want.mean())
+    memo = {layer: id(r) for layer, r in dense.ranks.items()}
+    assert sorted(memo) == [0, 1, 2]
+    compare(run_minilm(tiny_bert, ids, Method("delta", sink=2, window=4, gamma=4, tail=4, causal=False), last_rows=8), dense)
+    assert {layer: id(r) for layer, r in dense.ranks.items()} == memo
 
 
 def test_isolated_cosine_is_the_layer_alone_on_the_dense_inputs(tiny_bert):
