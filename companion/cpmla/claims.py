@@ -5,7 +5,8 @@ Inputs: ``fixed`` - :func:`companion.cpmla.experiments.compare_fixed_target` on 
 sampler of a seed started from the same x_0 ~ N(0, I); ``stationary`` - the same with ``start="target"`` (chains
 started at exact target samples: the full and the diagonal Hessian); ``coop`` - the cooperative comparison,
 ``{"seeds": [{"seed", "cpmla": {epoch: ED}, "cpflow": {epoch: ED}, "floor"}], "early", "late", "n_data",
-"iterations_per_epoch", "T", "eta"}`` (CP-Flow alone evaluated at every epoch up to ``late``); ``gpu`` - the
+"iterations_per_epoch", "T", "eta"}`` (CP-Flow alone evaluated at every epoch up to ``late``; CPMLA at ``early``, and at
+``late`` where that seed trained it so far: the toy row reads CPMLA at ``early`` only); ``gpu`` - the
 recorded GPU results (:func:`companion.cpmla.scale.recorded`) or None; its sample-quality rows are not run when it
 was sampled with an older recipe (:func:`~companion.cpmla.scale.recipe_stale`).
 """
@@ -112,7 +113,8 @@ def toy_row(coop):
         cp = s["cpflow"]
         best_epoch = min((k for k in cp if k <= l), key=lambda k: cp[k])
         improved = cp[l] < cp[e]
-        parts.append(f"seed {s['seed']}: CPMLA {s['cpmla'][e]:.4f} after {e} ({s['cpmla'][l]:.4f} after {l}); CP-Flow "
+        late = f" ({s['cpmla'][l]:.4f} after {l})" if l in s["cpmla"] else ""   # a seed may train CPMLA to the early epoch only
+        parts.append(f"seed {s['seed']}: CPMLA {s['cpmla'][e]:.4f} after {e}{late}; CP-Flow "
                      f"alone {cp[e]:.4f} after {e}, {cp[l]:.4f} after {l}, best {cp[best_epoch]:.4f} at epoch "
                      f"{best_epoch}{'' if improved else f' (it did not improve from epoch {e} to {l})'}")
     return Claim(

@@ -82,6 +82,19 @@ def test_match_tolerance():
     assert row.verdict == "inconclusive" and "straddles" in row.evidence
 
 
+def test_toy_reads_cpmla_at_the_early_epoch_only():
+    """The notebook trains CPMLA to the late epoch on its first seed (the pictures) and to the early epoch on the
+    others: the row is judged the same, and says the late value only where it was measured."""
+    full = coop([0.1, 0.104, 0.108], [0.5] * 3, [0.1] * 3)
+    early_only = coop([0.1, 0.104, 0.108], [0.5] * 3, [0.1] * 3)
+    for s in early_only["seeds"][1:]:
+        del s["cpmla"][10]
+    a, b = C.toy_row(full), C.toy_row(early_only)
+    assert (a.verdict, a.evidence) == (b.verdict, b.evidence) and b.verdict == "reproduced" and b.evidence.startswith("n=3:")
+    assert "seed 0: CPMLA 0.1000 after 3 (0.1000 after 10); CP-Flow" in b.measured + b.details
+    assert "seed 1: CPMLA 0.1040 after 3; CP-Flow" in b.measured + b.details and "3 seeds" in b.scale
+
+
 def test_toy_compares_with_cp_flows_best_not_its_worse_late_fit():
     """Review item 10: CP-Flow alone got worse from epoch 3 (0.0562) to 10 (0.0653), and CPMLA after 3 (0.0571)
     'matched' the worse late value. CPMLA must now match CP-Flow's best fit by the late epoch."""
