@@ -80,7 +80,7 @@ def run_minilm(model, input_ids: torch.Tensor, method: Method, *, last_rows: int
         trace.q_last.append(q[:, :, -last_rows:].clone())
         trace.k.append(k.clone())
         if method.mode == "dense":   # the dense model's inputs of every layer, for the isolated error in `compare`
-            trace.qkv.append((q.clone(), k.clone(), v.clone(), scaling))
+            trace.qkv.append((q.clone(), trace.k[-1], v.clone(), scaling))
         return out
 
     with attention_session(model, handler):

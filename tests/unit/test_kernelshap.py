@@ -247,14 +247,19 @@ def test_matrix_vector_is_unbiased(diabetes, replacement):
         assert np.all(np.abs(runs.mean(0) - diabetes.truth) <= 3 * se + 1e-9), (name, (runs.mean(0) - diabetes.truth) / se)
 
 
-def test_unbiasedness_check_has_power(diabetes):
-    """The same 3-SE check fails for a deliberately mis-weighted sketch (weights ignoring p_S)."""
+def _misweighted_runs(setup, seeds: int) -> np.ndarray:
+    """MV estimates (leverage sampling, m = 64) from a deliberately mis-weighted sketch: weights ignoring p_S."""
     runs = []
-    for s in range(200):
+    for s in range(seeds):
         sample = sample_subsets(10, 64, "leverage", rng=np.random.default_rng(s))
         wrong = Sample(sample.masks, np.zeros_like(sample.log_weights) - np.log(64 / 1022), sample.sizes, sample.paired)
-        runs.append(solve(wrong, diabetes.game(sample.masks), diabetes.game.empty, diabetes.game.full, kind="MV", lam="zero"))
-    runs = np.array(runs)
+        runs.append(solve(wrong, setup.game(sample.masks), setup.game.empty, setup.game.full, kind="MV", lam="zero"))
+    return np.array(runs)
+
+
+def test_unbiasedness_check_has_power(diabetes):
+    """The same 3-SE check fails for a deliberately mis-weighted sketch (weights ignoring p_S)."""
+    runs = _misweighted_runs(diabetes, 200)
     se = runs.std(0, ddof=1) / np.sqrt(len(runs))
     assert np.any(np.abs(runs.mean(0) - diabetes.truth) > 3 * se)
 
@@ -279,12 +284,7 @@ def test_unbiasedness_bound_passes_the_estimator_and_fails_a_misweighted_sketch(
     runs = np.array([estimate(diabetes.game, 64, "MV, leverage", seed=10 + s) for s in range(30)])
     z = np.abs(runs.mean(0) - diabetes.truth) / (runs.std(0, ddof=1) / np.sqrt(30))
     assert 3 < z.max() <= bound
-    wrong = []
-    for s in range(30):
-        sample = sample_subsets(10, 64, "leverage", rng=np.random.default_rng(s))
-        misweighted = Sample(sample.masks, np.zeros_like(sample.log_weights) - np.log(64 / 1022), sample.sizes, sample.paired)
-        wrong.append(solve(misweighted, diabetes.game(sample.masks), diabetes.game.empty, diabetes.game.full, kind="MV", lam="zero"))
-    wrong = np.array(wrong)
+    wrong = _misweighted_runs(diabetes, 30)
     assert np.any(np.abs(wrong.mean(0) - diabetes.truth) > bound * wrong.std(0, ddof=1) / np.sqrt(30))
 
 
