@@ -22,8 +22,8 @@ from companion.core.claims import at_cell
 from companion.core.stages import not_finished
 from companion.hyperet.data import LEVELS
 
-__all__ = ["BANDED_MARGIN", "GAIN_MARGIN", "THEOREM_TOL", "VIT_L_DIAG_PARAMS", "banded_vs_diagonal", "claim_rows", "gpu_rows",
-           "loss_gap", "mean_accuracy"]
+__all__ = ["BANDED_MARGIN", "GAIN_MARGIN", "THEOREM_TOL", "VIT_L_DIAG_PARAMS", "claim_rows", "gpu_rows", "loss_gap",
+           "mean_accuracy", "paired_gains"]
 
 #: HRA-diagonal must beat "projector only" by at least this mean accuracy (fraction, over the three levels;
 #: 0.005 is three of the 599 test digits per level).
@@ -65,12 +65,11 @@ def loss_gap(losses: dict, a: str = _HRA, b: str = _EUC) -> float:
     return max(abs(x - y) for x, y in zip(losses[a], losses[b]))
 
 
-def banded_vs_diagonal(spread: dict[str, list[float]], banded: str = _BAND,
-                       diagonal: str = _HRA) -> tuple[float, float, list[float]]:
-    """Paired per-seed gains of ``banded`` over ``diagonal`` (``align.seed_spread`` output): mean, sample
-    standard deviation (0 for one seed) and the list of gains. With other names, any two variants of the spread
-    (``banded_vs_diagonal(spread, "HRA diag (q,v)", "projector only")``: HRA's gain over the projector alone)."""
-    gains = [b - d for b, d in zip(spread[banded], spread[diagonal], strict=True)]
+def paired_gains(spread: dict[str, list[float]], variant: str = _BAND,
+                 base: str = _HRA) -> tuple[float, float, list[float]]:
+    """Paired per-seed gains of ``variant`` over ``base`` (``align.seed_spread`` output; by default banded over
+    diagonal W_s): mean, sample standard deviation (0 for one seed) and the list of gains."""
+    gains = [v - b for v, b in zip(spread[variant], spread[base], strict=True)]
     mean = sum(gains) / len(gains)
     std = (sum((g - mean) ** 2 for g in gains) / (len(gains) - 1)) ** 0.5 if len(gains) > 1 else 0.0
     return mean, std, gains
@@ -113,12 +112,12 @@ def claim_rows(rows: list[dict], losses: dict, spread: dict[str, list[float]], *
     by = {r["variant"]: r for r in rows}
     hra, euc, proj = by[_HRA], by[_EUC], by[_PROJ]
     if _PROJ in spread:  # paired per alignment seed, the first seed being the main run's
-        gain, gain_std, gains = banded_vs_diagonal(spread, _HRA, _PROJ)
+        gain, gain_std, gains = paired_gains(spread, _HRA, _PROJ)
         gain_cell = SPREAD_CELL
     else:
         gains = [mean_accuracy(hra) - mean_accuracy(proj)]
         gain, gain_std, gain_cell = gains[0], 0.0, ALIGN_CELL
-    _, band_std, band_gains = banded_vs_diagonal(spread)
+    _, band_std, band_gains = paired_gains(spread)
     n_seeds = len(band_gains)
 
     def seeds(n: int) -> str:  # "one alignment seed", "3 alignment seeds"

@@ -10,7 +10,7 @@ from companion.hyperet.claims import (
     THEOREM_TOL,
     VIT_L_DIAG_PARAMS,
     VIT_L_PARAMS,
-    banded_vs_diagonal,
+    paired_gains,
     claim_rows,
     gpu_rows,
     loss_gap,
@@ -116,11 +116,11 @@ def test_banded_straddling_spread_is_inconclusive():
     assert row.verdict == "inconclusive" and "straddles" in row.evidence
 
 
-def test_banded_vs_diagonal_spread():
-    mean, std, gains = banded_vs_diagonal({"HRA banded d=2 (q,v)": [0.5, 0.7, 0.6], "HRA diag (q,v)": [0.4, 0.5, 0.6]})
+def test_paired_gains_spread():
+    mean, std, gains = paired_gains({"HRA banded d=2 (q,v)": [0.5, 0.7, 0.6], "HRA diag (q,v)": [0.4, 0.5, 0.6]})
     assert gains == pytest.approx([0.1, 0.2, 0.0]) and mean == pytest.approx(0.1) and std == pytest.approx(0.1)
     with pytest.raises(ValueError):
-        banded_vs_diagonal({"HRA banded d=2 (q,v)": [0.5, 0.7], "HRA diag (q,v)": [0.4]})
+        paired_gains({"HRA banded d=2 (q,v)": [0.5, 0.7], "HRA diag (q,v)": [0.4]})
 
 
 def test_theorem_tol():
