@@ -18,8 +18,9 @@ The stages, in order: :func:`fla_stage` (the peer's version), :func:`rows_stage`
 :func:`checks_stage` (ours against the oracle on this device), :func:`accuracy_stage` (ours and fla dk192 at
 the longest T against a float64 evaluation of the exact ZeroS weights on sampled rows),
 :func:`variants_stage` (other chunk sizes of ours), :func:`segments_stage` (the state passes split into
-other numbers of segments), :func:`pieces_stage` (the per-kernel split of our time) and :func:`targets_stage`
-(the project's kernel targets, evaluated on the rows).
+other numbers of segments), :func:`pieces_stage` (the per-kernel split of our time), :func:`launch_stage` (at short
+T, the host's share of a forward against the GPU's) and :func:`targets_stage` (the project's kernel targets,
+evaluated on the rows).
 
 No plotly here: this module must import on the bare GPU machine.
 """
@@ -27,6 +28,7 @@ No plotly here: this module must import on the bare GPU machine.
 from __future__ import annotations
 
 import math
+import time
 import traceback
 
 import torch
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 from companion.core import check_choice, time_ms
 from companion.zeros_attention import functional as Fz
 
-__all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "pieces_stage", "rows_stage", "sampled_rows_reference",
+__all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "launch_stage", "pieces_stage", "rows_stage", "sampled_rows_reference",
            "segments_stage", "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
            "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
@@ -477,6 +479,61 @@ def pieces_stage(ctx) -> dict:
         out[name] = _time_pieces(max(S.T_list), S.B, S.H, S.d, S.dtype, S.dev, c, S.timing, S.seed, segments)
         S.log(f"  pieces {name} T={max(S.T_list)}: {out[name]}")
     return out
+
+
+def host_and_graph(fn, device, timing, calls: int = 200) -> dict:
+    """Where one call's time goes: ``host_us``, the host's microseconds a call (``calls`` calls issued back to back,
+    timed before the device is waited for: the Python and launch path alone, as long as the device keeps up), and
+    ``graph_ms``, the device's milliseconds a call (the call captured once in a CUDA graph, its replay timed by
+    :func:`companion.core.time_ms`: the kernels with no host in between; None off CUDA, or ``graph_error`` where the
+    capture fails)."""
+    fn()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    out = {"host_us": (time.perf_counter() - start) / calls * 1e6}
+    _sync(device)
+    if device.type != "cuda":
+        return {**out, "graph_ms": None, "graph_error": "CUDA graphs need a CUDA device"}
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the default stream, as capture asks
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        out["graph_ms"] = time_ms(graph.replay, device, **timing)
+    except Exception as exc:  # noqa: BLE001 - a contender that cannot be captured is recorded so
+        out.update(graph_ms=None, graph_error=f"{type(exc).__name__}: {str(exc)[:300]}")
+    return out
+
+
+def launch_stage(ctx) -> list[dict]:
+    """At each T of ``launch_T`` (the short sequences, where a forward is a few microseconds of kernels), fla dk192
+    first, then ours by default and ours with one segment (a launch fewer): the forward's median ms as the rows
+    time it, and :func:`host_and_graph`'s host microseconds and CUDA-graph milliseconds a call. Where ``ms`` is
+    near ``host_us`` and far above ``graph_ms``, the host's launch path, not the kernels, sets the time."""
+    S = _Setup(ctx)
+    fla_fn = fla_peer(ctx.device, S.p["require_fla"])[0]
+    rows = []
+    for T in S.p["launch_T"]:
+        contenders = [("fla_dk192", _fla(S, fla_fn, T, False))] if fla_fn is not None else []
+        contenders += [("zeros", _ours(S, T, S.chunk, False)), ("zeros_one_segment", _ours(S, T, S.chunk, False, segments=1))]
+        for impl, make in contenders:
+            row = {"T": T, "impl": impl, "mode": "fwd"}
+            try:
+                fn, _ = make()
+                row["ms"] = time_ms(fn, S.dev, **S.timing)
+                row.update(host_and_graph(fn, S.dev, S.timing, calls=S.p["launch_calls"]))
+            except Exception as exc:  # noqa: BLE001 - record any failure of a contender and go on
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            S.log(f"  launch: {row}")
+            rows.append(row)
+    return rows
 
 
 def targets_stage(ctx) -> dict:

@@ -8,7 +8,8 @@ oracle on this device, output and gradients), ``accuracy`` (at the longest T, ou
 evaluation of the exact ZeroS weights on sampled rows), ``variants`` (ours at chunk 128), ``segments``
 (ours with the sequential state passes split into 1 to 32 segments walked side by side, and the forward fused
 so that no state goes through memory; the headline rows use the kernel's default, the fused forward with its
-automatic split where the head dims allow it), ``pieces_ms`` (each of our kernels alone at the longest T) and
+automatic split where the head dims allow it), ``pieces_ms`` (each of our kernels alone at the longest T), ``launch`` (at the short T of ``launch_T``, fla and ours:
+the host's microseconds a forward and the device's, replayed from a CUDA graph) and
 ``targets`` (the project's kernel targets on the rows). The paper ships no kernel: these are our kernel's
 numbers, and the claims table judges from them only the linear time.
 Run it with ``python -m companion.bench zeros_attention`` (``--smoke``: a tiny CPU run, the kernels in the
@@ -43,12 +44,13 @@ GPU_PROFILE = {
     "timing": {"warmup": 25, "rep": 100},  # companion.core.time_ms: do_bench's warm-up and repetition ms
     "checks": {"fp32_T": 333, "grad_T": 1024},
     "accuracy_rows": 64,
+    "launch_T": [2048, 8192], "launch_calls": 200,  # the launch stage: lengths where a forward is host-bound, calls a host timing
     "require_fla": True,  # flash-linear-attention is the strongest peer: never skipped on the GPU
     "seed": 0,
 }
 SMOKE_PROFILE = {**GPU_PROFILE, "T_list": [64], "H": 1, "d": 16, "dtype": "float32", "chunk_size": 16, "variant_chunks": [32],
                  "variant_state_passes": [[1, False], [3, False], [3, True]],
-                 "timing": {"cpu_warmup": 0, "cpu_reps": 1}, "checks": {"fp32_T": 20, "grad_T": 20}, "accuracy_rows": 6,
+                 "timing": {"cpu_warmup": 0, "cpu_reps": 1}, "checks": {"fp32_T": 20, "grad_T": 20}, "accuracy_rows": 6, "launch_T": [64], "launch_calls": 2,
                  "require_fla": False}
 STAGES = (
     Stage("fla", E.fla_stage, needs_s=0),
@@ -58,6 +60,7 @@ STAGES = (
     Stage("variants", E.variants_stage, needs_s=40),
     Stage("segments", E.segments_stage, needs_s=45),
     Stage("pieces_ms", E.pieces_stage, needs_s=30),
+    Stage("launch", E.launch_stage, needs_s=15),
     Stage("targets", E.targets_stage, needs_s=0),
 )
 
