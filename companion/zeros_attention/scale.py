@@ -27,7 +27,7 @@ from __future__ import annotations
 from companion.core.stages import Stage, study_functions
 from companion.zeros_attention import bench as E
 
-__all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table",
+__all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table", "launch_table",
            "ratio_table", "recorded", "run_scale_up", "training_sizes"]
 
 RESULTS_NAME = "zeros_attention_kernel"
@@ -111,4 +111,23 @@ def ratio_table(payload: dict | None, peers=("fla_dk192", "sdpa_flash")) -> list
                 row[f"{mode}: ours / {peer}"] = round(ms["zeros"] / ms[peer], 2) if peer in ms else "not measured"
         if len(row) > 1:
             out.append(row)
+    return out
+
+
+def launch_table(payload: dict | None) -> list[dict]:
+    """The ``launch`` stage's rows as a table, one per (T, contender): the forward's median ms as the headline rows
+    time it, the host's microseconds a call and the device's ms a call replayed from a CUDA graph (None where the
+    capture failed; ``[]`` where the stage is not done). Where the median is near the host's time and above the
+    graph's, the host's launch path sets it."""
+    if ((payload or {}).get("stages") or {}).get("launch", {}).get("state") != "done":
+        return []
+    out = []
+    for r in payload["launch"]:
+        if "error" in r:
+            out.append({"T": r["T"], "contender": r["impl"], "error": r["error"]})
+            continue
+        graph = r.get("graph_ms")
+        out.append({"T": r["T"], "contender": r["impl"], "forward ms (do_bench)": round(r["ms"], 3),
+                    "host µs a call": round(r["host_us"], 1),
+                    "CUDA-graph ms a call": round(graph, 3) if graph is not None else r.get("graph_error")})
     return out

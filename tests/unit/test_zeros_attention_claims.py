@@ -26,7 +26,7 @@ from companion.zeros_attention.claims import (
     kernel_slopes,
     lemma_shares,
 )
-from companion.zeros_attention.scale import kernel_rows, kernel_table, ratio_table
+from companion.zeros_attention.scale import kernel_rows, kernel_table, launch_table, ratio_table
 
 EPS = 1e-9
 DECAY = {"t": [1, 2, 4, 8], "max_abs": [1.0, 0.5, 0.25, 0.125], "l1": [0.5, 0.5, 0.5, 0.5]}
@@ -180,6 +180,20 @@ def test_kernel_row_of_an_unfinished_rows_stage_is_not_run():
     (r,) = kernel_claim_rows(payload)
     assert r.verdict == "not run here" and "rows (unfinished: killed at the wall-clock limit)" in r.measured
     assert kernel_table(payload) == {} and ratio_table(payload) == []
+
+
+def test_launch_table_reads_the_launch_stage_only_when_done():
+    rows = [{"T": 2048, "impl": "fla_dk192", "mode": "fwd", "ms": 0.1444, "host_us": 61.04, "graph_ms": 0.0213},
+            {"T": 2048, "impl": "zeros", "mode": "fwd", "ms": 0.186, "host_us": 90.0, "graph_ms": None,
+             "graph_error": "RuntimeError: capture"},
+            {"T": 2048, "impl": "zeros_one_segment", "mode": "fwd", "error": "OutOfResources"}]
+    payload = {**PAYLOAD, "stages": {**PAYLOAD["stages"], "launch": {"state": "done"}}, "launch": rows}
+    table = launch_table(payload)
+    assert table[0] == {"T": 2048, "contender": "fla_dk192", "forward ms (do_bench)": 0.144, "host µs a call": 61.0,
+                        "CUDA-graph ms a call": 0.021}
+    assert table[1]["CUDA-graph ms a call"] == "RuntimeError: capture" and table[2]["error"] == "OutOfResources"
+    unfinished = {**payload, "stages": {**payload["stages"], "launch": {"state": "unfinished"}}}
+    assert launch_table(unfinished) == [] and launch_table(PAYLOAD) == [] and launch_table(None) == []
 
 
 def test_committed_results_are_read_in_the_stage_layout():
