@@ -200,7 +200,8 @@ def summarize_targets(rows, fla_available):
 
 def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
     """Milliseconds of each kernel of ours at one T (the forward and backward pieces, launched alone; a
-    segmented state pass counts both of its launches)."""
+    segmented state pass counts both of its launches; ``fused_forward`` is the whole fused forward: the scalar
+    passes, the totals launch and the walk, or the walk alone in one segment)."""
     from companion_kernels.zeros_linear import triton as zt
 
     q, k, v, s, s1, sh = _inputs(B, T, H, d, dtype, dev, seed=seed)
@@ -222,7 +223,7 @@ def _time_pieces(T, B, H, d, dtype, dev, chunk, timing, seed, segments=None):
         "scalars": lambda: zt._scalars(s, s1, sh, None, chunk),
         "state_fwd": lambda: zt._fwd_states(k, v, s, lb, chunk, segments),
         "out_fwd": lambda: zt._fwd_out(q, k, v, s, rows4, h, lb, chunk),
-        "fused_state_out_fwd": lambda: zt._fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments),
+        "fused_forward": lambda: zt._fwd_out_fused(q, k, v, s, s1, sh, None, chunk, segments),
         "dq_bwd": dq_bwd,
         "state_bwd": lambda: zt._bwd_states(q, do, rows4, lb, xc, yc, chunk, segments),
         "dkv_bwd": lambda: zt._dkv_bwd[(NT, BH)](q, k, v, do, s, rows4, dh, lb, cc, ys, dk, dv, ds, T, H, NT, **par),

@@ -45,7 +45,9 @@ Kernels (flash-linear-attention's ``chunk`` pattern: a sequential state pass par
 * ``_out_fwd``    grid (chunks, B*H): intra-chunk masked product, and the inter-chunk
   term as one accumulated product ``[fF q | b q | g q] @ [F; G; H]`` (K = 3d);
 * ``_state_out_fwd`` grid (1, V-tiles, B*H x segments), the default forward (``fused``): the storing walk
-  and ``_out_fwd`` in one, the three state parts in registers and each chunk's output written as it goes;
+  and ``_out_fwd`` in one, the three state parts in registers and each chunk's output written as it goes; in one
+  segment it computes the per-step scalars on its walk too (a chunk-local scan from the carried ``Lam, P``), so
+  that forward is a single launch;
 * ``_dq_bwd``     grid (chunks, B*H): dq, the gate gradients, the scalar chain's local part;
 * ``_state_bwd``  grid (3 parts x K-tiles, V-tiles, B*H x segments): the reverse state of
   ``sum_t coef_t q_t do_t^T`` and the reverse carries C, Y;
@@ -193,9 +195,9 @@ def _chunk_scan(lt, st, lb, pb, NT, NB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0: tl.constexpr):
-    """rows4[bh] = [lam_t, a_t, b_t, g_t] on these rows, the gates from ``lam_t`` and ``P_t``:
-    ``a = sigmah``, ``b = (sigma1 - sigmah)/t``, ``g = -(b P + sigmah)/t (+ sigma0/t)``."""
+def _gate_scalars(s1, sh, s0, P, b, hh, rows, mrow, T, H, HAS_S0: tl.constexpr):
+    """``a_t, b_t, g_t`` on these rows from the gates and ``P_t``: ``a = sigmah``, ``b = (sigma1 - sigmah)/t``,
+    ``g = -(b P + sigmah)/t (+ sigma0/t)`` (0 on padded rows)."""
     tpos = (rows + 1).to(tl.float32)
     off = b * T * H + hh + rows * H
     a = tl.load(sh + off, mask=mrow, other=0.0).to(tl.float32)
@@ -203,6 +205,12 @@ def _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0: 
     g = -(bb * P + a) / tpos
     if HAS_S0:
         g += tl.load(s0 + off, mask=mrow, other=0.0).to(tl.float32) / tpos
+    return a, bb, g
+
+
+@triton.jit
+def _store_rows(rows4, lam, a, bb, g, bh, rows, mrow, T):
+    """rows4[bh] = [lam_t, a_t, b_t, g_t] on these rows (``mrow``)."""
     r = rows4 + bh * 4 * T + rows
     tl.store(r, lam, mask=mrow)
     tl.store(r + T, a, mask=mrow)
@@ -227,7 +235,8 @@ def _row_scalars(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexpr, CB: t
     p_prev = tl.load(pb + bh * NT + cs - 1, mask=has_prev, other=0.0)
     lam = _lse_combine(tl.associative_scan(sc, 1, _lse_combine), lam_prev[:, None])
     P = p_prev[:, None] + tl.cumsum(sc, 1)
-    _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0)
+    a, bb, g = _gate_scalars(s1, sh, s0, P, b, hh, rows, mrow, T, H, HAS_S0)
+    _store_rows(rows4, lam, a, bb, g, bh, rows, mrow, T)
 
 
 @triton.jit
@@ -246,7 +255,8 @@ def _scalars_one_program(s, s1, sh, s0, lb, pb, rows4, T, H, NT, BT: tl.constexp
     chunk_end = mrow & (((rows + 1) % BT == 0) | (rows == T - 1))
     tl.store(lb + bh * NT + rows // BT, lam, mask=chunk_end)
     tl.store(pb + bh * NT + rows // BT, P, mask=chunk_end)
-    _store_rows(s1, sh, s0, rows4, lam, P, b, hh, bh, rows, mrow, T, H, HAS_S0)
+    a, bb, g = _gate_scalars(s1, sh, s0, P, b, hh, rows, mrow, T, H, HAS_S0)
+    _store_rows(rows4, lam, a, bb, g, bh, rows, mrow, T)
 
 
 @triton.jit
@@ -433,24 +443,41 @@ def _out_fwd(q, k, v, s, rows4, h, lb, o, T, H, NT,
 
 
 @triton.jit
-def _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt, T, H, NT,
-                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+def _state_out_step(F, G, Hs, lam, P, c, q, k, v, s, s1, sh, s0, rows4, lb, pb, o, bh, b, hh, i_v, offk, offv, offt, T,
+                    H, NT, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr, SCAN: tl.constexpr,
+                    HAS_S0: tl.constexpr):
     """Chunk c of the fused walk: its output (this V-tile) from the state parts in registers, then the chunk
-    folded into them (as ``_state_fwd_step`` does for one part)."""
+    folded into them (as ``_state_fwd_step`` does for one part). ``lam, P``: ``Lam_{c-1}, P_{c-1}``. With ``SCAN``
+    (one segment) the walk computes its rows' scalars itself, the chunk-local scans of ``_row_scalars`` from the
+    carried ``Lam_{c-1}, P_{c-1}``, and the V-tile-0 program stores them (``rows4``, ``lb``, ``pb``) for the backward;
+    otherwise it loads them."""
     rows = c * BT + offt
     mrow = rows < T
     qc, kc, vc, sc, v_off, mv = _chunk_inputs(q, k, v, s, b, hh, rows, mrow, offk, offv, T, H, K, V)
-    lam_r, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
+    if SCAN:
+        lam_r = _lse_combine(tl.associative_scan(sc, 0, _lse_combine), lam)  # padded rows come after every real one
+        P_r = P + tl.cumsum(sc, 0)
+        a, bb, g = _gate_scalars(s1, sh, s0, P_r, b, hh, rows, mrow, T, H, HAS_S0)
+        eF = tl.exp(tl.where(mrow, lam - lam_r, float("-inf")))
+        lam_new = tl.max(tl.where(mrow, lam_r, float("-inf")), axis=0)  # lam is non-decreasing: the last row's
+        P_new = P + tl.sum(sc, axis=0)  # padded rows add 0
+        first = i_v == 0
+        _store_rows(rows4, lam_r, a, bb, g, bh, rows, mrow & first, T)
+        tl.store(lb + bh * NT + c, lam_new, mask=first)
+        tl.store(pb + bh * NT + c, P_new, mask=first)
+    else:
+        lam_r, a, bb, g, eF = _load_rows(rows4, lb, bh, c, rows, mrow, T, NT)
+        lam_new = tl.load(lb + bh * NT + c)  # Lam_c
+        P_new = P
     acc = _chunk_out(qc, kc, vc, sc, lam_r, a, bb, g, eF, rows, mrow, F.to(qc.dtype), G.to(qc.dtype),
                      Hs.to(qc.dtype), PREC)
     tl.store(o + v_off, acc.to(o.dtype.element_ty), mask=mv)
-    lam_new = tl.load(lb + bh * NT + c)  # Lam_c
     kf = kc.to(tl.float32)
     kF = (kf * tl.exp(tl.where(mrow, sc - lam_new, float("-inf")))[:, None]).to(vc.dtype)
     F = F * tl.exp(lam - lam_new) + tl.dot(tl.trans(kF), vc, input_precision=PREC)
     G += tl.dot(tl.trans((kf * sc[:, None]).to(vc.dtype)), vc, input_precision=PREC)
     Hs += tl.dot(tl.trans(kc), vc, input_precision=PREC)
-    return F, G, Hs, lam_new
+    return F, G, Hs, lam_new, P_new
 
 
 @triton.jit
@@ -463,16 +490,18 @@ def _state_out_carry(F, G, Hs, m, tot_base, lb_base, lam_to, hmask, SEG, K: tl.c
     return F, G, Hs
 
 
-@triton.autotune(configs=_fused_configs(), key=["BT", "K", "V", "NSEG"],
+@triton.autotune(configs=_fused_configs(), key=["BT", "K", "V", "NSEG", "SCAN"],
                  prune_configs_by={"early_config_prune": _prune_bv})
 @triton.jit
-def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
+def _state_out_fwd(q, k, v, s, s1, sh, s0, rows4, lb, pb, tot, o, T, H, NT, SEG, NSEG,
                    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BVF: tl.constexpr,
-                   BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr):
+                   BV: tl.constexpr, PREC: tl.constexpr, INTERPRET: tl.constexpr, SCAN: tl.constexpr,
+                   HAS_S0: tl.constexpr):
     """The storing pass of ``_state_fwd`` fused with ``_out_fwd`` (flash-linear-attention's "fused chunk" form):
     program (1, V-tile, B*H x segment) keeps the three state parts of its V-tile, the whole head's K, in registers,
     starts from the earlier segments' totals (``tot``, from ``_state_fwd``'s totals launch) and walks its
-    chunks, writing each chunk's output instead of the states: no state goes through memory."""
+    chunks, writing each chunk's output instead of the states: no state goes through memory. ``SCAN`` (one segment
+    only): the walk also computes the per-step scalars and stores them, so the whole forward is this one launch."""
     i_v = tl.program_id(1)
     bh, j, c0, c1 = _segment(NT, SEG, NSEG, True, False)
     b = bh // H
@@ -486,7 +515,11 @@ def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
     F = tl.zeros([BK, BV], dtype=tl.float32)
     G = tl.zeros([BK, BV], dtype=tl.float32)
     Hs = tl.zeros([BK, BV], dtype=tl.float32)
-    lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
+    P = tl.load(s).to(tl.float32) * 0.0  # P_{-1} = 0 (only the scan reads it)
+    if SCAN:
+        lam = P + float("-inf")  # Lam_{-1}: no key yet (one segment)
+    else:
+        lam = tl.where(j > 0, tl.load(lb_base + tl.maximum(c0 - 1, 0)), float("-inf"))
     if INTERPRET:  # the CPU interpreter (NumPy >= 2.4) cannot use a runtime int as a range() bound
         m = j * 0
         while m < j:
@@ -494,15 +527,15 @@ def _state_out_fwd(q, k, v, s, rows4, lb, tot, o, T, H, NT, SEG, NSEG,
             m += 1
         c = c0
         while c < c1:
-            F, G, Hs, lam = _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt,
-                                            T, H, NT, K, V, BT, PREC)
+            F, G, Hs, lam, P = _state_out_step(F, G, Hs, lam, P, c, q, k, v, s, s1, sh, s0, rows4, lb, pb, o, bh, b,
+                                               hh, i_v, offk, offv, offt, T, H, NT, K, V, BT, PREC, SCAN, HAS_S0)
             c += 1
     else:
         for m in range(0, j):
             F, G, Hs = _state_out_carry(F, G, Hs, m, tot_base, lb_base, lam, hmask, SEG, K, V)
         for c in range(c0, c1):
-            F, G, Hs, lam = _state_out_step(F, G, Hs, lam, c, q, k, v, s, rows4, lb, o, bh, b, hh, offk, offv, offt,
-                                            T, H, NT, K, V, BT, PREC)
+            F, G, Hs, lam, P = _state_out_step(F, G, Hs, lam, P, c, q, k, v, s, s1, sh, s0, rows4, lb, pb, o, bh, b,
+                                               hh, i_v, offk, offv, offt, T, H, NT, K, V, BT, PREC, SCAN, HAS_S0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -878,29 +911,37 @@ def _fwd_out(q, k, v, s, rows4, h, lb, chunk):
     return o
 
 
-def _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments=None):
-    """The output through the fused walk (``_state_out_fwd``), after the totals launch of ``_state_fwd`` when
-    there is more than one segment: the chunk states never go to memory."""
+def _fwd_out_fused(q, k, v, s, sigma1, sigmah, sigma0, chunk, segments=None):
+    """``(o, rows4, lb, pb)`` through the fused walk (``_state_out_fwd``): the chunk states never go to memory. In
+    one segment the walk computes the per-step scalars too, and the forward is one launch; in several, the scalar
+    passes and the totals launch of ``_state_fwd`` come first."""
     g = _geometry(q, v, chunk)
     seg, nseg = _segments(g, q.device, segments, fused=True)
-    BH, dev = g["B"] * g["H"], q.device
-    o = _empty(g["B"], g["T"], g["H"], g["V"], device=dev, dtype=v.dtype)
+    B, T, H, NT, dev = g["B"], g["T"], g["H"], g["NT"], q.device
+    has_s0 = sigma0 is not None
+    gates = (sigma1, sigmah, sigma0 if has_s0 else sigmah)
+    if nseg == 1:
+        rows4 = _empty(B * H, 4, T, device=dev, dtype=torch.float32)
+        lb, pb = (_empty(B * H, NT, device=dev, dtype=torch.float32) for _ in range(2))
+    else:
+        rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
+    o = _empty(B, T, H, g["V"], device=dev, dtype=v.dtype)
     tot = _totals(g, nseg, dev)
-    _run_segmented(_state_fwd, g, nseg, (k, v, s, k, lb, tot, g["T"], g["H"], g["NT"], seg, nseg), _seq_meta(g, chunk),
+    _run_segmented(_state_fwd, g, nseg, (k, v, s, k, lb, tot, T, H, NT, seg, nseg), _seq_meta(g, chunk),
                    store=False)  # h unused (k in its place): the walk below keeps the states
-    _state_out_fwd[lambda m: (1, cdiv(g["V"], m["BV"]), BH * nseg)](
-        q, k, v, s, rows4, lb, tot, o, g["T"], g["H"], g["NT"], seg, nseg, K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
-        BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET)
-    return o
+    _state_out_fwd[lambda m: (1, cdiv(g["V"], m["BV"]), B * H * nseg)](
+        q, k, v, s, *gates, rows4, lb, pb, tot, o, T, H, NT, seg, nseg, K=g["K"], V=g["V"], BT=chunk, BK=g["BK"],
+        BVF=g["BV"], PREC=g["prec"], INTERPRET=_INTERPRET, SCAN=nseg == 1, HAS_S0=has_s0)
+    return o, rows4, lb, pb
 
 
 class _ZeroSChunk(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, s, sigma1, sigmah, sigma0, chunk, segments, fused):
-        rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
         if fused:
-            o = _fwd_out_fused(q, k, v, s, rows4, lb, chunk, segments)
+            o, rows4, lb, pb = _fwd_out_fused(q, k, v, s, sigma1, sigmah, sigma0, chunk, segments)
         else:
+            rows4, lb, pb = _scalars(s, sigma1, sigmah, sigma0, chunk)
             o = _fwd_out(q, k, v, s, rows4, _fwd_states(k, v, s, lb, chunk, segments), lb, chunk)
         ctx.save_for_backward(q, k, v, s, sigma0, rows4, lb, pb)
         ctx.chunk, ctx.segments = chunk, segments

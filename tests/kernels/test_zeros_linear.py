@@ -140,7 +140,9 @@ def test_state_passes_split_into_segments_match_the_oracle(segments, no_torch_sc
 def test_fused_forward_equals_the_stored_states_path(segments, chunk, T, d, dv):
     """The fused forward (states in registers, output written from the walk; the segments' totals carried in)
     against the path through stored states and the float64 oracle, head dims that are not powers of two among
-    them; its backward is the same kernels'."""
+    them; its backward is the same kernels'. In one segment the walk computes the per-step scalars itself (the
+    forward is one launch): the scalars it stores for the backward equal the scalar passes' up to the order of
+    the sums, and the gradients through them the oracle's."""
     args = _inputs(1, T, 2, d, dv, torch.float32, seed=25, s_scale=2.0, sigma0=True)
     args[3] = args[3] + 120.0 * torch.sin(torch.linspace(0, 3.1, T))[None, :, None].to(DEV)
     go = torch.randn(1, T, 2, dv, generator=torch.Generator().manual_seed(4)).to(DEV)
@@ -148,11 +150,20 @@ def test_fused_forward_equals_the_stored_states_path(segments, chunk, T, d, dv):
                                                                    fused=fused)
     got, g_got = _grads(run(True), args, go)
     want, g_want = _grads(run(False), args, go)
-    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
-    for a, b in zip(g_got, g_want):
-        torch.testing.assert_close(a, b, atol=0, rtol=0)
-    ref = zeros_linear_reference(*[a.double() if a is not None else None for a in args])
+    if segments == 1:
+        q, k, v, s, s1, sh, s0 = args
+        walked = zl_triton._fwd_out_fused(q, k, v, s, s1, sh, s0, chunk, segments)[1:]
+        for a, b in zip(walked, zl_triton._scalars(s, s1, sh, s0, chunk)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    else:  # the same scalars: the same backward, bit for bit
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+        for a, b in zip(g_got, g_want):
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+    ref, g_ref = _grads(lambda *a: zeros_linear_reference(*a), [a.double() for a in args], go.double())
     torch.testing.assert_close(got.double(), ref, atol=5e-5, rtol=1e-4)
+    for name, a, b in zip(("q", "k", "v", "s", "sigma1", "sigmah", "sigma0"), g_got, g_ref):
+        assert (a.double() - b).abs().max().item() <= 1e-4 * max(1.0, b.abs().max().item()), name
     with pytest.raises(ValueError, match="head dims up to 128; got d=144"):
         q = torch.zeros(1, 4, 1, 144, device=DEV)
         zl_triton.zeros_linear_triton(q, q, q, *(torch.zeros(1, 4, 1, device=DEV) for _ in range(3)), fused=True)
