@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from companion.core import ParameterError, save_results
+    from companion.core.results import device_name
     from companion.core.stages import not_finished, run_stages
 
     bench = BY_NAME[args.name]
@@ -215,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                 previous = json.load(fh)
         except (OSError, ValueError) as err:
             print(f"--resume {args.resume}: not a readable JSON file ({err})", file=sys.stderr)
+            return 2
+        here = device_name()
+        if not args.smoke and previous.get("device") != here:  # one file, one device: its stamp covers every stage
+            print(f"--resume {args.resume}: its stages ran on {previous.get('device')!r}, this machine is {here!r}; "
+                  "resume on the same device, or run every stage here without --resume", file=sys.stderr)
             return 2
     out_dir = args.out_dir or (tempfile.mkdtemp(prefix=f"{bench.name}-smoke-") if args.smoke else None)
     meta = {"smoke": args.smoke, "command": shlex.join(["python", "-m", "companion.bench", *argv]), "commit": repo_commit()}

@@ -19,6 +19,13 @@ from companion.core.paths import repo_path
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+def device_name() -> str:
+    """The name results record for this machine: the first CUDA device's, else the CPU's."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
+
+
 def _environment() -> dict:
     import torch
 
@@ -28,9 +35,8 @@ def _environment() -> dict:
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
     return {
-        "device": device,
+        "device": device_name(),
         "torch": torch.__version__,
         "triton": triton_version,
         "python": platform.python_version(),

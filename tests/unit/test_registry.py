@@ -60,3 +60,15 @@ def test_kernels_registry_matches_what_each_package_imports():
         if found:
             used[folder.name] = tuple(found)
     assert used == {k: tuple(sorted(v)) for k, v in bench.KERNELS.items()}
+
+
+def test_resume_refuses_a_file_recorded_on_another_device(tmp_path, capsys):
+    """One results file is one device (its stamp covers every stage): resuming a file of another card is refused
+    before any stage runs, and the file is left as it was."""
+    cpu_study = next(b.name for b in bench.BENCHMARKS if b.where == "cpu")
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text('{"device": "NVIDIA H200", "profile": {}, "stages": {}}')
+    before = recorded.read_text()
+    assert bench.main([cpu_study, "--stages", "x", "--resume", str(recorded), "--out-dir", str(tmp_path / "out")]) == 2
+    assert "its stages ran on 'NVIDIA H200'" in capsys.readouterr().err and recorded.read_text() == before
+    assert not (tmp_path / "out").exists()
