@@ -660,12 +660,15 @@ def block_sparse_attention_triton(
 
 
 def backward_config(block_size: int, head_dim: int, dtype: torch.dtype) -> dict:
-    """Launch parameters of the two backward kernels: not yet timed on the H200, chosen from sm_90a compile
-    reports alone (benchmarks/block_sparse_NOTES.md). sub_n: key sub-tile of the dQ kernel; sub_m: query
-    sub-tile of the dK/dV kernel; block_m: query rows per dQ program, block_n: keys per dK/dV program (divisors of
-    the block: each program keeps its rows of dQ, or of dK and dV, in fp32); tma: how the loop's tiles load (K and
-    V in the dQ kernel, Q and dO in the dK/dV kernel), as the forward's ``tma``."""
-    return {"num_warps": 8 if block_size == 128 else 4, "num_stages": 2, "sub_n": 32, "sub_m": 32, "tma": 0,
+    """Launch parameters of the two backward kernels (benchmarks/block_sparse_NOTES.md). Block 128: the fastest
+    agreeing variant of the H200 sweep at N = 32k, D = 128 (8 warps, 2 stages, sub-tiles of 64: 5-6 % ahead of
+    sub-tiles of 32, the others 5-170 % behind); block 64: from sm_90a compile reports alone (not swept). sub_n:
+    key sub-tile of the dQ kernel; sub_m: query sub-tile of the dK/dV kernel; block_m: query rows per dQ program,
+    block_n: keys per dK/dV program (divisors of the block: each program keeps its rows of dQ, or of dK and dV, in
+    fp32); tma: how the loop's tiles load (K and V in the dQ kernel, Q and dO in the dK/dV kernel), as the
+    forward's ``tma``."""
+    sub = 64 if block_size == 128 else 32
+    return {"num_warps": 8 if block_size == 128 else 4, "num_stages": 2, "sub_n": sub, "sub_m": sub, "tma": 0,
             "block_m": block_size, "block_n": block_size}
 
 

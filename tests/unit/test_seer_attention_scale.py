@@ -130,7 +130,7 @@ def test_naive_pooled_map_is_the_reference():
 
 @pytest.mark.parametrize("module, stages, added", [
     (scale, ("distil", "mask_densities", "timings"), {}),
-    (scale_kernel, ("sweep", "main", "pooled"), {"backward_sweep": (), "backward": ()})])
+    (scale_kernel, ("sweep", "main", "pooled", "backward_sweep", "backward"), {})])
 def test_recorded_results_in_the_stage_layout(module, stages, added):
     """The committed run holds every stage it ran, done, on the GPU profile; ``added``: the stages added to the
     study since (with their profile keys), which the next run records."""
