@@ -110,6 +110,17 @@ def stage_states(payload: dict | None) -> dict[str, str]:
     return {name: s.get("state", "") for name, s in ((payload or {}).get("stages") or {}).items()}
 
 
+def stage_dates(payload: dict | None) -> dict[str, str]:
+    """``{stage: when the last call that ran it ended}`` from ``payload["runs"]`` (a resumed file mixes calls of
+    several dates; its top-level ``date`` is only the last one's)."""
+    dates: dict[str, str] = {}
+    for run in (payload or {}).get("runs", []):
+        for name in run.get("stages", []):
+            if "ended" in run:
+                dates[name] = run["ended"]
+    return dates
+
+
 def not_finished(payload: dict | None, stages: Sequence[str] | None = None) -> list[str]:
     """The stages of a recorded payload that did not end ``done``, as ``"name (state: why)"``; with ``stages``,
     only those, a stage the payload does not hold counting as ``"name (not run)"``."""

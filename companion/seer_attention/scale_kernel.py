@@ -21,7 +21,7 @@ Triton interpreter). ``benchmarks/results/block_sparse_attention_run1.json`` is 
 before the ``block_m`` launch option (the notes compare the two runs).
 """
 
-from companion.core.stages import Stage, study_functions
+from companion.core.stages import Stage, stage_dates, study_functions
 from companion.seer_attention import kernel_bench as K
 
 RESULTS_NAME = "block_sparse_attention"
@@ -91,10 +91,12 @@ def summary(run: dict) -> str:
         return f"{min(xs):.2f}–{max(xs):.2f}×" if xs else "not timed"
 
     sparse = [r for r in fwd if r["density"] <= 0.1]
-    text = (f"Kernel study, recorded on {run.get('device', 'an unnamed device')}, {run.get('date', 'no date')}: the "
-            f"forward runs at {span(fwd)} the speed of compiled FlexAttention on the same masks "
-            f"({span(sparse)} at ≤ 10 % of the blocks)")
+    dates = stage_dates(run)
+    text = (f"Kernel study, recorded on {run.get('device', 'an unnamed device')}: the forward "
+            f"({dates.get('main', run.get('date', 'no date'))}) runs at {span(fwd)} the speed of compiled FlexAttention "
+            f"on the same masks ({span(sparse)} at ≤ 10 % of the blocks)")
     if bwd:
-        return text + f"; forward + backward at {span(bwd)} its speed."
+        return text + (f"; forward + backward ({dates.get('backward', run.get('date', 'no date'))}) at {span(bwd)} "
+                       "its speed.")
     return text + ("; forward + backward not recorded yet (its `backward` stage: "
                    "python -m companion.bench block_sparse_attention).")

@@ -159,3 +159,11 @@ def test_a_smoke_run_of_the_entry_killed_mid_stage_leaves_that_stage_unfinished(
     payload = json.loads(out.read_text())
     assert stage_states(payload) == {"toy_LJ13": "done", "toy_LJ55": "unfinished"}
     assert not payload["complete"] and payload["smoke"] and "exit" not in payload
+
+
+def test_stage_dates_name_the_last_call_that_ran_each_stage():
+    from companion.core.stages import stage_dates
+
+    runs = [{"stages": ["a", "b"], "ended": "day 1"}, {"stages": ["b"], "ended": "day 2"}, {"stages": ["c"]}]
+    assert stage_dates({"runs": runs}) == {"a": "day 1", "b": "day 2"}
+    assert stage_dates(None) == {} and stage_dates({}) == {}

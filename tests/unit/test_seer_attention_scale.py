@@ -163,14 +163,19 @@ def test_kernel_study_summary_and_figure():
     forward + backward once its stage holds rows (dashed), else the command that records it."""
     from companion.seer_attention.figures import kernel_study_figure
 
-    run = scale_kernel.recorded()
-    fwd = [r["speedup_vs_flex"] for r in run["main"]["rows"] if r.get("speedup_vs_flex")]
+    recorded = scale_kernel.recorded()
+    fwd = [r["speedup_vs_flex"] for r in recorded["main"]["rows"] if r.get("speedup_vs_flex")]
+    run = {**recorded, "backward": None, "runs": [{"stages": ["main"], "ended": "2026-12-04 11:50 UTC"}]}
     text = scale_kernel.summary(run)
-    assert f"{min(fwd):.2f}–{max(fwd):.2f}×" in text and "forward + backward not recorded yet" in text
+    assert f"forward (2026-12-04 11:50 UTC) runs at {min(fwd):.2f}–{max(fwd):.2f}×" in text
+    assert "forward + backward not recorded yet" in text
     assert len(kernel_study_figure(run).data) == len({r["n"] for r in run["main"]["rows"]})
     back = [{"n": 8192, "density": 0.1, "density_actual": 0.1, "speedup_vs_flex": 1.3},
             {"n": 8192, "density": 0.5, "density_actual": 0.5, "speedup_vs_flex": 0.9}]
-    text = scale_kernel.summary({**run, "backward": back})
-    assert text.endswith("forward + backward at 0.90–1.30× its speed.")
+    runs = run["runs"] + [{"stages": ["backward"], "ended": "2026-12-05 12:37 UTC"}]
+    text = scale_kernel.summary({**run, "backward": back, "runs": runs})
+    assert text.endswith("forward + backward (2026-12-05 12:37 UTC) at 0.90–1.30× its speed.")
     fig = kernel_study_figure({**run, "backward": back})
     assert fig.data[-1].line.dash == "dash" and list(fig.data[-1].y) == [1.3, 0.9]
+    bwd = [r["speedup_vs_flex"] for r in recorded["backward"]]  # the committed run holds the backward
+    assert f"at {min(bwd):.2f}–{max(bwd):.2f}× its speed." in scale_kernel.summary(recorded)
