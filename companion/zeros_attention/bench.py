@@ -41,7 +41,7 @@ __all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "launch_st
            "segments_stage", "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
            "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
-# The anchors (shared/anchors/README.md, "Linear attention"): H200, torch 2.11, triton 3.6,
+# The anchors (the project's baselines, "Linear attention"): H200, torch 2.11, triton 3.6,
 # fla-core 0.6.0, B=1, H=16, value width 64, bf16. {T: (fwd ms, fwd+bwd ms, peak MiB)}.
 ANCHOR_FLA = {
     64: {2048: (0.182, 0.896, 320), 8192: (0.227, 1.255, 512), 32768: (0.257, 1.705, 1280), 65536: (0.507, 2.086, 2304)},
@@ -168,7 +168,7 @@ def summarize_targets(rows, fla_available):
             out[f"{mode}_ratio_source"] = "fla measured in this run"
         elif Tmax in ANCHOR_FLA[192]:
             out[key] = ours / ANCHOR_FLA[192][Tmax][0 if mode == "fwd" else 1]
-            out[f"{mode}_ratio_source"] = "fla anchor (shared/anchors), not this run"
+            out[f"{mode}_ratio_source"] = "fla anchor (the project's baseline), not this run"
     sd, ours = ms("sdpa_flash", "fwd", Tmax), ms("zeros", "fwd", Tmax)
     if sd is not None and ours:
         out["sdpa_over_zeros_fwd_at_Tmax"] = sd / ours
@@ -546,6 +546,6 @@ def targets_stage(ctx) -> dict:
     out = summarize_targets(ctx.results["rows"], fla_ok)
     out["anchors"] = {"fla": {str(k): {str(t): v for t, v in d_.items()} for k, d_ in ANCHOR_FLA.items()},
                       "sdpa_flash": {str(t): v for t, v in ANCHOR_SDPA.items()},
-                      "note": "shared/anchors/README.md: H200, torch 2.11, triton 3.6, fla-core 0.6.0; (fwd ms, fwd+bwd ms, peak MiB)"}
+                      "note": "the project's baselines: H200, torch 2.11, triton 3.6, fla-core 0.6.0; (fwd ms, fwd+bwd ms, peak MiB)"}
     ctx.log(f"  targets: { {k: v for k, v in out.items() if k != 'anchors'} }")
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 from companion.core.stages import Stage, study_functions
 from companion.zeros_attention import bench as E
 
-__all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table", "launch_table",
+__all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table", "launch_table", "targets_sentence",
            "ratio_table", "recorded", "run_scale_up", "training_sizes"]
 
 RESULTS_NAME = "zeros_attention_kernel"
@@ -131,3 +131,34 @@ def launch_table(payload: dict | None) -> list[dict]:
                     "host µs a call": round(r["host_us"], 1),
                     "CUDA-graph ms a call": round(graph, 3) if graph is not None else r.get("graph_error")})
     return out
+
+
+def targets_sentence(payload: dict | None) -> str | None:
+    """The ``targets`` stage as one sentence for the notebook, each target with its measured value and met or not
+    (None where the stage is not done)."""
+    from companion.zeros_attention.bench import (TARGET_FWD_BWD_VS_FLA, TARGET_FWD_VS_FLA, TARGET_SDPA_FROM_T,
+                                                  TARGET_SDPA_SPEEDUP_TMAX)
+
+    if ((payload or {}).get("stages") or {}).get("targets", {}).get("state") != "done":
+        return None
+    t = payload["targets"]
+    met = t.get("met", {})
+    parts = []
+
+    def add(key, what, value):
+        if key in met:
+            parts.append(f"{what}: {value} ({'met' if met[key] else 'not met'})")
+
+    at = f"T = {t.get('Tmax')}"
+    if "fwd_ratio_vs_fla_dk192_at_Tmax" in t:
+        add("fwd_le_fla", f"forward at {at} ≤ {TARGET_FWD_VS_FLA:g}× fla's time", f"{t['fwd_ratio_vs_fla_dk192_at_Tmax']:.2f}×")
+    if "fwd_bwd_ratio_vs_fla_dk192_at_Tmax" in t:
+        add("fwd_bwd_le_1.5x_fla", f"forward+backward ≤ {TARGET_FWD_BWD_VS_FLA:g}× fla's time",
+            f"{t['fwd_bwd_ratio_vs_fla_dk192_at_Tmax']:.2f}×")
+    if "sdpa_over_zeros_fwd_at_Tmax" in t:
+        add("ge_30x_sdpa_fwd", f"≥ {TARGET_SDPA_SPEEDUP_TMAX:g}× SDPA flash forward at {at}",
+            f"{t['sdpa_over_zeros_fwd_at_Tmax']:.1f}×")
+    add("faster_than_sdpa_from_8k", f"faster than SDPA flash from T = {TARGET_SDPA_FROM_T}",
+        f"from T = {t.get('faster_than_sdpa_fwd_from_T')}")
+    sources = {t.get(k) for k in ("fwd_ratio_source", "fwd_bwd_ratio_source") if t.get(k)}
+    return "Kernel targets: " + "; ".join(parts) + (f" ({'; '.join(sorted(sources))})" if sources else "") + "."

@@ -26,7 +26,7 @@ from companion.zeros_attention.claims import (
     kernel_slopes,
     lemma_shares,
 )
-from companion.zeros_attention.scale import kernel_rows, kernel_table, launch_table, ratio_table
+from companion.zeros_attention.scale import kernel_rows, kernel_table, launch_table, ratio_table, targets_sentence
 
 EPS = 1e-9
 DECAY = {"t": [1, 2, 4, 8], "max_abs": [1.0, 0.5, 0.25, 0.125], "l1": [0.5, 0.5, 0.5, 0.5]}
@@ -194,6 +194,17 @@ def test_launch_table_reads_the_launch_stage_only_when_done():
     assert table[1]["CUDA-graph ms a call"] == "RuntimeError: capture" and table[2]["error"] == "OutOfResources"
     unfinished = {**payload, "stages": {**payload["stages"], "launch": {"state": "unfinished"}}}
     assert launch_table(unfinished) == [] and launch_table(PAYLOAD) == [] and launch_table(None) == []
+
+
+def test_targets_sentence_says_each_target_with_its_value():
+    targets = {"Tmax": 65536, "fwd_ratio_vs_fla_dk192_at_Tmax": 1.2, "fwd_ratio_source": "fla measured in this run",
+               "sdpa_over_zeros_fwd_at_Tmax": 45.43, "faster_than_sdpa_fwd_from_T": 8192,
+               "met": {"fwd_le_fla": False, "ge_30x_sdpa_fwd": True, "faster_than_sdpa_from_8k": True}}
+    payload = {**PAYLOAD, "stages": {**PAYLOAD["stages"], "targets": {"state": "done"}}, "targets": targets}
+    text = targets_sentence(payload)
+    assert "forward at T = 65536 ≤ 1× fla's time: 1.20× (not met)" in text and "45.4× (met)" in text
+    assert "forward+backward" not in text and text.endswith("(fla measured in this run).")
+    assert targets_sentence(PAYLOAD) is None
 
 
 def test_committed_results_are_read_in_the_stage_layout():
