@@ -52,13 +52,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "the block-sparse kernel with the gate's masks vs SDPA flash / cuDNN and compiled FlexAttention"),
     _paper("seer_attention", "the forward kernel's launch variants; block-sparse FlashAttention vs SDPA flash / cuDNN / "
            "compiled FlexAttention; "
-           "`pooled_attention_map` vs naive; forward + backward vs compiled FlexAttention (notes: `block_sparse_NOTES.md`)",
+           "`pooled_attention_map` vs naive; the backward's launch variants; forward + backward vs compiled FlexAttention "
+           "(notes: `block_sparse_NOTES.md`)",
            module="scale_kernel", name="block_sparse_attention"),
     _paper("hyperet", "eager PyTorch and the closed form (peers first) vs the fused HRA kernel on a CLIP ViT-L q/v "
            "stack; the shapes-hierarchy alignment with a ViT-Tiny encoder under bf16"),
     _paper("scalekv", "larger VAR model; per-scale attention latency with compression; fused token selection"),
     _paper("zeros_attention", "the chunked ZeroS kernel, forward and backward, vs SDPA flash and flash-linear-attention; "
-           "its state passes in 1-32 segments, and the fused forward (notes: `zeros_attention_NOTES.md`)"),
+           "its state passes in 1-32 segments, and the fused forward; host against kernel time of short forwards "
+           "(notes: `zeros_attention_NOTES.md`)"),
     _paper("gaussian_video", "progressive decode + render per level of detail (H.264 via PyAV, and zlib); the Triton "
            "projection, binning and rasteriser vs gsplat (forward, and forward + backward) and the PyTorch splatter; "
            "the rasteriser's launch variants"),
