@@ -52,8 +52,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
            "the block-sparse kernel with the gate's masks vs SDPA flash / cuDNN and compiled FlexAttention"),
     _paper("seer_attention", "the forward kernel's launch variants; block-sparse FlashAttention vs SDPA flash / cuDNN / "
            "compiled FlexAttention; "
-           "`pooled_attention_map` vs naive; the backward's launch variants; forward + backward vs compiled FlexAttention "
-           "(notes: `block_sparse_NOTES.md`)",
+           "`pooled_attention_map` vs naive; the backward's launch variants; forward + backward vs compiled "
+           "FlexAttention (notes: `block_sparse_NOTES.md`)",
            module="scale_kernel", name="block_sparse_attention"),
     _paper("hyperet", "eager PyTorch and the closed form (peers first) vs the fused HRA kernel on a CLIP ViT-L q/v "
            "stack; the shapes-hierarchy alignment with a ViT-Tiny encoder under bf16"),

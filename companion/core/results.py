@@ -23,7 +23,9 @@ def device_name() -> str:
     """The name results record for this machine: the first CUDA device's, else the CPU's."""
     import torch
 
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
 
 
 def _environment() -> dict:

@@ -92,11 +92,11 @@ def summary(run: dict) -> str:
 
     sparse = [r for r in fwd if r["density"] <= 0.1]
     dates = stage_dates(run)
-    text = (f"Kernel study, recorded on {run.get('device', 'an unnamed device')}: the forward "
-            f"({dates.get('main', run.get('date', 'no date'))}) runs at {span(fwd)} the speed of compiled FlexAttention "
-            f"on the same masks ({span(sparse)} at ≤ 10 % of the blocks)")
+    when = {name: dates.get(name, run.get("date", "no date")) for name in ("main", "backward")}
+    text = (f"Kernel study, recorded on {run.get('device', 'an unnamed device')}: the forward ({when['main']}) runs at "
+            f"{span(fwd)} the speed of compiled FlexAttention on the same masks ({span(sparse)} at ≤ 10 % of the "
+            "blocks)")
     if bwd:
-        return text + (f"; forward + backward ({dates.get('backward', run.get('date', 'no date'))}) at {span(bwd)} "
-                       "its speed.")
+        return text + f"; forward + backward ({when['backward']}) at {span(bwd)} its speed."
     return text + ("; forward + backward not recorded yet (its `backward` stage: "
                    "python -m companion.bench block_sparse_attention).")

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from companion.core import check_choice, time_ms
 from companion.zeros_attention import functional as Fz
 
-__all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "launch_stage", "pieces_stage", "rows_stage", "sampled_rows_reference",
+__all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "host_and_graph", "launch_stage", "pieces_stage", "rows_stage",
+           "sampled_rows_reference",
            "segments_stage", "summarize_targets", "targets_stage", "variants_stage", "ANCHOR_FLA", "ANCHOR_SDPA", "TARGET_FWD_VS_FLA",
            "TARGET_FWD_BWD_VS_FLA", "TARGET_SDPA_SPEEDUP_TMAX", "TARGET_SDPA_FROM_T"]
 
@@ -523,7 +524,8 @@ def launch_stage(ctx) -> list[dict]:
     rows = []
     for T in S.p["launch_T"]:
         contenders = [("fla_dk192", _fla(S, fla_fn, T, False))] if fla_fn is not None else []
-        contenders += [("zeros", _ours(S, T, S.chunk, False)), ("zeros_one_segment", _ours(S, T, S.chunk, False, segments=1))]
+        contenders += [("zeros", _ours(S, T, S.chunk, False)),
+                       ("zeros_one_segment", _ours(S, T, S.chunk, False, segments=1))]
         for impl, make in contenders:
             row = {"T": T, "impl": impl, "mode": "fwd"}
             try:
@@ -546,6 +548,7 @@ def targets_stage(ctx) -> dict:
     out = summarize_targets(ctx.results["rows"], fla_ok)
     out["anchors"] = {"fla": {str(k): {str(t): v for t, v in d_.items()} for k, d_ in ANCHOR_FLA.items()},
                       "sdpa_flash": {str(t): v for t, v in ANCHOR_SDPA.items()},
-                      "note": "the project's baselines: H200, torch 2.11, triton 3.6, fla-core 0.6.0; (fwd ms, fwd+bwd ms, peak MiB)"}
+                      "note": "the project's baselines: H200, torch 2.11, triton 3.6, fla-core 0.6.0; "
+                              "(fwd ms, fwd+bwd ms, peak MiB)"}
     ctx.log(f"  targets: { {k: v for k, v in out.items() if k != 'anchors'} }")
     return out
