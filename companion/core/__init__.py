@@ -11,7 +11,7 @@ from companion.core.profiles import (PROFILES, check_common, device_for, gpu_hid
                                      seed_everything)
 from companion.core.records import record
 from companion.core.results import recorded_results, save_results
-from companion.core.timing import Timer, limit_threads, time_ms
+from companion.core.timing import Timer, cuda_graph, limit_threads, time_ms
 from companion.core.verdicts import (MIN_SEEDS, VERDICTS, Judgement, inconclusive, judge, mean_std, not_run,
                                      per_seed, seeds_text)
 from companion.core.validation import (
@@ -41,6 +41,7 @@ __all__ = [
     "check_injected",
     "check_int",
     "check_str",
+    "cuda_graph",
     "device_for",
     "gpu_hidden_from_children",
     "inconclusive",

@@ -1,5 +1,5 @@
-"""Timing helpers written once for every paper: a timer (wall clock or process time), a median-of-runs timer and
-a CPU-thread limit.
+"""Timing helpers written once for every paper: a timer (wall clock or process time), a median-of-runs timer, a
+CUDA-graph capture and a CPU-thread limit.
 
 GPU speed is measured in ``benchmarks/`` with :func:`time_ms` (``triton.testing.do_bench``); tests
 never assert on time.
@@ -80,6 +80,28 @@ def time_ms(fn: Callable[[], object], device="cpu", *, warmup: int = 25, rep: in
         fn()
         times.append((clock() - start) * 1e3)
     return float(statistics.median(times))
+
+
+def cuda_graph(fn: Callable[[], object], *, warmup: int = 3) -> Callable[[], None]:
+    """``fn`` captured in a CUDA graph: its ``replay`` (the kernels of one ``fn()`` with no host in between).
+
+    ``fn`` runs ``warmup`` times on a side stream first, as capture asks (autotuners, lazy allocations and
+    compilation happen there, not in the graph). A ``fn`` that cannot be captured raises from here.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("cuda_graph needs a CUDA device")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
 
 
 @contextlib.contextmanager

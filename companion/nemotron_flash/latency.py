@@ -25,7 +25,7 @@ import platform
 import numpy as np
 import torch
 
-from companion.core import ParameterError, check_int, time_ms
+from companion.core import ParameterError, check_int, cuda_graph, time_ms
 
 
 def device_name(device) -> str:
@@ -59,18 +59,10 @@ def make_decode_step(model, *, batch: int, context: int, device, cuda_graphs: bo
     if device.type != "cuda" or cuda_graphs is False:
         return eager, "eager"
     try:  # pragma: no cover - CUDA only
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                eager()
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            eager()
-        graph.replay()
+        replay = cuda_graph(eager)
+        replay()
         torch.cuda.synchronize()
-        return graph.replay, "cuda-graph"
+        return replay, "cuda-graph"
     except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager, recorded in `mode`
         if cuda_graphs is True:
             raise

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 import torch
 
-from companion.core.timing import limit_threads
+from companion.core.timing import cuda_graph, limit_threads
 from companion.core.validation import ParameterError, check_bool, check_choice, check_int
 from companion.rtcfr.games import CompiledGame
 from companion.rtcfr.solvers import ALGORITHMS, _AVG_POWER, as_game, check_hyper
@@ -257,26 +257,18 @@ class BatchedSolver:
     def graphed(self, steps: int):
         """A callable replaying ``steps`` iterations captured in one CUDA graph.
 
-        Warm-up steps run on a side stream before capture; the state is restored in place afterwards
-        (the graph reads and writes the same tensors), so the solver has advanced by zero steps.
+        One warm-up run of the ``steps`` iterations goes on a side stream before capture
+        (:func:`companion.core.cuda_graph`); the state is restored in place afterwards (the graph reads and writes
+        the same tensors), so the solver has advanced by zero steps.
         """
         if self.device.type != "cuda":
             raise ParameterError("graph_steps", steps, "0 on a non-CUDA device")
         saved = [v.clone() for v in self._mutable()]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                self.step()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(steps):
-                self.step()
+        replay = cuda_graph(lambda: [self.step() for _ in range(steps)], warmup=1)
         for v, s in zip(self._mutable(), saved):
             v.copy_(s)
         torch.cuda.synchronize()
-        return graph.replay
+        return replay
 
 
 def sweep(game, mus, T_us, iterations: int, *, algorithm: str = "rtcfr+", gamma: float = 1e-10, eval_every: int = 50,

@@ -34,7 +34,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from companion.core import check_choice, time_ms
+from companion.core import check_choice, cuda_graph, time_ms
 from companion.zeros_attention import functional as Fz
 
 __all__ = ["accuracy_stage", "checks_stage", "fla_peer", "fla_stage", "host_and_graph", "launch_stage", "pieces_stage", "rows_stage",
@@ -499,16 +499,7 @@ def host_and_graph(fn, device, timing, calls: int = 200) -> dict:
     if device.type != "cuda":
         return {**out, "graph_ms": None, "graph_error": "CUDA graphs need a CUDA device"}
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the default stream, as capture asks
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        out["graph_ms"] = time_ms(graph.replay, device, **timing)
+        out["graph_ms"] = time_ms(cuda_graph(fn), device, **timing)
     except Exception as exc:  # noqa: BLE001 - a contender that cannot be captured is recorded so
         out.update(graph_ms=None, graph_error=f"{type(exc).__name__}: {str(exc)[:300]}")
     return out

@@ -25,7 +25,7 @@ stays absent (the claims say "not measured" there).
 
 from __future__ import annotations
 
-from companion.core.stages import Stage, study_functions
+from companion.core.stages import Stage, stage_states, study_functions
 from companion.zeros_attention import bench as E
 
 __all__ = ["DEADLINE_S", "GPU_PROFILE", "NOTEBOOK_GPU", "RESULTS_NAME", "SMOKE_PROFILE", "STAGES", "kernel_rows", "kernel_table",
@@ -84,7 +84,7 @@ def training_sizes(profile: str, toy_steps: int, mqar_steps: int, mqar_batch: in
 
 def kernel_rows(payload: dict | None) -> list[dict]:
     """The ``rows`` stage's rows ``{"T", "impl", "mode", "ms"?, "peak_mib"?, "error"?}`` (none where it is not done)."""
-    if ((payload or {}).get("stages") or {}).get("rows", {}).get("state") != "done":
+    if stage_states(payload).get("rows") != "done":
         return []
     return [dict(r) for r in payload["rows"]]
 
@@ -122,7 +122,7 @@ def launch_table(payload: dict | None) -> list[dict]:
     time it, the host's microseconds a call and the device's ms a call replayed from a CUDA graph (None where the
     capture failed; ``[]`` where the stage is not done). Where the median is near the host's time and above the
     graph's, the host's launch path sets it."""
-    if ((payload or {}).get("stages") or {}).get("launch", {}).get("state") != "done":
+    if stage_states(payload).get("launch") != "done":
         return []
     out = []
     for r in payload["launch"]:
@@ -139,29 +139,22 @@ def launch_table(payload: dict | None) -> list[dict]:
 def targets_sentence(payload: dict | None) -> str | None:
     """The ``targets`` stage as one sentence for the notebook, each target with its measured value and met or not
     (None where the stage is not done)."""
-    from companion.zeros_attention.bench import (TARGET_FWD_BWD_VS_FLA, TARGET_FWD_VS_FLA, TARGET_SDPA_FROM_T,
-                                                  TARGET_SDPA_SPEEDUP_TMAX)
-
-    if ((payload or {}).get("stages") or {}).get("targets", {}).get("state") != "done":
+    if stage_states(payload).get("targets") != "done":
         return None
     t = payload["targets"]
-    met = t.get("met", {})
-    parts = []
-
-    def add(key, what, value):
-        if key in met:
-            parts.append(f"{what}: {value} ({'met' if met[key] else 'not met'})")
-
     at = f"T = {t.get('Tmax')}"
-    if "fwd_ratio_vs_fla_dk192_at_Tmax" in t:
-        add("fwd_le_fla", f"forward at {at} ≤ {TARGET_FWD_VS_FLA:g}× fla's time", f"{t['fwd_ratio_vs_fla_dk192_at_Tmax']:.2f}×")
-    if "fwd_bwd_ratio_vs_fla_dk192_at_Tmax" in t:
-        add("fwd_bwd_le_1.5x_fla", f"forward+backward ≤ {TARGET_FWD_BWD_VS_FLA:g}× fla's time",
-            f"{t['fwd_bwd_ratio_vs_fla_dk192_at_Tmax']:.2f}×")
-    if "sdpa_over_zeros_fwd_at_Tmax" in t:
-        add("ge_30x_sdpa_fwd", f"≥ {TARGET_SDPA_SPEEDUP_TMAX:g}× SDPA flash forward at {at}",
-            f"{t['sdpa_over_zeros_fwd_at_Tmax']:.1f}×")
-    add("faster_than_sdpa_from_8k", f"faster than SDPA flash from T = {TARGET_SDPA_FROM_T}",
-        f"from T = {t.get('faster_than_sdpa_fwd_from_T')}")
+    targets = (  # (key in "met", what it asks, the value that decides it, how it is written)
+        ("fwd_le_fla", f"forward at {at} ≤ {E.TARGET_FWD_VS_FLA:g}× fla's time", "fwd_ratio_vs_fla_dk192_at_Tmax",
+         "{:.2f}×"),
+        ("fwd_bwd_le_1.5x_fla", f"forward+backward ≤ {E.TARGET_FWD_BWD_VS_FLA:g}× fla's time",
+         "fwd_bwd_ratio_vs_fla_dk192_at_Tmax", "{:.2f}×"),
+        ("ge_30x_sdpa_fwd", f"≥ {E.TARGET_SDPA_SPEEDUP_TMAX:g}× SDPA flash forward at {at}", "sdpa_over_zeros_fwd_at_Tmax",
+         "{:.1f}×"),
+        ("faster_than_sdpa_from_8k", f"faster than SDPA flash from T = {E.TARGET_SDPA_FROM_T}",
+         "faster_than_sdpa_fwd_from_T", "from T = {}"),
+    )
+    met = t.get("met", {})
+    parts = [f"{what}: {fmt.format(t.get(value))} ({'met' if met[key] else 'not met'})"
+             for key, what, value, fmt in targets if key in met]
     sources = {t.get(k) for k in ("fwd_ratio_source", "fwd_bwd_ratio_source") if t.get(k)}
     return "Kernel targets: " + "; ".join(parts) + (f" ({'; '.join(sorted(sources))})" if sources else "") + "."

@@ -17,6 +17,7 @@ from companion.core import (
     check_float,
     check_int,
     check_str,
+    cuda_graph,
     judge,
     not_run,
     resolve_profile,
@@ -129,6 +130,23 @@ def test_timer_on_the_process_clock_counts_work_not_waiting():
     assert 0 <= t.seconds < 0.1
     with pytest.raises(ValueError, match="clock must be one of wall, process, got 'cpu'"):
         Timer(clock="cpu")
+
+
+def test_cuda_graph_replays_the_captured_call_after_its_warm_up(monkeypatch):
+    """``warmup`` calls run, the captured call is only recorded (capture executes nothing), and each replay runs
+    it. Without CUDA it says so."""
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="cuda_graph needs a CUDA device"):
+            cuda_graph(lambda: None)
+        return
+    x = torch.zeros(4, device="cuda")
+    replay = cuda_graph(lambda: x.add_(1.0), warmup=2)
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0] * 4  # the two warm-ups
+    replay()
+    replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [4.0] * 4
 
 
 def test_timer_synchronises_cuda_only_when_asked(monkeypatch):
