@@ -378,7 +378,8 @@ def test_gpu_projected_scene_matches_per_tile_torch():
 @pytest.mark.gpu
 def test_gpu_matches_gsplat():
     """The issue's check: on the GPU the Triton rasteriser matches gsplat within 1e-3 mean absolute pixel
-    error, on gsplat's own projected inputs and tile lists and end to end (skipped where gsplat cannot load)."""
+    error, on gsplat's own projected inputs and tile lists and end to end, and its backward kernel gives gsplat's
+    gradients within 1e-3 of their largest entry (skipped where gsplat cannot load)."""
     from companion.gaussian_video.gsplat_peer import GsplatUnavailable, load_gsplat
     from companion.gaussian_video.decode import versus_gsplat
     from companion.gaussian_video.scene3d import cameras, make_scene
@@ -393,6 +394,8 @@ def test_gpu_matches_gsplat():
          "opacities": sc["opacities"].cuda(), "colors": sc["colors"].cuda()}
     out = versus_gsplat(gsplat, g, views[0].cuda(), K.cuda(), 256)
     assert out["kernel_mean_abs_diff"] < 1e-3 and out["end_to_end_mean_abs_diff"] < 1e-3
+    for name in ("means2d", "conics", "colors", "opacities"):  # the backward kernel against gsplat's, same lists
+        assert out[f"grad_{name}_rel_max_abs_diff"] < 1e-3, (name, out[f"grad_{name}_rel_max_abs_diff"])
 
 
 @pytest.mark.gpu
