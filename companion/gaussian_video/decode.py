@@ -473,13 +473,14 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
     of :func:`render_view`): per (schedule, ``block_g``, warps) of :data:`FORWARD_VARIANTS` the forward alone and
     the forward that also saves T_final and the used-entry count (what training runs), per variant of
     :data:`BACKWARD_VARIANTS` the backward kernel on a fixed random output gradient; median ms each, and each
-    variant's max |Δ| against the default (the render; the gradients relative to their largest entry)."""
+    variant's max |Δ| against the default (the render; the gradients relative to their largest entry); and the
+    projection + binning in pieces (:func:`_project_and_bin_pieces`)."""
     from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton
 
     s, g, dev = setup(ctx), _decoded(ctx), torch.device(ctx.device)
     W = s["width"]
-    m2, con, _, offsets, ids = project_and_bin(g["means"], g["quats"], g["scales"], g["opacities"], s["view"],
-                                               s["K"], W, W, near_plane=NEAR_PLANE, impl="triton")
+    m2, con, depths, offsets, ids = project_and_bin(g["means"], g["quats"], g["scales"], g["opacities"], s["view"],
+                                                    s["K"], W, W, near_plane=NEAR_PLANE, impl="triton")
     args = (m2, con, g["opacities"].contiguous(), g["colors"].contiguous(), offsets, ids)
     final_t = torch.empty(W, W, device=dev)
     n_used = torch.empty(W, W, dtype=torch.int32, device=dev)
@@ -508,9 +509,37 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
         rows["backward"].append({"block_g": block_g, "num_warps": warps,
                                  "backward_ms": round(_ms(lambda: backward(block_g, warps), dev), 4),
                                  "grad_rel_max_abs_diff": rel})
-    out = {"n_intersections": int(ids.numel()), "width": W, **rows}
+    out = {"n_intersections": int(ids.numel()), "width": W, **rows,
+           "project_and_bin": _project_and_bin_pieces(g, s["view"], s["K"], W, depths, offsets, ids)}
     ctx.log(f"[raster_sweep] {out}")
     return out
+
+
+def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) -> dict:
+    """Where the Triton projection + binning's time goes (median ms): the whole call, the projection kernel
+    alone (no binning), and the stable sort of the (tile, depth) keys with the gather of the ids, on keys built
+    from the call's own lists (tile id in the high 32 bits, the depth's float bits below; positive depths keep
+    their order as integers) in Gaussian order, as the emit kernel writes them. The rest (tile counts, their
+    cumulative sum and its host sync, the emit and ranges kernels) is the whole less the two parts."""
+    from companion_kernels.gaussian_splat import project_gaussians
+
+    dev = g["means"].device
+    pos = (g["means"], g["quats"], g["scales"])
+    whole = _ms(lambda: project_and_bin(*pos, g["opacities"], view, K, width, width, near_plane=NEAR_PLANE,
+                                        impl="triton"), dev)
+    project = _ms(lambda: project_gaussians(*pos, view, K, width, width, near_plane=NEAR_PLANE, impl="triton"), dev)
+    tiles = torch.repeat_interleave(torch.arange(offsets.numel() - 1, device=dev), offsets.diff().long())
+    keys = (tiles << 32) | depths[ids.long()].view(torch.int32).long()
+    by_gaussian = torch.sort(ids, stable=True).indices
+    keys, gids = keys[by_gaussian].contiguous(), ids[by_gaussian].contiguous()
+
+    def sort():
+        k, order = torch.sort(keys, stable=True)
+        return k, gids[order]
+
+    sort_ms = _ms(sort, dev)
+    return {"whole_ms": round(whole, 4), "project_ms": round(project, 4), "sort_and_gather_ms": round(sort_ms, 4),
+            "rest_ms": round(whole - project - sort_ms, 4), "n_keys": int(ids.numel())}
 
 
 def per_layer_stage(ctx: StageContext) -> list[dict]:
