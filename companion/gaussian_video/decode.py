@@ -463,9 +463,9 @@ def rasterizer_stage(ctx: StageContext) -> dict:
 #: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`: forward (schedule, Gaussians per
 #: chunk, warps) and backward (Gaussians per chunk, warps); the first of each is the default. The sequential
 #: schedule with 8 warps is gsplat's layout (one pixel per thread)
-FORWARD_VARIANTS = (("chunk", 16, 4), ("chunk", 16, 8), ("chunk", 32, 4), ("chunk", 32, 8),
-                    ("sequential", 16, 8), ("sequential", 32, 8), ("sequential", 16, 4))
-BACKWARD_VARIANTS = ((16, 8), (16, 4), (32, 8))
+FORWARD_VARIANTS = (("sequential", 16, 4), ("sequential", 16, 8), ("sequential", 32, 4), ("sequential", 16, 2),
+                    ("chunk", 16, 4), ("chunk", 16, 8), ("chunk", 32, 8))
+BACKWARD_VARIANTS = ((16, 8), (16, 4), (32, 8), (32, 4))
 
 
 def raster_sweep_stage(ctx: StageContext) -> dict:
@@ -510,9 +510,29 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
                                  "backward_ms": round(_ms(lambda: backward(block_g, warps), dev), 4),
                                  "grad_rel_max_abs_diff": rel})
     out = {"n_intersections": int(ids.numel()), "width": W, **rows,
+           "gathered_entries": _gathered_entries(args, image, W),
            "project_and_bin": _project_and_bin_pieces(g, s["view"], s["K"], W, depths, offsets, ids)}
     ctx.log(f"[raster_sweep] {out}")
     return out
+
+
+def _gathered_entries(args, image, width: int) -> dict:
+    """How much of the default forward is the lists' indirection: each list entry's attributes gathered into
+    arrays in list order (``gather_ms``), then the same forward over them with identity ids
+    (``forward_ms``, whose loads then walk memory in order); its max |Δ| against ``image`` (the same render)."""
+    from companion_kernels.gaussian_splat.triton import rasterize_triton
+
+    m2, con, op, col, offsets, ids = args
+    dev, entry = m2.device, ids.long()
+
+    def gather():
+        return m2[entry], con[entry], op[entry], col[entry]
+
+    order = torch.arange(ids.numel(), dtype=torch.int32, device=dev)
+    lists = (*gather(), offsets, order)
+    return {"gather_ms": round(_ms(gather, dev), 4),
+            "forward_ms": round(_ms(lambda: rasterize_triton(*lists, width, width), dev), 4),
+            "max_abs_diff": float((rasterize_triton(*lists, width, width) - image).abs().max())}
 
 
 def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) -> dict:
@@ -520,7 +540,8 @@ def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) 
     alone (no binning), and the stable sort of the (tile, depth) keys with the gather of the ids, on keys built
     from the call's own lists (tile id in the high 32 bits, the depth's float bits below; positive depths keep
     their order as integers) in Gaussian order, as the emit kernel writes them. The rest (tile counts, their
-    cumulative sum and its host sync, the emit and ranges kernels) is the whole less the two parts."""
+    cumulative sum and its host sync, the emit and ranges kernels) is the whole less the two parts. ``profile``:
+    the kernels of one whole call and their busy time (:func:`_busy_time`)."""
     from companion_kernels.gaussian_splat import project_gaussians
 
     dev = g["means"].device
@@ -539,7 +560,31 @@ def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) 
 
     sort_ms = _ms(sort, dev)
     return {"whole_ms": round(whole, 4), "project_ms": round(project, 4), "sort_and_gather_ms": round(sort_ms, 4),
-            "rest_ms": round(whole - project - sort_ms, 4), "n_keys": int(ids.numel())}
+            "rest_ms": round(whole - project - sort_ms, 4), "n_keys": int(ids.numel()),
+            "profile": _busy_time(lambda: project_and_bin(*pos, g["opacities"], view, K, width, width,
+                                                          near_plane=NEAR_PLANE, impl="triton"), dev)}
+
+
+def _busy_time(fn, device, reps: int = 20, top: int = 12) -> dict:
+    """What one call of ``fn`` keeps the device busy with (``torch.profiler`` over ``reps`` calls after a
+    warm-up): µs a call per kernel (the ``top`` longest; on the CPU, per op of its own time) and their sum.
+    Against the call's do_bench time the difference is time the GPU waits on the host (launches, the host sync)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    fn()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for _ in range(reps):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:  # kernels, memsets and copies; an op's row would count its kernels twice
+        rows = [(e.key, e.self_device_time_total) for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    else:
+        rows = [(e.key, e.self_cpu_time_total) for e in prof.key_averages()]
+    rows = sorted(((k[:80], t / reps) for k, t in rows if t > 0), key=lambda r: -r[1])
+    return {"busy_us": round(sum(us for _, us in rows), 1), "by_kernel_us": {k: round(us, 1) for k, us in rows[:top]}}
 
 
 def per_layer_stage(ctx: StageContext) -> list[dict]:

@@ -195,8 +195,8 @@ def test_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="depths is on meta"):
         bin_gaussians(m, c, o, d.to("meta"), 16, 16)
     view, K = camera(0, 16, 16)
-    means, quats, scales = (t.float() for t in scene3d(8, view, 0))
-    view, K = view.float(), K.float()
+    means, quats, scales = (t.float().to(DEV) for t in scene3d(8, view, 0))
+    view, K = view.float().to(DEV), K.float().to(DEV)
     with pytest.raises(ValueError, match=r"viewmat must have shape \(4, 4\)"):
         project_gaussians(means, quats, scales, view[:3], K, 16, 16)
     with pytest.raises(ValueError, match="quats must have shape"):
