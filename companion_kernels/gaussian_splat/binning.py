@@ -63,6 +63,9 @@ def bin_torch(means2d, conics, opacities, depths, height: int, width: int, tile:
     ty = ty0[gid] + torch.div(local, w[gid], rounding_mode="floor")
     tile_id = ty * tx_n + tx
     rank = torch.empty(n, dtype=torch.long, device=dev)
+    # every NaN as the positive NaN, which argsort puts last on every device (CUDA's sort puts a NaN with its
+    # sign bit set first)
+    depths = torch.where(depths.isnan(), torch.full_like(depths, math.nan), depths)
     rank[torch.argsort(depths, stable=True)] = torch.arange(n, device=dev)
     order = torch.argsort(tile_id * n + rank[gid])
     ids = gid[order].to(torch.int32)

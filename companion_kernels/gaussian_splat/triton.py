@@ -1,4 +1,4 @@
-"""Triton rasteriser, forward and backward: one program per 16 × 16 tile, Gaussians in chunks of ``BLOCK_G``.
+"""Triton rasteriser, forward and backward: one program per 16 × 16 tile, its list read ``BLOCK_G`` entries at a time.
 
 Notation (gsplat's, as in :mod:`.reference`): pixel p has centre (column + ½, row + ½); Gaussian i has mean
 (mx, my), conic (a, b, c) = the entries of Σ'⁻¹, opacity o and colour c_i. With dx = px + ½ − mx,
@@ -6,32 +6,33 @@ dy = py + ½ − my, σ = ½(a dx² + c dy²) + b dx dy (clamped at ≥ 0) and �
 below 1/255. Front to back over the Gaussians the pixel keeps, T_i = Π_{j<i} (1 − α_j) and
 C = Σ_i c_i α_i T_i + T_final·bg, T_final = the product over all of them.
 
-Forward. Within a chunk the α of the tile's 256 pixels against BLOCK_G Gaussians form a [256, BLOCK_G] block,
-and each pair costs one transcendental, e^(−σ): the transmittance inside the chunk is a cumulative *product*
-of (1 − α) along the Gaussians (``tl.cumprod``), T_i is that product divided by (1 − α_i) (≥ 0.001 since
-α ≤ 0.999), and the running transmittance T carries across chunks, so the compositing is exactly front to
-back. gsplat's rules (see :mod:`.reference`): α ≤ 0.999, α < 1/255 skipped, and a pixel stops at the first
-Gaussian that would take its transmittance to ≤ 1e-4 (that one and all later ones are left out). The stop
-is tracked by ``TA``, the transmittance over *every* Gaussian so far (the stopping one included): a pixel
-keeps Gaussian k while TA·Π_{j≤k}(1 − α_j) > 1e-4, a prefix of the whole list, so a pixel that stopped in one
-chunk stays stopped in the next. As in gsplat, a tile leaves its loop once all its pixels have stopped. For the
-backward the forward also writes, per pixel, T_final and the length of that prefix (``n_used``; gsplat keeps
-the index of its last entry, ``last_ids``).
+Forward, gsplat's rules (see :mod:`.reference`): α ≤ 0.999, α < 1/255 skipped, and a pixel stops at the first
+Gaussian that would take its transmittance to ≤ 1e-4 (that one and all later ones are left out); a tile leaves
+its loop once all its pixels have stopped. For the backward the forward also writes, per pixel, T_final and
+the number of list entries it kept (``n_used``; gsplat keeps the index of its last entry, ``last_ids``). Two
+schedules give the same render and the same saved state:
 
-A second schedule, :func:`_rasterize_seq_kernel`, walks the list one Gaussian at a time with a running T per
-pixel, gsplat's own loop (no scan, no division; a pair costs one exp): the same render, the same saved state.
+* ``"sequential"`` (:func:`_rasterize_seq_kernel`, the default) walks the list one Gaussian at a time with a
+  running T per pixel, gsplat's own loop: a pair costs one exp, no scan, no division.
+* ``"chunk"`` (:func:`_rasterize_kernel`): the α of the tile's 256 pixels against BLOCK_G Gaussians form a
+  [256, BLOCK_G] block, each pair costing one exp; the transmittance inside the chunk is a cumulative
+  *product* of (1 − α) along the Gaussians (``tl.cumprod``), T_i is that product divided by (1 − α_i)
+  (≥ 0.001 since α ≤ 0.999), and the running T carries across chunks. The stop is tracked by ``TA``, the
+  transmittance over *every* Gaussian so far (the stopping one included): a pixel keeps Gaussian k while
+  TA·Π_{j≤k}(1 − α_j) > 1e-4, a prefix of the whole list, so a pixel that stopped in one chunk stays stopped in
+  the next.
 
 Backward (:func:`_rasterize_bwd_kernel`): one program per tile walks its list back to front, from the largest
 ``n_used`` of its pixels, recovering each T_i from T_final and summing the per-pair gradients over the
 tile's pixels before one atomic add per Gaussian and attribute.
 
-Timings on the H200 (100k Gaussians, one 512² view, the same tile lists; do_bench) of the previous forward,
-whose pairs cost exp(σ), log(1 − α) and two more exps (the in-chunk transmittance from a cumulative sum of
-logs): without the early exit, ``BLOCK_G`` = 32: 1.99 ms; with it, ``BLOCK_G`` = 16 / 32 / 64 / 128:
-0.68 / 0.97 / 3.57 / 14.8 ms (larger chunks waste work past the stop and spill registers), so 16 is the
-default. gsplat's CUDA ``rasterize_to_pixels`` takes 0.20 ms on the same lists
-(benchmarks/results/gaussian_video_decode.json). The one-exp forward above, the sequential schedule and the
-backward kernel are not yet timed on the H200.
+Timings (100k Gaussians, one 512² view, 363k list entries; do_bench; ``benchmarks/results/
+gaussian_video_decode.json``, ``raster_sweep`` stage). On an H100: the sequential schedule at ``BLOCK_G`` = 16
+and 4 warps takes 0.35 ms (the default), with 8 warps 0.37; the chunk schedule 0.71 ms at 16 / 4 warps and 0.55
+at 16 / 8 (its in-chunk scan and division cost more than the sequential loop's per-pair work); gsplat's CUDA
+``rasterize_to_pixels`` takes 0.20 ms on the same scene. The backward takes 2.16 ms at 16 / 8 warps (1.93 at
+32 / 8). The previous chunk forward, whose pairs cost exp(σ), log(1 − α) and two more exps, took 0.68 ms at 16
+on the H200 (3.57 at 64, 14.8 at 128: larger chunks waste work past the stop and spill registers).
 """
 
 from __future__ import annotations
@@ -261,14 +262,15 @@ def _placeholder_ids(ids):
     return ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=ids.device)
 
 
-#: the forward's two schedules: "chunk" (:func:`_rasterize_kernel`, the default) and "sequential"
-#: (:func:`_rasterize_seq_kernel`); the GPU study times both (``raster_sweep``)
-SCHEDULES = ("chunk", "sequential")
+#: the forward's two schedules: "sequential" (:func:`_rasterize_seq_kernel`, the default: twice as fast as the
+#: other on the H100, module docstring) and "chunk" (:func:`_rasterize_kernel`); the GPU study times both
+#: (``raster_sweep``)
+SCHEDULES = ("sequential", "chunk")
 
 
 def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16, background=0.0,
                      alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None, num_warps=4,
-                     schedule="chunk"):
+                     schedule="sequential"):
     """Launch one program per tile (``num_warps`` warps, ``schedule`` of :data:`SCHEDULES`); ``out`` ``[H, W, 3]``
     float32 (allocated when None). Given ``final_t`` ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or
     neither), it also writes each pixel's T_final and the number of its tile's list entries it used, for
