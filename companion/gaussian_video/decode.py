@@ -460,12 +460,13 @@ def rasterizer_stage(ctx: StageContext) -> dict:
     return out
 
 
-#: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`: forward (schedule, Gaussians per
-#: chunk, warps) and backward (Gaussians per chunk, warps); the first of each is the default. The sequential
-#: schedule with 8 warps is gsplat's layout (one pixel per thread)
+#: launch variants of the tile rasteriser timed by :func:`raster_sweep_stage`, (schedule, list entries read at a
+#: time, warps) forward and backward; the first of each is the default. The sequential schedule with 8 warps is
+#: gsplat's layout (one pixel per thread)
 FORWARD_VARIANTS = (("sequential", 16, 4), ("sequential", 16, 8), ("sequential", 32, 4), ("sequential", 16, 2),
                     ("chunk", 16, 4), ("chunk", 16, 8), ("chunk", 32, 8))
-BACKWARD_VARIANTS = ((16, 8), (16, 4), (32, 8), (32, 4))
+BACKWARD_VARIANTS = (("sequential", 8, 8), ("sequential", 4, 8), ("sequential", 16, 8), ("sequential", 8, 4),
+                     ("chunk", 16, 8), ("chunk", 32, 8))
 
 
 def raster_sweep_stage(ctx: StageContext) -> dict:
@@ -473,9 +474,11 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
     of :func:`render_view`): per (schedule, ``block_g``, warps) of :data:`FORWARD_VARIANTS` the forward alone and
     the forward that also saves T_final and the used-entry count (what training runs), per variant of
     :data:`BACKWARD_VARIANTS` the backward kernel on a fixed random output gradient; median ms each, and each
-    variant's max |Δ| against the default (the render; the gradients relative to their largest entry); and the
-    projection + binning in pieces (:func:`_project_and_bin_pieces`)."""
-    from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton
+    variant's max |Δ| against the default (the render; the gradients relative to their largest entry); the
+    default forward and backward with the tiles taken row-major instead of longest list first, and the time to
+    order them; the forward on gathered entries (:func:`_gathered_entries`); and the projection + binning in
+    pieces (:func:`_project_and_bin_pieces`)."""
+    from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton, tile_order
 
     s, g, dev = setup(ctx), _decoded(ctx), torch.device(ctx.device)
     W = s["width"]
@@ -486,12 +489,13 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
     n_used = torch.empty(W, W, dtype=torch.int32, device=dev)
     grad_out = torch.rand(W, W, 3, generator=torch.Generator(device=dev).manual_seed(0), device=dev)
 
-    def forward(schedule, block_g, warps, save=False):
+    def forward(schedule, block_g, warps, save=False, order=None):
         kw = {"final_t": final_t, "n_used": n_used} if save else {}
-        return rasterize_triton(*args, W, W, block_g=block_g, num_warps=warps, schedule=schedule, **kw)
+        return rasterize_triton(*args, W, W, block_g=block_g, num_warps=warps, schedule=schedule, order=order, **kw)
 
-    def backward(block_g, warps):
-        return rasterize_backward_triton(*args, final_t, n_used, grad_out, W, W, block_g=block_g, num_warps=warps)
+    def backward(schedule, block_g, warps, order=None):
+        return rasterize_backward_triton(*args, final_t, n_used, grad_out, W, W, block_g=block_g, num_warps=warps,
+                                         order=order, schedule=schedule)
 
     image = forward(*FORWARD_VARIANTS[0])
     rows = {"forward": [], "backward": []}
@@ -503,12 +507,19 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
             "max_abs_diff": float((forward(*variant) - image).abs().max())})
     forward(*FORWARD_VARIANTS[0], save=True)
     grads = backward(*BACKWARD_VARIANTS[0])
-    for block_g, warps in BACKWARD_VARIANTS:
+    for variant in BACKWARD_VARIANTS:
         rel = max(float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
-                  for a, b in zip(backward(block_g, warps), grads))
-        rows["backward"].append({"block_g": block_g, "num_warps": warps,
-                                 "backward_ms": round(_ms(lambda: backward(block_g, warps), dev), 4),
+                  for a, b in zip(backward(*variant), grads))
+        rows["backward"].append({"schedule": variant[0], "block_g": variant[1], "num_warps": variant[2],
+                                 "backward_ms": round(_ms(lambda: backward(*variant), dev), 4),
                                  "grad_rel_max_abs_diff": rel})
+    row_major = tile_order(offsets, heavy_first=False)
+    forward(*FORWARD_VARIANTS[0], save=True)
+    rows["row_major_order"] = {
+        "forward_ms": round(_ms(lambda: forward(*FORWARD_VARIANTS[0], order=row_major), dev), 4),
+        "backward_ms": round(_ms(lambda: backward(*BACKWARD_VARIANTS[0], order=row_major), dev), 4),
+        "max_abs_diff": float((forward(*FORWARD_VARIANTS[0], order=row_major) - image).abs().max()),
+        "tile_order_ms": round(_ms(lambda: tile_order(offsets), dev), 4)}
     out = {"n_intersections": int(ids.numel()), "width": W, **rows,
            "gathered_entries": _gathered_entries(args, image, W),
            "project_and_bin": _project_and_bin_pieces(g, s["view"], s["K"], W, depths, offsets, ids)}

@@ -40,18 +40,20 @@ def _check_projected(means2d, conics, opacities, colors, height, width, block_g,
 
 
 class _Rasterize(torch.autograd.Function):
-    """The Triton forward, which also keeps each pixel's T_final and used-entry count, and its backward kernel."""
+    """The Triton forward (reading ``block_g`` list entries at a time), which also keeps each pixel's T_final and
+    used-entry count, and the backward kernel at its own default launch (:func:`.triton.rasterize_backward_triton`)."""
 
     @staticmethod
     def forward(ctx, means2d, conics, opacities, colors, offsets, ids, height, width, background, block_g):
-        from .triton import rasterize_triton
+        from .triton import rasterize_triton, tile_order
 
         final_t = torch.empty(height, width, device=means2d.device, dtype=torch.float32)
         n_used = torch.empty(height, width, device=means2d.device, dtype=torch.int32)
+        order = tile_order(offsets)
         out = rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, TILE, background,
-                               block_g=block_g, final_t=final_t, n_used=n_used)
-        ctx.save_for_backward(means2d, conics, opacities, colors, offsets, ids, final_t, n_used)
-        ctx.args = (height, width, background, block_g)
+                               block_g=block_g, final_t=final_t, n_used=n_used, order=order)
+        ctx.save_for_backward(means2d, conics, opacities, colors, offsets, ids, final_t, n_used, order)
+        ctx.args = (height, width, background)
         return out
 
     @staticmethod
@@ -59,10 +61,10 @@ class _Rasterize(torch.autograd.Function):
     def backward(ctx, grad_out):
         from .triton import rasterize_backward_triton
 
-        height, width, background, block_g = ctx.args
-        means2d, conics, opacities, colors, offsets, ids, final_t, n_used = ctx.saved_tensors
+        height, width, background = ctx.args
+        means2d, conics, opacities, colors, offsets, ids, final_t, n_used, order = ctx.saved_tensors
         grads = rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used,
-                                          grad_out, height, width, TILE, background, block_g=block_g)
+                                          grad_out, height, width, TILE, background, order=order)
         grads = [g if need else None for g, need in zip(grads, ctx.needs_input_grad)]
         return (*grads, None, None, None, None, None, None)  # offsets, ids, height, width, background, block_g
 

@@ -51,7 +51,12 @@ T_EPS = tl.constexpr(1e-4)  # gsplat: stop before next_T = T·(1 − α) ≤ T_E
 def _tile_pixels(pid, n_tiles_x, height, width, TILE: tl.constexpr):
     """Tile ``pid``'s TILE² pixels (row-major tiles, row-major pixels): their centres (fx, fy), flat index in the
     image and whether they lie inside it (the last tile row and column may overhang)."""
-    p = tl.arange(0, TILE * TILE)
+    return _tile_pixels_at(tl.arange(0, TILE * TILE), pid, n_tiles_x, height, width, TILE)
+
+
+@triton.jit
+def _tile_pixels_at(p, pid, n_tiles_x, height, width, TILE: tl.constexpr):
+    """:func:`_tile_pixels` for the pixel numbers ``p`` of the tile, any shape."""
     px = (pid % n_tiles_x) * TILE + p % TILE
     py = (pid // n_tiles_x) * TILE + p // TILE
     return px.to(tl.float32) + 0.5, py.to(tl.float32) + 0.5, py * width + px, (px < width) & (py < height)
@@ -134,10 +139,10 @@ def _chunk(k, end, fx, fy, T, TA, n_used, acc_r, acc_g, acc_b, means_ptr, conics
 
 
 @triton.jit
-def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr, final_t_ptr,
-                      n_used_ptr, height, width, n_tiles_x, background, alpha_min,
+def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, order_ptr, out_ptr,
+                      final_t_ptr, n_used_ptr, height, width, n_tiles_x, background, alpha_min,
                       TILE: tl.constexpr, BLOCK_G: tl.constexpr, SAVE: tl.constexpr):
-    pid = tl.program_id(0)
+    pid = tl.load(order_ptr + tl.program_id(0))  # programs take the tiles longest list first
     fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     start = tl.load(offsets_ptr + pid)
     end = tl.load(offsets_ptr + pid + 1)
@@ -156,14 +161,14 @@ def _rasterize_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offs
 
 
 @triton.jit
-def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, out_ptr, final_t_ptr,
-                          n_used_ptr, height, width, n_tiles_x, background, alpha_min,
+def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, order_ptr, out_ptr,
+                          final_t_ptr, n_used_ptr, height, width, n_tiles_x, background, alpha_min,
                           TILE: tl.constexpr, BLOCK_G: tl.constexpr, SAVE: tl.constexpr):
     """The same render as :func:`_rasterize_kernel`, Gaussian by Gaussian as gsplat's CUDA kernel walks them:
     each pixel keeps its T and a flag that it stopped, and a pair costs one exp and no scan. The tile's list is
     read ``BLOCK_G`` entries per step of the outer loop (the inner one unrolled), and the tile leaves once
     every pixel has stopped (checked once per step)."""
-    pid = tl.program_id(0)
+    pid = tl.load(order_ptr + tl.program_id(0))  # programs take the tiles longest list first
     fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     start = tl.load(offsets_ptr + pid)
     end = tl.load(offsets_ptr + pid + 1)
@@ -195,9 +200,9 @@ def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
 
 
 @triton.jit
-def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, final_t_ptr, n_used_ptr,
-                          grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr, g_colors_ptr, height, width, n_tiles_x,
-                          background, alpha_min, TILE: tl.constexpr, BLOCK_G: tl.constexpr):
+def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, order_ptr, final_t_ptr,
+                          n_used_ptr, grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr, g_colors_ptr, height, width,
+                          n_tiles_x, background, alpha_min, TILE: tl.constexpr, BLOCK_G: tl.constexpr):
     """Gradients of L given g = ∂L/∂C per pixel (3 channels), in the module docstring's notation.
 
     Over the Gaussians a pixel keeps, with the suffix colour S_i = Σ_{j>i} c_j α_j T_j + T_final·bg:
@@ -216,7 +221,7 @@ def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
     sum of α_l T_l Σ_channels g·c_l over the chunk's l > i. Each pair's terms are summed
     over the tile's pixels (axis 0), then added to the fp32 gradients with one atomic add per Gaussian and
     attribute."""
-    pid = tl.program_id(0)
+    pid = tl.load(order_ptr + tl.program_id(0))  # programs take the tiles longest list first
     fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
     T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
     n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
@@ -258,8 +263,75 @@ def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
         k -= BLOCK_G
 
 
+@triton.jit
+def _rasterize_bwd_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, order_ptr,
+                              final_t_ptr, n_used_ptr, grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr,
+                              g_colors_ptr, height, width, n_tiles_x, background, alpha_min, TILE: tl.constexpr,
+                              BLOCK_G: tl.constexpr):
+    """The gradients of :func:`_rasterize_bwd_kernel`, Gaussian by Gaussian back to front as gsplat's backward
+    walks them: per pixel T_i = T_{i+1}/(1 − α_i) and Σ_channels g·S_i grow by one entry at a time (no scan). The
+    tile's pixels are held as [TILE²/32, 32], a row per warp's 32 lanes, so each Gaussian's ten sums are warp
+    sums (no barrier), each added with one atomic per row that has a non-zero one, as gsplat does per warp."""
+    ROWS: tl.constexpr = TILE * TILE // 32
+    pid = tl.load(order_ptr + tl.program_id(0))  # programs take the tiles longest list first
+    p = tl.arange(0, ROWS)[:, None] * 32 + tl.arange(0, 32)[None, :]
+    fx, fy, pix, inside = _tile_pixels_at(p, pid, n_tiles_x, height, width, TILE)
+    T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
+    n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
+    gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)
+    gg = tl.load(grad_out_ptr + pix * 3 + 1, mask=inside, other=0.0)
+    gbl = tl.load(grad_out_ptr + pix * 3 + 2, mask=inside, other=0.0)
+    gs = (gr + gg + gbl) * T * background  # Σ_channels g·S, S = T_final·bg after the last kept Gaussian
+    start = tl.load(offsets_ptr + pid)
+    row = tl.zeros([ROWS], tl.int64)
+    k = start + tl.max(tl.max(n_used, axis=1), axis=0) - 1  # the tile's last used entry
+    while k >= start:
+        for i in tl.static_range(BLOCK_G):
+            j = k - i
+            real = j >= start
+            gid = tl.load(ids_ptr + j, mask=real, other=0).to(tl.int64)
+            mx, my, ca, cb, cc, o = _gaussian(gid, real, means_ptr, conics_ptr, opac_ptr)
+            dx, dy = fx - mx, fy - my
+            sigma, vis, a = _alpha(dx, dy, ca, cb, cc, o, real, alpha_min)
+            a = tl.where(j - start < n_used, a, 0.0)
+            om = 1.0 - a
+            t_i = T / om
+            w = a * t_i  # α_i T_i
+            cr, cg, cbl = _colors(gid, real, colors_ptr)
+            gc = gr * cr + gg * cg + gbl * cbl  # Σ_channels g·c_i
+            d_alpha = tl.where((a > 0.0) & (o * vis <= ALPHA_MAX), t_i * gc - gs / om, 0.0)
+            d_sigma = tl.where(sigma >= 0.0, -a * d_alpha, 0.0)
+            _warp_add(g_opac_ptr + gid + row, tl.sum(vis * d_alpha, axis=1), real)
+            _warp_add(g_conics_ptr + gid * 3 + row, tl.sum(0.5 * dx * dx * d_sigma, axis=1), real)
+            _warp_add(g_conics_ptr + gid * 3 + 1 + row, tl.sum(dx * dy * d_sigma, axis=1), real)
+            _warp_add(g_conics_ptr + gid * 3 + 2 + row, tl.sum(0.5 * dy * dy * d_sigma, axis=1), real)
+            _warp_add(g_means_ptr + gid * 2 + row, -tl.sum((ca * dx + cb * dy) * d_sigma, axis=1), real)
+            _warp_add(g_means_ptr + gid * 2 + 1 + row, -tl.sum((cb * dx + cc * dy) * d_sigma, axis=1), real)
+            _warp_add(g_colors_ptr + gid * 3 + row, tl.sum(w * gr, axis=1), real)
+            _warp_add(g_colors_ptr + gid * 3 + 1 + row, tl.sum(w * gg, axis=1), real)
+            _warp_add(g_colors_ptr + gid * 3 + 2 + row, tl.sum(w * gbl, axis=1), real)
+            gs += w * gc
+            T = t_i
+        k -= BLOCK_G
+
+
+@triton.jit
+def _warp_add(ptrs, sums, real):
+    """Add each row's sum at its pointer (all rows point at one gradient entry), skipping zero sums."""
+    tl.atomic_add(ptrs, sums, mask=real & (sums != 0.0))
+
+
 def _placeholder_ids(ids):
     return ids if ids.numel() else torch.zeros(1, dtype=torch.int32, device=ids.device)
+
+
+def tile_order(offsets, heavy_first: bool = True):
+    """The order in which the programs take the tiles (int32, one per tile): longest list first with
+    ``heavy_first`` (a few tiles hold ten times the mean list, and started last they would run alone at the end
+    of the grid), else row-major."""
+    if not heavy_first:
+        return torch.arange(offsets.numel() - 1, dtype=torch.int32, device=offsets.device)
+    return torch.argsort(offsets.diff(), descending=True).to(torch.int32)
 
 
 #: the forward's two schedules: "sequential" (:func:`_rasterize_seq_kernel`, the default: twice as fast as the
@@ -270,11 +342,11 @@ SCHEDULES = ("sequential", "chunk")
 
 def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, tile=16, background=0.0,
                      alpha_min=1.0 / 255.0, block_g=16, out=None, final_t=None, n_used=None, num_warps=4,
-                     schedule="sequential"):
-    """Launch one program per tile (``num_warps`` warps, ``schedule`` of :data:`SCHEDULES`); ``out`` ``[H, W, 3]``
-    float32 (allocated when None). Given ``final_t`` ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or
-    neither), it also writes each pixel's T_final and the number of its tile's list entries it used, for
-    :func:`rasterize_backward_triton`."""
+                     schedule="sequential", order=None):
+    """Launch one program per tile (``num_warps`` warps, ``schedule`` of :data:`SCHEDULES`, tiles in ``order``,
+    :func:`tile_order` when None); ``out`` ``[H, W, 3]`` float32 (allocated when None). Given ``final_t``
+    ``[H, W]`` float32 and ``n_used`` ``[H, W]`` int32 (both or neither), it also writes each pixel's T_final and
+    the number of its tile's list entries it used, for :func:`rasterize_backward_triton`."""
     if schedule not in SCHEDULES:
         raise ValueError(f"gaussian_splat: schedule={schedule!r} is not one of {SCHEDULES}")
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
@@ -284,22 +356,32 @@ def rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, w
     if save != (n_used is not None):
         raise ValueError("gaussian_splat: pass final_t and n_used together (the backward needs both) or neither")
     kernel = _rasterize_kernel if schedule == "chunk" else _rasterize_seq_kernel
-    kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, out, final_t, n_used,
-                           height, width, tx_n, float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g,
-                           SAVE=save, num_warps=num_warps)
+    kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets,
+                           tile_order(offsets) if order is None else order, out, final_t, n_used, height, width, tx_n,
+                           float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g, SAVE=save,
+                           num_warps=num_warps)
     return out
 
 
 def rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used, grad_out, height,
-                              width, tile=16, background=0.0, alpha_min=1.0 / 255.0, block_g=16, num_warps=8):
+                              width, tile=16, background=0.0, alpha_min=1.0 / 255.0, block_g=8, num_warps=8,
+                              order=None, schedule="sequential"):
     """Gradients ``(means2d [N, 2], conics [N, 3], opacities [N], colors [N, 3])`` float32 of a loss whose gradient
-    with respect to the render is ``grad_out`` ``[H, W, 3]``, given the forward's ``final_t`` and ``n_used``.
-    8 warps by default: with 4, ptxas (sm_90) spills registers of this kernel at ``block_g`` = 16, with 8 none."""
+    with respect to the render is ``grad_out`` ``[H, W, 3]``, given the forward's ``final_t`` and ``n_used``; tiles
+    in ``order`` (:func:`tile_order` when None), ``schedule`` of :data:`SCHEDULES` (:func:`_rasterize_bwd_seq_kernel`
+    or :func:`_rasterize_bwd_kernel`). ``block_g`` = 8 and 8 warps by default: ptxas (sm_90a) gives the sequential
+    kernel 128 registers a thread at ``block_g`` = 8 (two 256-thread programs an SM), 211 at 16 and 255 with
+    spills at 32 (the unrolled entries' loads are hoisted); the chunk kernel spills at 16 with 4 warps."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"gaussian_splat: schedule={schedule!r} is not one of {SCHEDULES}")
+    if schedule == "sequential" and tile * tile % 32:
+        raise ValueError(f"gaussian_splat: tile={tile} gives {tile * tile} pixels a tile, not a multiple of 32")
     tx_n, ty_n = math.ceil(width / tile), math.ceil(height / tile)
     n, dev = means2d.shape[0], means2d.device
     grads = [torch.zeros(shape, device=dev, dtype=torch.float32) for shape in ((n, 2), (n, 3), (n,), (n, 3))]
-    _rasterize_bwd_kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets, final_t,
-                                          n_used, grad_out.contiguous(), *grads, height, width, tx_n,
-                                          float(background), float(alpha_min), TILE=tile, BLOCK_G=block_g,
-                                          num_warps=num_warps)
+    kernel = _rasterize_bwd_kernel if schedule == "chunk" else _rasterize_bwd_seq_kernel
+    kernel[(tx_n * ty_n,)](means2d, conics, opacities, colors, _placeholder_ids(ids), offsets,
+                           tile_order(offsets) if order is None else order, final_t, n_used, grad_out.contiguous(),
+                           *grads, height, width, tx_n, float(background), float(alpha_min), TILE=tile,
+                           BLOCK_G=block_g, num_warps=num_warps)
     return tuple(grads)

@@ -228,6 +228,34 @@ def test_backward_matches_autograd_of_the_dense_oracle(n, h, w, dense, block_g):
     _assert_grads_close(got, want)
 
 
+@pytest.mark.parametrize("case", ["sparse", "dense", "stops_early"])
+@pytest.mark.parametrize("block_g", [8, 16])
+def test_backward_schedules_match_the_oracle(case, block_g):
+    """Both backward kernels, the sequential one (the default) and the chunk one, reading 8 (the default) or 16
+    list entries at a time, from the same forward state:
+    gradients against autograd through the dense oracle on a sparse random scene, a dense one (lists longer
+    than a chunk, pixels stopping inside them) and a stack where every pixel stops after 3 of 20 Gaussians."""
+    h, w = (16, 16) if case == "stops_early" else (37, 29)
+    if case == "stops_early":
+        m, c, o, col, d = _broad_stack([0.95] * 20, seed=1)
+    else:
+        m, c, o, col, d = scene(60, h, w, seed=7)
+        if case == "dense":
+            c, o = c / 6, 0.6 + 0.4 * o
+    offsets, ids = bin_gaussians(m, c, o, d, h, w)
+    _, final_t, n_used = _forward_state(m, c, o, col, offsets, ids, h, w, background=0.3)
+    weights = torch.randn(h, w, 3, generator=torch.Generator().manual_seed(7)).to(DEV)
+    theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
+    want = _grads(rasterize_dense(*theirs, d.double(), h, w, background=0.3), weights, theirs)
+    for schedule in gs_triton.SCHEDULES:
+        got = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, h, w,
+                                                  background=0.3, schedule=schedule, block_g=block_g)
+        _assert_grads_close(got, want)
+    with pytest.raises(ValueError, match="schedule"):
+        gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, h, w,
+                                            schedule="tiled")
+
+
 def _forward_state(m, c, o, col, offsets, ids, h, w, background=0.0, block_g=16):
     """The raw launch with render, T_final and n_used pre-filled (NaN, NaN, −1) so unwritten pixels show."""
     out = torch.full((h, w, 3), float("nan"), device=DEV)
@@ -282,9 +310,37 @@ def test_empty_tile_is_background_and_untouched():
     theirs = [t.double().clone().requires_grad_() for t in (m, c, o, col)]
     want = _grads(rasterize_dense(*theirs, d.double(), 16, 48, background=0.25), weights, theirs)
     weights[:, 32:] = float("nan")
-    got = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, 16, 48,
-                                              background=0.25)
-    _assert_grads_close(got, want)
+    for schedule in gs_triton.SCHEDULES:
+        got = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, 16, 48,
+                                                  background=0.25, schedule=schedule)
+        _assert_grads_close(got, want)
+
+
+def test_tile_order_changes_nothing_but_the_schedule():
+    """Programs take the tiles longest list first by default: ``tile_order`` is a permutation of the tiles with
+    non-increasing list lengths, and the render, T_final, n_used (bit for bit) and the gradients (to float32
+    rounding: the atomic adds come in another order) equal those of the row-major order."""
+    h, w = 45, 70
+    m, c, o, col, d = scene(300, h, w, seed=6)
+    offsets, ids = bin_gaussians(m, c, o, d, h, w)
+    heavy, rows = gs_triton.tile_order(offsets), gs_triton.tile_order(offsets, heavy_first=False)
+    lengths = offsets.diff()[heavy.long()]
+    assert heavy.dtype == torch.int32 and sorted(heavy.tolist()) == rows.tolist() == list(range(offsets.numel() - 1))
+    assert (lengths[:-1] >= lengths[1:]).all() and lengths[0] > lengths[-1]
+    weights = torch.randn(h, w, 3, generator=torch.Generator().manual_seed(6)).to(DEV)
+    results = []
+    for order in (heavy, rows):
+        out, final_t, n_used = (torch.empty(h, w, 3, device=DEV), torch.empty(h, w, device=DEV),
+                                torch.empty(h, w, dtype=torch.int32, device=DEV))
+        gs_triton.rasterize_triton(m, c, o, col, offsets, ids, h, w, out=out, final_t=final_t, n_used=n_used,
+                                   order=order)
+        grads = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, h, w,
+                                                    order=order)
+        results.append((out, final_t, n_used, grads))
+    (a, ta, na, ga), (b, tb, nb, gb) = results
+    assert torch.equal(a, b) and torch.equal(ta, tb) and torch.equal(na, nb)
+    for x, y in zip(ga, gb):
+        assert (x - y).abs().max() <= 1e-5 * y.abs().max()
 
 
 @pytest.mark.parametrize("impl", ["reference", "triton"])
