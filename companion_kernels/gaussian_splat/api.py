@@ -45,14 +45,13 @@ class _Rasterize(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, means2d, conics, opacities, colors, offsets, ids, height, width, background, block_g):
-        from .triton import rasterize_triton, tile_order
+        from .triton import rasterize_triton
 
         final_t = torch.empty(height, width, device=means2d.device, dtype=torch.float32)
         n_used = torch.empty(height, width, device=means2d.device, dtype=torch.int32)
-        order = tile_order(offsets)
         out = rasterize_triton(means2d, conics, opacities, colors, offsets, ids, height, width, TILE, background,
-                               block_g=block_g, final_t=final_t, n_used=n_used, order=order)
-        ctx.save_for_backward(means2d, conics, opacities, colors, offsets, ids, final_t, n_used, order)
+                               block_g=block_g, final_t=final_t, n_used=n_used)
+        ctx.save_for_backward(means2d, conics, opacities, colors, offsets, ids, final_t, n_used)
         ctx.args = (height, width, background)
         return out
 
@@ -62,9 +61,9 @@ class _Rasterize(torch.autograd.Function):
         from .triton import rasterize_backward_triton
 
         height, width, background = ctx.args
-        means2d, conics, opacities, colors, offsets, ids, final_t, n_used, order = ctx.saved_tensors
+        means2d, conics, opacities, colors, offsets, ids, final_t, n_used = ctx.saved_tensors
         grads = rasterize_backward_triton(means2d, conics, opacities, colors, offsets, ids, final_t, n_used,
-                                          grad_out, height, width, TILE, background, order=order)
+                                          grad_out, height, width, TILE, background)
         grads = [g if need else None for g, need in zip(grads, ctx.needs_input_grad)]
         return (*grads, None, None, None, None, None, None)  # offsets, ids, height, width, background, block_g
 

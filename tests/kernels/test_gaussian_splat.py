@@ -317,9 +317,10 @@ def test_empty_tile_is_background_and_untouched():
 
 
 def test_tile_order_changes_nothing_but_the_schedule():
-    """Programs take the tiles longest list first by default: ``tile_order`` is a permutation of the tiles with
-    non-increasing list lengths, and the render, T_final, n_used (bit for bit) and the gradients (to float32
-    rounding: the atomic adds come in another order) equal those of the row-major order."""
+    """``tile_order`` is a permutation of the tiles with non-increasing list lengths (the backward's default
+    order), and with it, or without an order (the forward's default: the program id is the tile), the render,
+    T_final, n_used (bit for bit) and the gradients (to float32 rounding: the atomic adds come in another order)
+    equal those of the row-major order."""
     h, w = 45, 70
     m, c, o, col, d = scene(300, h, w, seed=6)
     offsets, ids = bin_gaussians(m, c, o, d, h, w)
@@ -329,7 +330,7 @@ def test_tile_order_changes_nothing_but_the_schedule():
     assert (lengths[:-1] >= lengths[1:]).all() and lengths[0] > lengths[-1]
     weights = torch.randn(h, w, 3, generator=torch.Generator().manual_seed(6)).to(DEV)
     results = []
-    for order in (heavy, rows):
+    for order in (heavy, rows, None):  # None: the program id is the tile
         out, final_t, n_used = (torch.empty(h, w, 3, device=DEV), torch.empty(h, w, device=DEV),
                                 torch.empty(h, w, dtype=torch.int32, device=DEV))
         gs_triton.rasterize_triton(m, c, o, col, offsets, ids, h, w, out=out, final_t=final_t, n_used=n_used,
@@ -337,10 +338,11 @@ def test_tile_order_changes_nothing_but_the_schedule():
         grads = gs_triton.rasterize_backward_triton(m, c, o, col, offsets, ids, final_t, n_used, weights, h, w,
                                                     order=order)
         results.append((out, final_t, n_used, grads))
-    (a, ta, na, ga), (b, tb, nb, gb) = results
-    assert torch.equal(a, b) and torch.equal(ta, tb) and torch.equal(na, nb)
-    for x, y in zip(ga, gb):
-        assert (x - y).abs().max() <= 1e-5 * y.abs().max()
+    (b, tb, nb, gb) = results[1]
+    for a, ta, na, ga in results[::2]:
+        assert torch.equal(a, b) and torch.equal(ta, tb) and torch.equal(na, nb)
+        for x, y in zip(ga, gb):
+            assert (x - y).abs().max() <= 1e-5 * y.abs().max()
 
 
 @pytest.mark.parametrize("impl", ["reference", "triton"])
