@@ -476,8 +476,8 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
     :data:`BACKWARD_VARIANTS` the backward kernel on a fixed random output gradient; median ms each, and each
     variant's max |Δ| against the default (the render; the gradients relative to their largest entry); the
     default forward with the tiles taken longest list first instead of row-major, the default backward the other
-    way round, and the time to order them; the forward on gathered entries (:func:`_gathered_entries`); and the projection + binning in
-    pieces (:func:`_project_and_bin_pieces`)."""
+    way round, and the time to order them; the forward on gathered entries (:func:`_gathered_entries`); and the
+    projection + binning in pieces (:func:`_project_and_bin_pieces`)."""
     from companion_kernels.gaussian_splat.triton import rasterize_backward_triton, rasterize_triton, tile_order
 
     s, g, dev = setup(ctx), _decoded(ctx), torch.device(ctx.device)

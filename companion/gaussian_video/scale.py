@@ -1,4 +1,4 @@
-"""The one-GPU (H200) study of paper 05 (4DGCPro): progressive decode + render, and the reader of its committed
+"""The one-GPU (H100 or H200) study of paper 05 (4DGCPro): progressive decode + render, and the reader of its committed
 results. No plotly import.
 
 A synthetic, untrained scene of ``n_gaussians`` 3-D Gaussians in articulated parts over ``n_frames`` frames,

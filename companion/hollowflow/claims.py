@@ -29,7 +29,7 @@ ESS_FLOOR = 2.0  # effective samples (ESS·N) below which a model's ESS is at th
 EFFSU_TARGET_LJ13 = 31.9  # the paper's EffSU on LJ13 (k = 6): reproduced at or above it
 EFFSU_TARGET_LJ55 = 82.3  # the paper's EffSU on LJ55 (k = 7)
 EFFSU_MARGIN = 2.0  # an EffSU of at least this factor is a speed-up, short of the paper's: partly reproduced
-GPU_SPEEDUP_TARGET = 20.0  # the issue's target for the likelihood step at n = 55 on the H200
+GPU_SPEEDUP_TARGET = 20.0  # the issue's target for the likelihood step at n = 55 on one GPU
 SPEEDUP64_TARGET = 10.0  # ≥ 10× faster likelihood step at n = 64 (fully connected n·d VJPs vs hollow d VJPs)
 KERNEL_SPEEDUP_TARGET = 1.2  # index_add_ time / kernel time of the RK4 likelihood step, plans rebuilt at every evaluation
 KERNEL_MIN_N = 55  # ... judged at the timed sizes n ≥ this (smaller graphs leave too little to aggregate)
@@ -192,7 +192,7 @@ def _gpu_where(gpu: dict) -> str:
 
 
 def _timing_row(gpu: dict, paper: str) -> Claim:
-    claim = "Per-step likelihood time on one H200"
+    claim = "Per-step likelihood time on one GPU"
     why = "; ".join(not_finished(gpu, ("likelihood_step",)))
     if why:
         return Claim(claim, paper, f"not recorded: the stage did not finish: {why}", _gpu_where(gpu),
@@ -279,7 +279,7 @@ def kernel_row(gpu: dict) -> Claim:
     if any("rk4_segment_sum_reused_ms" not in r for r in rows):
         why = ("the recorded run predates the sort-free plan build (its kernel sorted the receivers at every "
                "evaluation): python -m companion.bench hollowflow --stages segment_sum --resume "
-               "benchmarks/results/hollowflow_gpu.json on one H200")
+               "benchmarks/results/hollowflow_gpu.json on one GPU")
         return Claim(claim, paper, f"recorded with the sorted plan rebuilt at every evaluation, RK4 step, index_add_ "
                      f"time / kernel time: {_rk4_ratios(both) or 'not timed'}", where, not_run(why), details=details, cell=GPU_CELL)
     timed = [r for r in both if r["n"] >= KERNEL_MIN_N]
@@ -312,7 +312,7 @@ def toy_missing(gpu: dict, system: str) -> str:
         return f"the {system} stage did not finish: {why}"
     if "recipe" not in gpu[f"toy_{system}"]:
         return (f"the recorded {system} toy predates the current recipe (≈ 10 s of training, 500 MALA burn-in "
-                "steps): rerun python -m companion.bench hollowflow on one H200")
+                "steps): rerun python -m companion.bench hollowflow on one GPU")
     return ""
 
 
@@ -357,7 +357,7 @@ def toy_rows(gpu: dict) -> list[Claim]:
     recorded with the earlier recipe, says so."""
     out = []
     for system, paper in GPU_TOY_PAPER.items():
-        claim = f"{system} EffSU of trained models on one H200"
+        claim = f"{system} EffSU of trained models on one GPU"
         why = toy_missing(gpu, system)
         if why:
             out.append(_not_recorded(claim, paper, gpu, why))
@@ -400,13 +400,13 @@ def speedup64_row(gpu: dict) -> Claim:
 
 
 def gpu_rows(gpu: dict | None) -> list[Claim]:
-    """Rows from the recorded H200 run: the LJ13 / LJ55 toy rows (ESS per model, EffSU per system), the per-step
+    """Rows from the recorded GPU run: the LJ13 / LJ55 toy rows (ESS per model, EffSU per system), the per-step
     likelihood time, the ≥ 10× check at n = 64 and the segment-sum kernel; a row whose stage did not finish (or
     was recorded with the earlier toy recipe) says so and is not judged."""
     paper = "LJ55: 1,370 s vs 529,793 s for 4e4 samples (≈10²× effective); speed-up grows with n"
     if not gpu:
-        return [Claim("Per-step likelihood time on one H200", paper, "no GPU run recorded yet", "H200",
-                      not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one H200"), cell=GPU_CELL)]
+        return [Claim("Per-step likelihood time on one GPU", paper, "no GPU run recorded yet", "H200",
+                      not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one GPU"), cell=GPU_CELL)]
     return [*ess_rows(gpu), *toy_rows(gpu), _timing_row(gpu, paper), speedup64_row(gpu), kernel_row(gpu)]
 
 

@@ -1,4 +1,4 @@
-"""The one-GPU (H200) study of paper 13 (HollowFlow) and the reader of its committed results. No plotly import.
+"""The one-GPU (H100 or H200) study of paper 13 (HollowFlow) and the reader of its committed results. No plotly import.
 
 Stages, most important first (bodies in :mod:`companion.hollowflow.study`, which also holds the memory model and
 the out-of-memory guard that pick each size's batch):

@@ -24,8 +24,11 @@ move. In float64 the products in the determinant are exact, division and square 
 on both sides, and only the log may differ, in its last bit (~1e-16 relative): an edge moves only if it lies
 within ~1e-13 px of a boundary, so the two binnings give identical lists (``tests/kernels/test_gaussian_binning.py``).
 
-Not yet timed on the H200 (the PyTorch projection + binning it replaces: 4.47 ms end to end with the
-rasteriser at 100k Gaussians, 512², against gsplat's ``rasterization`` 0.79 ms).
+On an H100 (100k Gaussians, 512², 363k keys) the whole call takes 0.22–0.57 ms under do_bench (host time
+between launches and around the host sync varies that much between machines of one kind), of which the GPU is
+busy 143 µs: 81 µs in the radix sort's passes over the 64-bit keys, 5 µs in the projection kernel, 8 in the
+emit kernel, 10 in the ranges kernel (torch.profiler; the ``raster_sweep`` stage of the decode study). gsplat's
+``rasterization`` less its ``rasterize_to_pixels`` (its projection and binning) took 0.36–0.59 ms in the same runs.
 """
 
 from __future__ import annotations
