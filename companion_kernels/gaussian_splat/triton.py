@@ -22,9 +22,14 @@ schedules give the same render and the same saved state:
   TA·Π_{j≤k}(1 − α_j) > 1e-4, a prefix of the whole list, so a pixel that stopped in one chunk stays stopped in
   the next.
 
-Backward (:func:`_rasterize_bwd_kernel`): one program per tile walks its list back to front, from the largest
-``n_used`` of its pixels, recovering each T_i from T_final and summing the per-pair gradients over the
-tile's pixels before one atomic add per Gaussian and attribute.
+Backward: one program per tile walks its list back to front, from the largest ``n_used`` of its pixels,
+recovering each T_i from T_final; the programs take the tiles longest list first (:func:`tile_order`). Two
+schedules give the same gradients:
+
+* ``"chunk"`` (:func:`_rasterize_bwd_kernel`, the default): BLOCK_G entries at a time as a [256, BLOCK_G]
+  block, each pair's terms summed over the tile's pixels before one atomic add per Gaussian and attribute;
+* ``"sequential"`` (:func:`_rasterize_bwd_seq_kernel`): one entry at a time, gsplat's walk, with warp sums and
+  one atomic add per warp.
 
 Timings on an H100 (100k Gaussians, one 512² view, 363k list entries; do_bench; ``benchmarks/gaussian_splat_NOTES.md``
 has every variant and the ncu readings). Forward: the sequential schedule, 16 entries a step, 4 warps, tiles
