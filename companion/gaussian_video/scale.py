@@ -10,7 +10,7 @@ A synthetic, untrained scene of ``n_gaussians`` 3-D Gaussians in articulated par
 3. ``gsplat``: gsplat (the strongest peer, first) against our Triton rasteriser at l = L, on the same projected
    inputs and tile lists and end to end (off with ``gsplat`` false: gsplat has no CPU path);
 4. ``rasterizer``: the per-tile PyTorch splatter against the Triton path on the same inputs;
-5. ``raster_sweep``: the Triton rasteriser's launch variants (schedule, Gaussians per chunk, warps), forward and
+5. ``raster_sweep``: the Triton rasteriser's launch variants (schedule, list entries a step, warps), forward and
    backward;
 6. ``per_layer``: decode + dequantise + render per frame for l = 1..L (zlib, and H.264 when its stage is done),
    PSNR against the unquantised render. Issue targets: High (l = L) under 33 ms per frame, Low (l = 1) at most
