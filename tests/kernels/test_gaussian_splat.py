@@ -460,9 +460,9 @@ def test_gpu_matches_gsplat():
 def test_gpu_backward_matches_per_tile_torch():
     """The backward at 300 × 211 with 4000 Gaussians (odd sizes, some off-screen, background 0.3), the forward at
     ``BLOCK_G`` 16 and 32 and the backward at its default launch: gradients against autograd through the per-tile
-    PyTorch splatter in float64 on the same lists. Near
-    the 1/255 cut-off and the stop rule the fp32 kernel and the float64 oracle may decide a pair differently,
-    so the check is on the whole gradient: ‖Δ‖ ≤ 1e-4·‖∂‖ per input."""
+    PyTorch splatter in float64 on the same lists. Near the 1/255 cut-off and the stop rule the fp32 kernel and
+    the float64 oracle may decide a pair differently, so the check is on the whole gradient: ‖Δ‖ ≤ 1e-4·‖∂‖ per
+    input."""
     h, w = 300, 211
     m, c, o, col, d = scene(4000, h, w, seed=11)
     offsets, ids = bin_gaussians(m, c, o, d, h, w)
