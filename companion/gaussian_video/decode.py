@@ -514,7 +514,6 @@ def raster_sweep_stage(ctx: StageContext) -> dict:
                                  "backward_ms": round(_ms(lambda: backward(*variant), dev), 4),
                                  "grad_rel_max_abs_diff": rel})
     heavy, row_major = tile_order(offsets), tile_order(offsets, heavy_first=False)
-    forward(*FORWARD_VARIANTS[0], save=True)
     rows["tile_order"] = {
         "forward_heavy_first_ms": round(_ms(lambda: forward(*FORWARD_VARIANTS[0], order=heavy), dev), 4),
         "backward_row_major_ms": round(_ms(lambda: backward(*BACKWARD_VARIANTS[0], order=row_major), dev), 4),
@@ -539,8 +538,8 @@ def _gathered_entries(args, image, width: int) -> dict:
     def gather():
         return m2[entry], con[entry], op[entry], col[entry]
 
-    order = torch.arange(ids.numel(), dtype=torch.int32, device=dev)
-    lists = (*gather(), offsets, order)
+    identity = torch.arange(ids.numel(), dtype=torch.int32, device=dev)
+    lists = (*gather(), offsets, identity)
     return {"gather_ms": round(_ms(gather, dev), 4),
             "forward_ms": round(_ms(lambda: rasterize_triton(*lists, width, width), dev), 4),
             "max_abs_diff": float((rasterize_triton(*lists, width, width) - image).abs().max())}
@@ -557,8 +556,11 @@ def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) 
 
     dev = g["means"].device
     pos = (g["means"], g["quats"], g["scales"])
-    whole = _ms(lambda: project_and_bin(*pos, g["opacities"], view, K, width, width, near_plane=NEAR_PLANE,
-                                        impl="triton"), dev)
+
+    def call():
+        return project_and_bin(*pos, g["opacities"], view, K, width, width, near_plane=NEAR_PLANE, impl="triton")
+
+    whole = _ms(call, dev)
     project = _ms(lambda: project_gaussians(*pos, view, K, width, width, near_plane=NEAR_PLANE, impl="triton"), dev)
     tiles = torch.repeat_interleave(torch.arange(offsets.numel() - 1, device=dev), offsets.diff().long())
     keys = (tiles << 32) | depths[ids.long()].view(torch.int32).long()
@@ -572,8 +574,7 @@ def _project_and_bin_pieces(g: dict, view, K, width: int, depths, offsets, ids) 
     sort_ms = _ms(sort, dev)
     return {"whole_ms": round(whole, 4), "project_ms": round(project, 4), "sort_and_gather_ms": round(sort_ms, 4),
             "rest_ms": round(whole - project - sort_ms, 4), "n_keys": int(ids.numel()),
-            "profile": _busy_time(lambda: project_and_bin(*pos, g["opacities"], view, K, width, width,
-                                                          near_plane=NEAR_PLANE, impl="triton"), dev)}
+            "profile": _busy_time(call, dev)}
 
 
 def _busy_time(fn, device, reps: int = 20, top: int = 12) -> dict:

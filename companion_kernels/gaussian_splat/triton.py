@@ -215,6 +215,18 @@ def _rasterize_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
 
 
 @triton.jit
+def _backward_state(pix, inside, final_t_ptr, n_used_ptr, grad_out_ptr, background):
+    """A backward's start at pixels ``pix`` (any shape): T_final, the used-entry count, the output gradient g per
+    channel and Σ_channels g·S with S = T_final·bg, the suffix colour after the last kept Gaussian."""
+    T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
+    n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
+    gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)
+    gg = tl.load(grad_out_ptr + pix * 3 + 1, mask=inside, other=0.0)
+    gbl = tl.load(grad_out_ptr + pix * 3 + 2, mask=inside, other=0.0)
+    return T, n_used, gr, gg, gbl, (gr + gg + gbl) * T * background
+
+
+@triton.jit
 def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, offsets_ptr, order_ptr, final_t_ptr,
                           n_used_ptr, grad_out_ptr, g_means_ptr, g_conics_ptr, g_opac_ptr, g_colors_ptr, height, width,
                           n_tiles_x, background, alpha_min, TILE: tl.constexpr, BLOCK_G: tl.constexpr):
@@ -238,12 +250,7 @@ def _rasterize_bwd_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_ptr, 
     attribute."""
     pid = tl.load(order_ptr + tl.program_id(0))  # the tiles in the given order (longest list first by default)
     fx, fy, pix, inside = _tile_pixels(pid, n_tiles_x, height, width, TILE)
-    T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
-    n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
-    gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)
-    gg = tl.load(grad_out_ptr + pix * 3 + 1, mask=inside, other=0.0)
-    gbl = tl.load(grad_out_ptr + pix * 3 + 2, mask=inside, other=0.0)
-    gs = (gr + gg + gbl) * T * background  # Σ_channels g·S, S = T_final·bg after the last kept Gaussian
+    T, n_used, gr, gg, gbl, gs = _backward_state(pix, inside, final_t_ptr, n_used_ptr, grad_out_ptr, background)
     start = tl.load(offsets_ptr + pid)
     k = start + tl.max(n_used, axis=0) - BLOCK_G  # the last chunk ends at the tile's last used entry
     while k + BLOCK_G > start:
@@ -291,12 +298,7 @@ def _rasterize_bwd_seq_kernel(means_ptr, conics_ptr, opac_ptr, colors_ptr, ids_p
     pid = tl.load(order_ptr + tl.program_id(0))  # the tiles in the given order (longest list first by default)
     p = tl.arange(0, ROWS)[:, None] * 32 + tl.arange(0, 32)[None, :]
     fx, fy, pix, inside = _tile_pixels_at(p, pid, n_tiles_x, height, width, TILE)
-    T = tl.load(final_t_ptr + pix, mask=inside, other=1.0)
-    n_used = tl.load(n_used_ptr + pix, mask=inside, other=0)
-    gr = tl.load(grad_out_ptr + pix * 3, mask=inside, other=0.0)
-    gg = tl.load(grad_out_ptr + pix * 3 + 1, mask=inside, other=0.0)
-    gbl = tl.load(grad_out_ptr + pix * 3 + 2, mask=inside, other=0.0)
-    gs = (gr + gg + gbl) * T * background  # Σ_channels g·S, S = T_final·bg after the last kept Gaussian
+    T, n_used, gr, gg, gbl, gs = _backward_state(pix, inside, final_t_ptr, n_used_ptr, grad_out_ptr, background)
     start = tl.load(offsets_ptr + pid)
     row = tl.zeros([ROWS], tl.int64)
     k = start + tl.max(tl.max(n_used, axis=1), axis=0) - 1  # the tile's last used entry
