@@ -50,7 +50,9 @@ class StageContext:
     """What a stage gets: the profile (with its ``seed``), the device, the log, the payload so far (earlier
     stages' results, read only) and ``shared``, objects one stage hands to a later one within a call (a
     trained model, a data set). ``left()`` is the seconds this stage may still use: the time to the deadline
-    less what the later stages of this call need (those that can still fit after this one's ``needs_s``)."""
+    less what the later stages of this call need (those that can still fit after this one's ``needs_s``).
+    ``earlier`` is this stage's own result in the file a run resumes (``previous``), where that stage finished
+    there (None otherwise): a stage that loops over seeds can keep the seeds it finished and run the others."""
 
     profile: dict
     device: str
@@ -58,6 +60,7 @@ class StageContext:
     results: dict
     shared: dict = field(default_factory=dict)
     until: float = math.inf
+    earlier: Any = None
 
     @property
     def seed(self) -> int:
@@ -187,6 +190,8 @@ def run_stages(stages: Sequence[Stage], profile: dict, *, device: str = "cpu", d
             if reserve + later.needs_s <= room:
                 reserve += later.needs_s
         ctx.until = deadline - reserve
+        ctx.earlier = (previous.get(stage.name) if previous is not None
+                       and stage_states(previous).get(stage.name) == "done" else None)
         ts = time.perf_counter()
         try:
             result = stage.run(ctx)

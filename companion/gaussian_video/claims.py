@@ -278,6 +278,17 @@ def gpu_rows(gpu) -> list[Claim]:
                   judgement=not_run(why))]
 
 
+def _init_text(tr: dict) -> str:
+    """How a 3-D run's keyframes were initialised (``train3d.Config.init``): the SfM-like start draws from the
+    scene's true centres, which a real capture does not have, so the scale says so (uniform random starts were
+    0.7–0.8 dB lower in the CPU pilots of :mod:`~companion.gaussian_video.scale_train3d`; none ran on a GPU)."""
+    if tr.get("init", "points") == "random":
+        return f"init: {tr['init_count']} random points in the centres' box"
+    if "init_fraction" not in tr:  # a profile that predates the init knobs: the SfM-like start, unparametrised
+        return "init: a noisy subset of the true centres (SfM-like, privileged)"
+    return f"init: {tr['init_fraction']:.0%} of the true centres + noise {tr['init_noise']:g} (SfM-like, privileged)"
+
+
 def _train3d_scale(payload: dict, n: int = 1) -> str:
     """Where and how much the 3-D training study ran (its profile and ``sequence`` stage; ``n`` seeds)."""
     P, seq = payload["profile"], payload["sequence"]
@@ -286,7 +297,8 @@ def _train3d_scale(payload: dict, n: int = 1) -> str:
     model = round(seq["per_layer"][-1]["n_gaussians"])
     return (f"{where}, {seeds_text(n)}, synthetic scene, {sc['n_gt']} ground-truth / ~{model} model Gaussians, "
             f"{sc['n_cameras']} cameras at {sc['width']}² ({len(seq['test_cameras'])} held out), {seq['n_frames_done']} "
-            f"of {seq['n_frames_planned']} frames, {tr['key_steps']} keyframe steps, L = {tr['L']}, {P['backend']} renderer")
+            f"of {seq['n_frames_planned']} frames, {tr['key_steps']} keyframe steps, L = {tr['L']}, {P['backend']} renderer, "
+            f"{_init_text(tr)}")
 
 
 def _train3d_missing(payload) -> str | None:
@@ -442,7 +454,7 @@ def _rd3d_scale(payload: dict, stage: str) -> str:
     return (f"{where}, {seeds_text(n)}{'' if n == planned else f' of {planned} planned'}, synthetic 3-D scene, "
             f"{sc['n_gt']} ground-truth Gaussians, {sc['n_cameras']} cameras at {sc['width']}² (1 in "
             f"{sc['test_every']} held out), {tr['key_steps']} keyframe steps ({tr['rd_steps']} with the rate term), "
-            f"L = {tr['L']}, {P['backend']} renderer")
+            f"L = {tr['L']}, {P['backend']} renderer, {_init_text(tr)}")
 
 
 def _bd_values(seeds: list, name: str | None = None) -> list[float]:

@@ -105,3 +105,26 @@ def train3d_quality_figure(payload: dict) -> go.Figure:
     fig.update_layout(height=420, title=f"3-D training, quality per keyframe and per frame ({payload.get('device', '?')}, "
                                         f"{payload.get('date', '?')})")
     return fig
+
+
+def rd3d_figure(payload: dict) -> go.Figure:
+    """The 3-D RD study, every seed recorded: left, the keyframe of frame 0 trained with the full loss and with no
+    rate term (held-out PSNR against kB of layers ≤ l, l = 1..L); right, the 6-frame sequence coded with
+    motion-aware grouping and with fixed groups of 5 and of 1 (mean held-out PSNR against mean kB per frame).
+    One colour per variant, one dash per seed."""
+    dashes = ("solid", "dash", "dot", "dashdot")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("keyframe: full loss vs no rate term",
+                                                        "sequence: grouping"))
+    for col, stage in ((1, "rate_term"), (2, "grouping")):
+        for s in payload.get(stage, {}).get("seeds", []):
+            for i, (name, c) in enumerate(s["curves"].items()):
+                fig.add_scatter(x=[b / 1e3 for b in c["bytes"]], y=c["psnr"], mode="lines+markers",
+                                line=dict(color=COLORS[i % len(COLORS)], dash=dashes[s["seed"] % len(dashes)]),
+                                name=f"{name}, seed {s['seed']}", legendgroup=name, row=1, col=col,
+                                hovertext=[f"l = {l + 1}" for l in range(len(c["bytes"]))])
+        fig.update_xaxes(title_text="kB per frame, layers ≤ l", row=1, col=col)
+    fig.update_yaxes(title_text="held-out PSNR (dB)", row=1, col=1)
+    seeds = {st: len(payload.get(st, {}).get("seeds", [])) for st in ("rate_term", "grouping")}
+    fig.update_layout(height=420, title=f"3-D RD study: {seeds['rate_term']} seeds (keyframe), {seeds['grouping']} "
+                                        f"(sequence) ({payload.get('device', '?')}, {payload.get('date', '?')})")
+    return fig

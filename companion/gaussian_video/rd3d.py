@@ -19,6 +19,8 @@ the seed, so a fixed group of one frame reuses the keyframe already coded at tha
 
 Each stage loops over the profile's ``seeds`` and starts a seed only while ``ctx.left()`` still holds the longest
 seed so far (the first always starts); the seeds finished are kept, ``seeds_planned`` says how many were asked for.
+A stage rerun under ``--resume`` keeps the seeds the resumed file finished (``ctx.earlier``) and runs the others, so
+a study longer than one call is finished by calls of ``--stages grouping --resume <its JSON>``.
 """
 
 from __future__ import annotations
@@ -79,9 +81,16 @@ def rd_curve(frames: list[dict]) -> dict:
 
 
 def _per_seed(ctx: StageContext, run_seed) -> dict:
-    """``run_seed(seed)`` for every seed of the profile that fits in ``ctx.left()`` (module docstring)."""
-    seeds, done, longest = list(ctx.profile["seeds"]), [], 0.0
+    """``run_seed(seed)`` for every seed of the profile that fits in ``ctx.left()``, after the seeds kept from the
+    resumed file (module docstring)."""
+    seeds = list(ctx.profile["seeds"])
+    done = [r for r in (ctx.earlier or {}).get("seeds", []) if r["seed"] in seeds]
+    longest = max((r.get("seconds", 0.0) for r in done), default=0.0)
+    if done:
+        ctx.log(f"kept seeds {[r['seed'] for r in done]} of the resumed run")
     for s in seeds:
+        if any(r["seed"] == s for r in done):
+            continue
         if done and ctx.left() < longest:
             ctx.log(f"deadline: {ctx.left():.0f} s left, a seed took up to {longest:.0f} s; stopped after {len(done)} seeds")
             break
@@ -90,7 +99,7 @@ def _per_seed(ctx: StageContext, run_seed) -> dict:
         out["seconds"] = round(time.perf_counter() - t0, 1)
         longest = max(longest, out["seconds"])
         done.append(out)
-    return {"seeds": done, "seeds_planned": seeds}
+    return {"seeds": sorted(done, key=lambda r: seeds.index(r["seed"])), "seeds_planned": seeds}
 
 
 def keyframe_rd(data: dict, cfg: Config, backend: str, log=None) -> dict:

@@ -1,4 +1,4 @@
-"""The one-GPU (H200) study of paper 05 (4DGCPro) that trains the 3-D pipeline, and the reader of its committed
+"""The one-GPU (H100 or H200) study of paper 05 (4DGCPro) that trains the 3-D pipeline, and the reader of its committed
 results. No plotly import.
 
 The full pipeline of :mod:`companion.gaussian_video.train3d` (keyframe RD training, Ψ layers, inter-frames,
@@ -17,7 +17,7 @@ The profile (chosen on CPU pilots of a scaled-down analogue of this scene; the t
 which every 4th is held out (36 training views; with 12 the pilots' training and held-out PSNR were 3–6 dB apart,
 with 36 about 1 dB, and the held-out PSNR 1–2 dB higher; more ground-truth views cost nothing per step), 16 frames
 with the jump at frame 8 (two groups, as 30 frames with the jump at 15 gave, in half the inter-frames), the parts
-kept apart (``layout`` "separated" of :func:`~companion.gaussian_video.scene3d.make_scene`: the committed run of
+kept apart (``layout`` "separated" of :func:`~companion.gaussian_video.scene3d.make_scene`: an H200 run of
 2026-12-04 had them interpenetrate, and its inter-frames fell 4–6 dB under their keyframes because no motion field
 looked up by position can move two touching parts apart; fitted directly to that scene's true motion, the 16³
 grid reaches only about 24 dB), 1,000
@@ -27,22 +27,15 @@ subset of the ground-truth centres (uniform random starts were 0.7–0.8 dB lowe
 records its training curve (:func:`~companion.gaussian_video.train3d.fit_keyframe`: training views only); the early
 stop on it is off (``stop_db`` 0), so every keyframe runs its 1,000 steps.
 
-Time plan on one H200, scaled from the recorded run (76 ms per keyframe step at 60,000 Gaussians, L = 6, 3
-cameras per step; 1.6 s per inter-frame): renderer about 85 s (gsplat's compile about 80 s); sequence 2 keyframes
-× 1,000 steps × 76–101 ms (60,000–80,000 Gaussians) + 14 inter-frames × 1.7 s ≈ 180–230 s; decode about 5 s:
-at most 90 + 230 + 10 = 330 s (the stages' ``needs_s``) of ``DEADLINE_S`` = 360 s.
+Time plan, scaled from the first H200 run (76 ms per keyframe step at 60,000 Gaussians, L = 6, 3 cameras per step;
+1.6 s per inter-frame): renderer about 85 s (gsplat's compile about 80 s); sequence 2 keyframes × 1,000 steps ×
+76–101 ms (60,000–80,000 Gaussians) + 14 inter-frames × 1.7 s ≈ 180–230 s; decode about 5 s: at most 90 + 230 + 10
+= 330 s (the stages' ``needs_s``) of ``DEADLINE_S`` = 360 s. The committed run (an H100, 2026-12-05, gsplat
+prebuilt) took 307 s: renderer 33 s, keyframes 110 and 131 s (about 80,000 Gaussians), inter-frames 2.0–2.3 s.
 
 Not reproduced: the paper's training length (12,000 + 1,500 keyframe steps; here 1,000), its hash grid + MLP
 motion model (a dense grid here), H.264 (constriction's ANS here), real captured video. Run it with
 ``python -m companion.bench gaussian_video_train3d`` (``--smoke``: a tiny CPU run with the torch renderer).
-
-The committed results (``benchmarks/results/gaussian_video_train3d.json``, of an earlier profile: 30 frames, 16
-cameras, 900 keyframe steps, L1 only, no density control, ``"workers": 16``) were
-coded with the package's earlier coder: a big-integer rANS in blocks of 2,048 symbols, one varint-prefixed
-payload per (layer, channel), run in 16 processes; their bytes, ``code_s`` and ``decode_all_s`` are of that
-coder. Same models and symbols: on synthetic symbols at this profile's size (60k Gaussians, L = 6) the ANS
-format is 0.2 % smaller per keyframe and 0.6 % per inter-frame (fewer length prefixes and stream ends); a rerun
-records its own bytes and times.
 """
 
 from __future__ import annotations

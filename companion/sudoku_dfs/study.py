@@ -3,7 +3,7 @@ its held-out evaluation, batched propagation throughput, L1 vs L2 one-level gues
 
 Paper: Giannoulis, Pantis, Tzamos, NeurIPS 2025 (arXiv 2509.22023). The paper trains a 42M-parameter GPT-2 for
 3M steps (about 168 GPU-hours on an A10G) and reaches 98.9 % board accuracy on its "Random" puzzles; this is
-the few-minutes version for one H200. Deviations from the paper's model (8 layers, 8 heads, d = 576, lr 1e-4,
+the few-minutes version for one GPU. Deviations from the paper's model (8 layers, 8 heads, d = 576, lr 1e-4,
 batch 32, 3M steps) are the profile's: narrower (the bf16 checkpoint stays under 15 MB and a step is fast),
 dropout 0, a larger learning rate and smaller heads, which trained faster in this project's 4x4 runs.
 

@@ -77,6 +77,23 @@ def test_only_and_resume_keep_the_other_stages_and_refuse_another_profile_or_see
         run_stages(fixed, {"n": 4, "seed": 0}, deadline_s=None, previous={"profile": {"n": 4, "seed": 0}}, **QUIET)
 
 
+def test_a_resumed_stage_sees_its_own_earlier_result_where_it_finished():
+    seen = {}
+
+    def look(name):
+        def run(ctx):
+            seen[name] = ctx.earlier
+            return {"seeds": [name]}
+        return run
+
+    stages = [Stage("a", look("a")), Stage("b", _boom), Stage("c", look("c"))]
+    first = run_stages(stages, {"seed": 0}, deadline_s=None, **QUIET)
+    assert seen == {"a": None, "c": None}  # a run that resumes nothing
+    fixed = [Stage("a", look("a")), Stage("b", look("b")), Stage("c", look("c"))]
+    run_stages(fixed, {"seed": 0}, deadline_s=None, previous=json.loads(json.dumps(first)), **QUIET)
+    assert seen == {"a": {"seeds": ["a"]}, "b": None, "c": {"seeds": ["c"]}}  # b failed there: nothing to keep
+
+
 def test_a_profile_without_a_seed_resumes_as_seed_0():
     stages = [Stage("a", _ok(1)), Stage("b", _ok(2))]
     first = run_stages(stages, {"n": 4}, deadline_s=None, only=["a"], **QUIET)

@@ -57,6 +57,25 @@ def test_seeds_stop_once_the_longest_seed_no_longer_fits():
     assert [r["seed"] for r in out["seeds"]] == [0] and out["seeds_planned"] == [0, 1, 2] and "seconds" in out["seeds"][0]
 
 
+def test_a_resumed_stage_keeps_its_finished_seeds_and_runs_the_others():
+    ran = []
+
+    def run(s):
+        ran.append(s)
+        return {"seed": s, "value": 10 * s}
+
+    ctx = StageContext(profile={"seeds": [0, 1, 2]}, device="cpu", log=lambda *a: None, results={},
+                       earlier={"seeds": [{"seed": 2, "value": -1, "seconds": 5.0}, {"seed": 7, "seconds": 1.0}],
+                                "seeds_planned": [0, 1, 2, 7]})
+    ctx.until = time.perf_counter() + 3600
+    out = R._per_seed(ctx, run)
+    assert ran == [0, 1]  # seed 2 kept as recorded, seed 7 (not in this profile) dropped
+    assert [(r["seed"], r["value"]) for r in out["seeds"]] == [(0, 0), (1, 10), (2, -1)]
+    ctx.until = time.perf_counter() + 2  # less than the kept seed's 5 s: no new seed starts
+    ran.clear()
+    assert [r["seed"] for r in R._per_seed(ctx, run)["seeds"]] == [2] and ran == []
+
+
 def test_progressive_stage_reads_the_full_keyframes():
     full = {"bytes": [100, 250, 400], "psnr": [20.0, 23.0, 22.9]}
     rate = {"seeds": [{"seed": 4, "curves": {"full": full}}], "seeds_planned": [4, 5]}
