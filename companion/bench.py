@@ -4,6 +4,8 @@
     python -m companion.bench NAME --smoke               # a tiny CPU run (Triton kernels in the interpreter), to /tmp
     python -m companion.bench NAME --stages a,b --resume benchmarks/results/<results>.json
                                                          # run stages a and b again, keep the file's other stages
+    python -m companion.bench NAME --set train.lr=2e-3 --set train_seconds=90 --out-dir build/pilot
+                                                         # a pilot: the profile with some knobs changed
     python -m companion.bench --list gpu                 # NAME:SECONDS of every GPU study (what `make bench-gpu` runs)
     python -m companion.bench --markdown benchmarks      # the table of benchmarks/README.md (and `papers`: README.md's)
 
@@ -18,6 +20,8 @@ each stage's state, and the exit status: 0 when no stage failed, 1 when one did,
 from __future__ import annotations
 
 import argparse
+import ast
+import copy
 import importlib
 import json
 import os
@@ -160,6 +164,38 @@ def benchmarks_table() -> str:
     return "\n".join(rows)
 
 
+def set_knobs(profile: dict, assignments: list[str]) -> dict:
+    """A copy of ``profile`` with each ``KEY=VALUE`` of ``assignments`` applied (``KEY`` dotted into nested dicts,
+    ``VALUE`` a Python literal, else a string). Only a knob the profile has can be set, and to a value of its type
+    (an int where a float was is taken); the recorded profile then says what ran, and ``--resume`` compares it."""
+    from companion.core import ParameterError
+
+    out = copy.deepcopy(profile)
+    for text in assignments:
+        key, sep, raw = text.partition("=")
+        if not sep or not key:
+            raise ParameterError("--set", text, "KEY=VALUE, e.g. train.lr=2e-3")
+        parts, node = key.split("."), out
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                where = ".".join(parts[:i]) or "the profile"
+                keys = ", ".join(node) if isinstance(node, dict) else "none (not a dict)"
+                raise ParameterError("--set", key, f"a knob of {where}: {keys}")
+            if i < len(parts) - 1:
+                node = node[part]
+        last = parts[-1]
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        old = node[last]
+        same = type(value) is type(old) or (type(old) is float and type(value) is int) or old is None
+        if not same:
+            raise ParameterError("--set", text, f"a {type(old).__name__} for {key} (now {old!r})")
+        node[last] = float(value) if type(old) is float else value
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m companion.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -170,6 +206,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--stages", default=None, help="comma-separated stages to run (default: all, in order)")
     ap.add_argument("--resume", default=None, help="an earlier JSON of this study and profile whose other stages are kept")
     ap.add_argument("--seed", type=int, default=None, help="the seed (default: the profile's)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="change one knob of the profile (dotted for a nested one: train.lr=2e-3); repeatable")
     ap.add_argument("--list", choices=("gpu", "cpu"), default=None, help="print NAME:SECONDS of every study that runs there")
     ap.add_argument("--markdown", choices=("benchmarks", "papers"), default=None, help="print a README table")
     return ap
@@ -211,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         device, profile = "cpu", dict(module.GPU_PROFILE)
     if args.seed is not None:
         profile["seed"] = args.seed
+    try:
+        profile = set_knobs(profile, args.set)
+    except ParameterError as err:
+        print(f"refused: {err}", file=sys.stderr)
+        return 2
     previous = None
     if args.resume:
         try:

@@ -26,7 +26,8 @@ each step contended with the stream for cores and ``torch.compile`` met several 
 ``--deadline 300`` trained 5,558 steps in 233 s on an H200 (teacher-forced move accuracy 0.74), and the committed
 run, the whole profile on an H100, 10,019 steps in 470 s (21 steps a second after a 29 s compile; move accuracy
 0.85, rising 0.01 per 1,000 steps at the end; 0 of 500 held-out boards solved). The batch and learning rate were
-not swept on the GPU: the curve of the 233-s run was the only pilot. Under
+not swept on the GPU: the curve of the 233-s run was the only pilot (a sweep is a few calls of ``--stages
+data,training --set train_seconds=90 --set train.lr=2e-3 --out-dir build/pilot-lr2e-3``). Under
 ``torchrun --nproc_per_node N`` every rank trains on its own stream shard and rank 0 alone evaluates and writes
 the checkpoint and the JSON (give each rank ``16 // N - 3`` workers).
 

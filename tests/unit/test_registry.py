@@ -4,10 +4,13 @@ when a script, a paper, a kernel or a README row drifts from it."""
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
+
 from companion import bench
-from companion.core import repo_path
+from companion.core import ParameterError, repo_path
 from companion.runner import discover
 
 
@@ -72,3 +75,40 @@ def test_resume_refuses_a_file_recorded_on_another_device(tmp_path, capsys):
     assert bench.main([cpu_study, "--stages", "x", "--resume", str(recorded), "--out-dir", str(tmp_path / "out")]) == 2
     assert "its stages ran on 'NVIDIA H200'" in capsys.readouterr().err and recorded.read_text() == before
     assert not (tmp_path / "out").exists()
+
+
+def test_set_changes_only_the_named_knobs_of_a_copy():
+    profile = {"train_seconds": 470.0, "workers": 13, "train": {"lr": 1e-3, "compile": True, "schedule": "cosine"},
+               "checkpoint": None}
+    out = bench.set_knobs(profile, ["train.lr=2e-3", "train_seconds=90", "train.schedule=linear", "workers=4",
+                                    "train.compile=False", "checkpoint='x.safetensors'"])
+    assert out == {"train_seconds": 90.0, "workers": 4, "checkpoint": "x.safetensors",
+                   "train": {"lr": 2e-3, "compile": False, "schedule": "linear"}}
+    assert type(out["train_seconds"]) is float  # an int where a float was: recorded as the float it stands for
+    assert profile["train"]["lr"] == 1e-3 and profile["train_seconds"] == 470.0  # the study's profile is untouched
+
+
+@pytest.mark.parametrize("assignment, match", [
+    ("train.lrr=1", r"a knob of train: lr"),
+    ("nope=1", r"a knob of the profile: train_seconds, workers, train"),
+    ("workers.n=1", r"a knob of workers: none \(not a dict\)"),
+    ("workers=2.5", r"a int for workers \(now 13\)"),
+    ("workers=True", r"a int for workers"),
+    ("train.lr=fast", r"a float for train.lr"),
+    ("train", r"KEY=VALUE"),
+])
+def test_set_refuses_an_unknown_knob_or_another_type(assignment, match):
+    with pytest.raises(ParameterError, match=match):
+        bench.set_knobs({"train_seconds": 470.0, "workers": 13, "train": {"lr": 1e-3}}, [assignment])
+
+
+def test_set_is_recorded_in_the_profile_of_a_run(tmp_path, capsys):
+    """A smoke run with --set records the changed profile and the command; a bad --set is refused before any
+    stage, writing nothing."""
+    args = ["rtcfr", "--smoke", "--set", "correctness.iterations=30", "--out-dir", str(tmp_path / "ok")]
+    assert bench.main(args) == 0
+    rec = json.loads((tmp_path / "ok" / "rtcfr_gpu.json").read_text())
+    assert rec["profile"]["correctness"]["iterations"] == 30 and "--set correctness.iterations=30" in rec["command"]
+    assert bench.main(["rtcfr", "--smoke", "--set", "nope=1", "--out-dir", str(tmp_path / "bad")]) == 2
+    assert "refused: parameter --set='nope' is not allowed" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
