@@ -108,7 +108,10 @@ def encode_transcripts(transcripts, max_len: int | None = None) -> TranscriptBat
 
 def symmetry_maps(n: int, count: int, gen: torch.Generator | None = None, device="cpu") -> torch.Tensor:
     """``count`` random symmetry token maps ``[count, VOCAB_SIZE]`` (vectorised; same law as
-    :func:`companion.sudoku_dfs.generator.random_symmetry` and :func:`symmetry_token_map`)."""
+    :func:`companion.sudoku_dfs.generator.random_symmetry` and :func:`symmetry_token_map`). The random draws
+    (``[count, n]`` permutations, from ``gen`` on the CPU) decide the maps; the table is built on ``device``, so
+    the same ``gen`` gives the same maps on every device, and a training step on a GPU builds its ``count × 1001``
+    table there instead of on its host threads."""
     b = 2 if n == 4 else 3
     B = count
     bands = torch.rand(B, b, generator=gen).argsort(1)
@@ -119,8 +122,8 @@ def symmetry_maps(n: int, count: int, gen: torch.Generator | None = None, device
     cols = (bands[:, :, None] * b + inner).reshape(B, n)
     digits = torch.cat([torch.zeros(B, 1, dtype=torch.long), torch.rand(B, n, generator=gen).argsort(1) + 1], 1)
     transpose = torch.rand(B, generator=gen) < 0.5
-    inv_r, inv_c = rows.argsort(1), cols.argsort(1)
-    r, c, v = torch.meshgrid(torch.arange(n), torch.arange(n), torch.arange(1, n + 1), indexing="ij")
+    inv_r, inv_c, digits, transpose = (t.to(device) for t in (rows.argsort(1), cols.argsort(1), digits, transpose))
+    r, c, v = torch.meshgrid(*(torch.arange(k, n + k, device=device) for k in (0, 0, 1)), indexing="ij")
     r, c, v = r.reshape(-1), c.reshape(-1), v.reshape(-1)
     src_tok = 100 * (r + 1) + 10 * (c + 1) + v
     x = torch.where(transpose[:, None], c[None], r[None])
@@ -128,9 +131,9 @@ def symmetry_maps(n: int, count: int, gen: torch.Generator | None = None, device
     tr = inv_r.gather(1, x)
     tc = inv_c.gather(1, y)
     tv = digits.gather(1, v[None].expand(B, -1))
-    table = torch.arange(VOCAB_SIZE).repeat(B, 1)
+    table = torch.arange(VOCAB_SIZE, device=device).repeat(B, 1)
     table[:, src_tok] = 100 * (tr + 1) + 10 * (tc + 1) + tv
-    return table.to(device)
+    return table
 
 
 def augment_batch(batch: TranscriptBatch, maps: torch.Tensor) -> TranscriptBatch:

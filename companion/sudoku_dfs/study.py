@@ -142,6 +142,8 @@ def training_stage(ctx: StageContext) -> dict:
     gen_s = hist["seconds"] + ctx.results.get("data", {}).get("start_seconds", 0.0)
     return {"model": {"config": gcfg.__dict__, "parameters": n_parameters(model)},
             "seconds": round(hist["seconds"], 1), "steps": hist["steps"], "batch_size": tcfg.batch_size,
+            "ms_per_step": round(1e3 * hist["seconds"] / hist["steps"], 2),  # the first step's compile included
+            "sample_ms_per_step": round(hist["sample_ms_per_step"], 2),  # of it, the host drawing the batch
             "ranks": ctx.shared["world"], "trainer_threads": trainer_threads, "padded_to": P.get("pad_to"),
             "sequences": hist["sequences"], "tokens": hist["tokens"], "lr": tcfg.lr,
             "bf16": tcfg.amp and dev.type == "cuda", "compiled": hist["compiled"],

@@ -119,8 +119,9 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
     one rank the model trains under ``DistributedDataParallel`` (every rank calls this with its own data).
 
     Returns a history ``{"step": [...], "loss": [...], "seconds": float, "steps": int,
-    "sequences": int, "tokens": int, "compiled": bool, "compile_error": str | None}`` (this rank's sequences and
-    tokens; where ``torch.compile`` fails, the error and the eager steps that followed). ``progress(step, loss)`` is
+    "sequences": int, "tokens": int, "sample_ms_per_step": float, "compiled": bool, "compile_error": str | None}``
+    (this rank's sequences and tokens; the host time a step spends drawing its batch from ``data``; where
+    ``torch.compile`` fails, the error and the eager steps that followed). ``progress(step, loss)`` is
     called every ``log_every`` steps.
     """
     check_int("steps", cfg.steps, lo=1)
@@ -143,7 +144,7 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
     use_amp = cfg.amp and device.type == "cuda"
     gen = torch.Generator().manual_seed(cfg.seed + rank)
     hist = {"step": [], "loss": []}
-    seen_tokens = 0
+    seen_tokens, sample_s = 0, 0.0
     clock = torch.zeros((), dtype=torch.float64, device=device)
     step = 0
     for step in range(cfg.steps):
@@ -155,11 +156,13 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
         if cfg.seconds is not None and step > 0 and elapsed > cfg.seconds:
             step -= 1
             break
+        t_sample = time.perf_counter()
         batch = data.sample(cfg.batch_size, gen)
+        sample_s += time.perf_counter() - t_sample
         seen_tokens += int(batch.lengths.sum())
         batch = batch.to(device)
         if cfg.augment:  # on the device: on the host the gather over [B, T, K] labels costs more than the step
-            batch = augment_batch(batch, symmetry_maps(batch.n, len(batch), gen))
+            batch = augment_batch(batch, symmetry_maps(batch.n, len(batch), gen, device=device))
         done = elapsed / cfg.seconds if cfg.seconds is not None else step / max(1, cfg.steps)
         for group in opt.param_groups:
             group["lr"] = cfg.lr * lr_factor(cfg, step, done)
@@ -179,5 +182,5 @@ def train_model(model, data, cfg: TrainConfig, device="cpu", progress=None) -> d
                 progress(step, hist["loss"][-1])
     model.eval()
     hist.update(seconds=time.perf_counter() - t0, steps=step + 1, sequences=(step + 1) * cfg.batch_size, tokens=seen_tokens,
-                compiled=step_fn is not eager, compile_error=compile_error)
+                sample_ms_per_step=1e3 * sample_s / (step + 1), compiled=step_fn is not eager, compile_error=compile_error)
     return hist

@@ -102,6 +102,13 @@ def test_augmentation_yields_valid_transcripts(n):
         assert verify_transcript(image) == []
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_symmetry_maps_built_on_the_gpu_equal_the_cpu_ones():
+    cpu = symmetry_maps(9, 64, torch.Generator().manual_seed(3))
+    gpu = symmetry_maps(9, 64, torch.Generator().manual_seed(3), device="cuda")
+    assert gpu.device.type == "cuda" and torch.equal(cpu, gpu.cpu())
+
+
 def test_greedy_decode_batched_equals_one_by_one():
     model = build_model(TINY, seed=0)
     puzzles = [generate_puzzle(4, s)[0] for s in range(5)]
