@@ -284,7 +284,7 @@ def _init_text(tr: dict) -> str:
     0.7–0.8 dB lower in the CPU pilots of :mod:`~companion.gaussian_video.scale_train3d`; none ran on a GPU)."""
     if tr.get("init", "points") == "random":
         return f"init: {tr['init_count']} random points in the centres' box"
-    if "init_fraction" not in tr:  # a profile that predates the init knobs: the SfM-like start, unparametrised
+    if "init_fraction" not in tr:  # a profile that names no init knobs: train3d.Config's SfM-like default
         return "init: a noisy subset of the true centres (SfM-like, privileged)"
     return f"init: {tr['init_fraction']:.0%} of the true centres + noise {tr['init_noise']:g} (SfM-like, privileged)"
 

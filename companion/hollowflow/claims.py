@@ -405,7 +405,7 @@ def gpu_rows(gpu: dict | None) -> list[Claim]:
     was recorded with the earlier toy recipe) says so and is not judged."""
     paper = "LJ55: 1,370 s vs 529,793 s for 4e4 samples (≈10²× effective); speed-up grows with n"
     if not gpu:
-        return [Claim("Per-step likelihood time on one GPU", paper, "no GPU run recorded yet", "H200",
+        return [Claim("Per-step likelihood time on one GPU", paper, "no GPU run recorded yet", "one GPU",
                       not_run("no GPU run recorded yet: python -m companion.bench hollowflow on one GPU"), cell=GPU_CELL)]
     return [*ess_rows(gpu), *toy_rows(gpu), _timing_row(gpu, paper), speedup64_row(gpu), kernel_row(gpu)]
 

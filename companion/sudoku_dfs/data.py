@@ -123,7 +123,8 @@ def symmetry_maps(n: int, count: int, gen: torch.Generator | None = None, device
     digits = torch.cat([torch.zeros(B, 1, dtype=torch.long), torch.rand(B, n, generator=gen).argsort(1) + 1], 1)
     transpose = torch.rand(B, generator=gen) < 0.5
     inv_r, inv_c, digits, transpose = (t.to(device) for t in (rows.argsort(1), cols.argsort(1), digits, transpose))
-    r, c, v = torch.meshgrid(*(torch.arange(k, n + k, device=device) for k in (0, 0, 1)), indexing="ij")
+    cells = torch.arange(n, device=device)
+    r, c, v = torch.meshgrid(cells, cells, cells + 1, indexing="ij")
     r, c, v = r.reshape(-1), c.reshape(-1), v.reshape(-1)
     src_tok = 100 * (r + 1) + 10 * (c + 1) + v
     x = torch.where(transpose[:, None], c[None], r[None])
