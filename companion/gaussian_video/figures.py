@@ -62,15 +62,18 @@ def train3d_figure(payload: dict) -> go.Figure:
     return fig
 
 
-def train3d_quality_figure(payload: dict) -> go.Figure:
+def train3d_quality_figure(payload: dict, longer: dict | None = None) -> go.Figure:
     """Quality of the trained 3-D model (the 3-D study's ``sequence`` stage). Left: each keyframe's training curve
     (top-layer PSNR on its training views per ``curve_every`` steps) with its held-out PSNR after coding (layers
     1..L, dashed, same colour) and the run's target; right: held-out PSNR per frame with all layers and with layer 1
-    (keyframes marked), which shows what the inter-frames (rigid motion + residuals) keep of their keyframe."""
+    (keyframes marked), which shows what the inter-frames (rigid motion + residuals) keep of their keyframe.
+    ``longer`` (a run of the same study with more keyframe steps) adds its keyframe curves and its held-out PSNR per
+    frame with all layers, dotted."""
     seq = payload["sequence"]
     frames = seq["frames"]
     keys = [f for f in frames if f["kind"] == "key"]
     L = len(frames[0]["psnr_test"])
+    steps = payload["profile"]["train"]["key_steps"]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5],
                         subplot_titles=("keyframe training curves (training views, top layer)",
                                         "held-out PSNR per frame"))
@@ -93,16 +96,28 @@ def train3d_quality_figure(payload: dict) -> go.Figure:
     fig.add_scatter(x=t, y=[f["psnr_test"][-1] for f in frames], mode="lines+markers", line_color=COLORS[0],
                     marker=dict(size=[12 if f["kind"] == "key" else 6 for f in frames],
                                 symbol=["diamond" if f["kind"] == "key" else "circle" for f in frames]),
-                    name=f"layers 1..{L}", row=1, col=2)
+                    name=f"layers 1..{L}, {steps} keyframe steps", row=1, col=2)
     fig.add_scatter(x=t, y=[f["psnr_test"][0] for f in frames], mode="lines+markers", line_color=COLORS[2],
-                    name="layer 1", row=1, col=2)
+                    name=f"layer 1, {steps} keyframe steps", row=1, col=2)
+    if longer is not None:
+        more = longer["profile"]["train"]["key_steps"]
+        frames_l = longer["sequence"]["frames"]
+        for i, f in enumerate(k for k in frames_l if k["kind"] == "key"):
+            fig.add_scatter(x=f["curve"]["step"], y=f["curve"]["train_psnr"], mode="lines",
+                            line=dict(color=COLORS[i % len(COLORS)], dash="dot"),
+                            name=f"keyframe t = {f['t']}, {more} steps: training views "
+                                 f"(held-out {f['psnr_test'][-1]:.2f} dB)", row=1, col=1)
+        fig.add_scatter(x=[f["t"] for f in frames_l], y=[f["psnr_test"][-1] for f in frames_l], mode="lines+markers",
+                        line=dict(color=COLORS[0], dash="dot"), marker_symbol="circle-open",
+                        name=f"layers 1..{L}, {more} keyframe steps ({len(frames_l)} frames)", row=1, col=2)
     fig.add_hline(y=TRAIN3D_TARGET_DB, line_dash="dot", line_color="#777777", row=1, col=2,
                   annotation_text=f"target {TRAIN3D_TARGET_DB:g} dB", annotation_position="top right")
     fig.update_xaxes(title_text="keyframe step", row=1, col=1)
     fig.update_xaxes(title_text="frame t (diamonds: keyframes)", row=1, col=2)
     fig.update_yaxes(title_text="PSNR (dB)", row=1, col=1)
     fig.update_yaxes(title_text="held-out PSNR (dB)", row=1, col=2)
-    fig.update_layout(height=420, title=f"3-D training, quality per keyframe and per frame ({payload.get('device', '?')}, "
+    fig.update_layout(height=540, legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+                      title=f"3-D training, quality per keyframe and per frame ({payload.get('device', '?')}, "
                                         f"{payload.get('date', '?')})")
     return fig
 

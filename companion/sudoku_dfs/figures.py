@@ -80,12 +80,12 @@ def scale_table(r: dict):
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
-def scale_figure(r: dict) -> go.Figure:
+def scale_figure(r: dict, pilot: list[dict] = ()) -> go.Figure:
     """The GPU study's training (its ``training`` stage) against the optimiser step: the teacher-forced accuracy
     on held-out transcripts with a guess per token type (top: moves and all tokens; 101 and 102 in the legend) and
-    the training loss (bottom); hovering a point gives its seconds into training. A payload without the accuracy
-    curve or the loss (a layout older than the curve, a training stage that did not finish) shows where each is
-    not recorded."""
+    the training loss (bottom); hovering a point gives its seconds into training. ``pilot`` (the learning-rate
+    pilot's records) adds each pilot run's move accuracy, dotted. A payload without the accuracy curve or the loss
+    (a layout older than the curve, a training stage that did not finish) shows where each is not recorded."""
     tr = r.get("training") or {}
     curve = tr.get("rule_accuracy_curve") or []
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
@@ -96,6 +96,11 @@ def scale_figure(r: dict) -> go.Figure:
                             text=[f", {c['seconds']:.0f} s" if "seconds" in c else "" for c in pts],  # older curves: steps only
                             name=f"accuracy: {TOKEN_TYPES[key]}", visible=visible,
                             hovertemplate="step %{x}%{text}: %{y:.3f}", row=1, col=1)
+    for run in pilot:
+        pts = run["training"]["rule_accuracy_curve"]
+        fig.add_scatter(x=[c["step"] for c in pts], y=[c["move"] for c in pts], mode="lines", line=dict(dash="dot", width=3),
+                        name=f"pilot, lr {run['training']['lr']:g} ({run['training']['seconds']:.0f} s): moves",
+                        hovertemplate="step %{x}: %{y:.3f}", row=1, col=1)
     if tr.get("loss_curve"):
         fig.add_scatter(x=tr["loss_curve"]["step"], y=tr["loss_curve"]["loss"], mode="lines", name="training loss",
                         row=2, col=1)

@@ -23,11 +23,17 @@ leave. The trainer's threads and the fixed batch length (``pad_to``) come from t
 with 14 workers, a trainer on torch's default 16 intra-op threads and batches bucketed to 64 tokens: 2,615 steps in
 470 s (180 ms a step, against 26 ms in an earlier run whose data were made before training), so the CPU work of
 each step contended with the stream for cores and ``torch.compile`` met several shapes. With them, a run with
-``--deadline 300`` trained 5,558 steps in 233 s on an H200 (teacher-forced move accuracy 0.74), and the committed
-run, the whole profile on an H100, 10,019 steps in 470 s (21 steps a second after a 29 s compile; move accuracy
-0.85, rising 0.01 per 1,000 steps at the end; 0 of 500 held-out boards solved). The batch and learning rate were
-not swept on the GPU: the curve of the 233-s run was the only pilot (a sweep is a few calls of ``--stages
-data,training --set train_seconds=90 --set train.lr=2e-3 --out-dir build/pilot-lr2e-3``). Under
+``--deadline 300`` trained 5,558 steps in 233 s on an H200 (teacher-forced move accuracy 0.74), and a run of the
+whole profile at lr 1e-3 on an H100 10,019 steps in 470 s (47 ms a step with the symmetry maps drawn on the host;
+move accuracy 0.85, 0 of 500 held-out boards solved). The learning rate comes from a pilot on an H100 (batch 256
+kept: one compiled shape; ``benchmarks/results/sudoku_train_gpu_run_lr_pilot.json``): three runs of ``--stages
+data,training --set train_seconds=90 --set train.lr=LR``, one after another, reached held-out move accuracy 0.17
+(lr 1e-3, 1,900 steps), 0.30 (2e-3, 2,780 steps) and 0.02 (4e-3, 2,871 steps: stalled) in their 90 s. The first
+run paid a cold ``torch.compile`` (47 ms a step against 32), and at equal steps (1,750) lr 1e-3 was ahead (0.17
+against 0.13): the pilot rules out 4e-3 but does not separate 1e-3 from 2e-3 cleanly; 2e-3 is the profile's rate
+as the one with the highest accuracy in equal time. The committed run (the whole profile at 2e-3 on an H100):
+15,923 steps in 470 s (30 ms a step, 2.9 ms of it the host drawing the batch), move accuracy 0.92, 2 of 500
+held-out boards solved. Under
 ``torchrun --nproc_per_node N`` every rank trains on its own stream shard and rank 0 alone evaluates and writes
 the checkpoint and the JSON (give each rank ``16 // N - 3`` workers).
 
@@ -42,6 +48,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from companion.core.results import recorded_results
 from companion.core.stages import Stage, study_functions
 from companion.sudoku_dfs import study as E
 from companion.sudoku_dfs.training import PAPER_TRAIN
@@ -57,7 +64,7 @@ GPU_PROFILE = {
     "model": {"n_layer": 8, "n_head": 16, "n_embd": 256, "n_inner": 1024, "n_positions": 512, "dropout": 0.0},
     "train_seconds": 470.0,  # 9 min less the stream's start, the evaluation and the later stages
     # steps is a bound the time budget reaches first; the batch is per rank
-    "train": {"steps": 10_000_000, "batch_size": 256, "lr": 1e-3, "warmup": 200, "schedule": "cosine",
+    "train": {"steps": 10_000_000, "batch_size": 256, "lr": 2e-3, "warmup": 200, "schedule": "cosine",
               "decay_frac": 0.5, "amp": True, "compile": True, "log_every": 500},
     "eval_puzzles": 500,
     "decode_cap": 500,  # tokens per greedy decode (the paper's cap)
@@ -91,6 +98,26 @@ STAGES = (
 
 
 _run_all, recorded = study_functions(STAGES, RESULTS_NAME)
+LR_PILOT_NAME = "sudoku_train_gpu_run_lr_pilot"
+
+
+def recorded_lr_pilot() -> list[dict]:
+    """The learning-rate pilot's runs (``benchmarks/results/<LR_PILOT_NAME>.json``: data and training stages only,
+    one record per rate; the module docstring says how they ran), [] before one."""
+    rec = recorded_results(LR_PILOT_NAME)
+    return [] if rec is None else rec["runs"]
+
+
+def lr_pilot_text(pilot: list[dict]) -> str:
+    """The pilot in one sentence from its records: per rate, the held-out move accuracy at the end of its training
+    time, the steps and the milliseconds a step took."""
+    if not pilot:
+        return "No learning-rate pilot is recorded."
+    runs = [(r["training"], r["training"]["rule_accuracy_curve"][-1]) for r in pilot]
+    parts = "; ".join(f"lr {tr['lr']:g}: move accuracy {end['move']:.2f} after {tr['steps']:,} steps "
+                      f"({tr['ms_per_step']:.0f} ms a step)" for tr, end in runs)
+    return f"Learning-rate pilot ({runs[0][0]['seconds']:.0f} s of training each, batch {runs[0][0]['batch_size']}, " \
+           f"one after another on {pilot[0]['device']}): {parts}."
 
 
 def run_scale_up(profile: dict, *, device: str, deadline_s: float | None, log=print, save=None) -> dict:

@@ -374,3 +374,18 @@ def test_quality_rows_on_the_recorded_run():
     assert all(f"t = {f['t']} {f['psnr_test'][-1]:.2f} dB" in key.measured for f in keys)
     assert f"{len(keys)} keyframes" in key.scale and "one seed" in seq.scale
     assert f"{payload['sequence']['per_layer'][-1]['psnr_test']:.2f} dB" in seq.measured
+
+
+def test_the_keyframe_row_reads_the_longer_run_the_other_3d_rows_the_complete_one():
+    g = {"motion-aware": Seq([100.0, 200.0], [26.0, 27.0], Config(L=2)), "fixed group of 1": Seq([200.0, 400.0], [26.0, 27.0]),
+         "fixed group of 5": Seq([100.0, 200.0], [26.0, 27.0])}
+    complete, longer = t3d(key_top=(28.0, 29.0)), t3d(key_top=(31.0, 32.0), n_frames=5)
+
+    def rows(**kw):
+        return {r.claim: r for r in C.claim_rows(key_study(L=2), g, train3d=complete, **kw)}
+
+    key_claim, seq_claim = C.keyframe_row(complete).claim, C.sequence_row(complete).claim
+    assert rows()[key_claim].measured == C.keyframe_row(complete).measured
+    both = rows(train3d_longer=longer)
+    assert both[key_claim].measured == C.keyframe_row(longer).measured and "31.00 dB" in both[key_claim].measured
+    assert both[seq_claim].measured == C.sequence_row(complete).measured

@@ -150,7 +150,24 @@ def test_quality_figure_with_and_without_the_training_curve():
         f.pop("curve", None)
     fig = train3d_quality_figure(old)
     assert "training curve not recorded in this run" in [a.text for a in fig.layout.annotations]
-    assert [t.name for t in fig.data] == ["layers 1..6", "layer 1"]
+    steps = train["profile"]["train"]["key_steps"]
+    assert [t.name for t in fig.data] == [f"layers 1..6, {steps} keyframe steps", f"layer 1, {steps} keyframe steps"]
+
+
+def test_quality_figure_adds_the_run_with_longer_keyframes_dotted():
+    from companion.gaussian_video.figures import train3d_quality_figure
+    from companion.gaussian_video.scale_train3d import recorded as recorded_train3d, recorded_longer
+
+    train, longer = recorded_train3d(), recorded_longer()
+    more = longer["profile"]["train"]["key_steps"]
+    assert more > train["profile"]["train"]["key_steps"]
+    base = len(train3d_quality_figure(train).data)
+    fig = train3d_quality_figure(train, longer)
+    added = fig.data[base:]
+    keys = [f for f in longer["sequence"]["frames"] if f["kind"] == "key"]
+    assert [t.name.split(":")[0] for t in added[:len(keys)]] == [f"keyframe t = {f['t']}, {more} steps" for f in keys]
+    assert all(t.line.dash == "dot" for t in added)
+    assert list(added[-1].y) == [f["psnr_test"][-1] for f in longer["sequence"]["frames"]]
 
 
 def _ctx(profile, until=math.inf, states=None):

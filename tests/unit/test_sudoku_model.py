@@ -391,6 +391,30 @@ def test_scale_figure_draws_the_training_curve():
     assert fig.layout.xaxis2.title.text == "optimiser step" and not fig.layout.annotations
 
 
+def test_the_lr_pilot_adds_dotted_move_curves_and_a_sentence_from_its_records():
+    from companion.sudoku_dfs.figures import scale_figure
+    from companion.sudoku_dfs.scale import lr_pilot_text, recorded_lr_pilot
+
+    def pilot_run(lr, move_end, steps, ms):
+        run = _training_payload()
+        run["training"].update(lr=lr, steps=steps, seconds=90.0, ms_per_step=ms)
+        run["training"]["rule_accuracy_curve"][-1]["move"] = move_end
+        return run
+
+    pilot = [pilot_run(1e-3, 0.17, 1900, 47.4), pilot_run(2e-3, 0.3, 2780, 32.4)]
+    fig = scale_figure(_training_payload(), pilot)
+    dotted = [t for t in fig.data if t.name.startswith("pilot")]
+    assert [t.name for t in dotted] == ["pilot, lr 0.001 (90 s): moves", "pilot, lr 0.002 (90 s): moves"]
+    assert all(t.line.dash == "dot" and t.yaxis == "y" for t in dotted) and dotted[1].y[-1] == 0.3
+    text = lr_pilot_text(pilot)
+    assert text.startswith("Learning-rate pilot (90 s of training each, batch 8, one after another on NVIDIA H200)")
+    assert "lr 0.001: move accuracy 0.17 after 1,900 steps (47 ms a step); lr 0.002: move accuracy 0.30" in text
+    assert lr_pilot_text([]) == "No learning-rate pilot is recorded."
+    recorded = recorded_lr_pilot()  # the committed pilot: one record per rate, each its own training stage
+    assert len(recorded) >= 2 and len({r["training"]["lr"] for r in recorded}) == len(recorded)
+    assert all(r["stages"]["training"]["state"] == "done" for r in recorded)
+
+
 def test_scale_figure_says_what_was_not_recorded():
     from companion.sudoku_dfs.figures import scale_figure
 
