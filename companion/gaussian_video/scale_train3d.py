@@ -42,7 +42,7 @@ views' PSNR 45.48 dB at step 2,000 and 45.63 dB at 2,500 (41.3 dB at 1,000), hel
 one call had left): 14 of the 16 frames before the deadline, decode skipped. The notebook's keyframe row reads it;
 the other rows read the complete 1,000-step run.
 
-Not reproduced: the paper's training length (12,000 + 1,500 keyframe steps; here 1,000), its hash grid + MLP
+Not reproduced: the paper's training length (12,000 + 1,500 keyframe steps; here 1,000, and 2,500 in ``LONGER_NAME``), its hash grid + MLP
 motion model (a dense grid here), H.264 (constriction's ANS here), real captured video. Run it with
 ``python -m companion.bench gaussian_video_train3d`` (``--smoke``: a tiny CPU run with the torch renderer).
 """
