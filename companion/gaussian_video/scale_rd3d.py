@@ -30,9 +30,9 @@ jump is detected at 3) ≈ 85–100 s a seed (``needs_s`` 280), 431 s of ``DEADL
 H100 (2026-12-05, gsplat prebuilt): the estimate was 3× short, a 600-step keyframe takes 29–43 s (48–72 ms a step:
 the fixed cost per step dominates at this size), so ``rate_term`` took 159 s for 3 seeds and ``grouping`` 284–296 s
 a seed: one seed fits a call after ``rate_term``, and each further seed needs a call of its own (the recorded
-seeds 1 and 2 each ran so, seed 2 as ``--stages grouping --resume benchmarks/results/gaussian_video_rd3d.json``: 217 s). A stage stops
-starting seeds once the time left is less than its longest seed so far; finished seeds are kept (``seeds`` of
-``seeds_planned``), and the claims judge the seeds recorded.
+seeds 1 and 2 each ran so, seed 2 as ``--stages grouping --resume benchmarks/results/gaussian_video_rd3d.json``: 217
+s). A stage stops starting seeds once the time left is less than its longest seed so far; finished seeds are kept
+(``seeds`` of ``seeds_planned``), and the claims judge the seeds recorded.
 
 Not reproduced: the paper's scenes and training length (12,000 + 1,500 keyframe steps; here 600, 90 of them with the
 rate term), its hash grid + MLP motion model (a dense grid), H.264 (constriction's ANS), its sequence lengths (6

@@ -35,16 +35,18 @@ prebuilt) took 307 s: renderer 33 s, keyframes 110 and 131 s (about 80,000 Gauss
 
 Its keyframes were still rising at step 1,000 (+0.8 and +1.0 dB on the training views over the last 200 steps). A
 pilot on an H100 trained the keyframe of frame 0 alone for 2,500 steps (``--stages renderer,sequence --set
-scene.n_frames=1 --set scene.jump_at=1 --set train.key_steps=2500`` and :func:`~companion.gaussian_video.train3d.schedule_3dgs`
-of 2,500 as ``--set``s; ``benchmarks/results/gaussian_video_train3d_run_keyframe_pilot.json``): 142 s, the training
-views' PSNR 45.48 dB at step 2,000 and 45.63 dB at 2,500 (41.3 dB at 1,000), held-out 45.18 dB with all layers. So
-``LONGER_NAME`` is the whole sequence at 2,500 keyframe steps with the same ``--set``s and ``--deadline 345`` (what
-one call had left): 14 of the 16 frames before the deadline, decode skipped. The notebook's keyframe row reads it;
-the other rows read the complete 1,000-step run.
+scene.n_frames=1 --set scene.jump_at=1 --set train.key_steps=2500`` and
+:func:`~companion.gaussian_video.train3d.schedule_3dgs` of 2,500 as ``--set``s;
+``benchmarks/results/gaussian_video_train3d_run_keyframe_pilot.json``): 142 s, the training views' PSNR 45.48 dB at
+step 2,000 and 45.63 dB at 2,500 (41.3 dB at 1,000), held-out 45.18 dB with all layers. So ``LONGER_NAME`` is the
+whole sequence at 2,500 keyframe steps with the same ``--set``s and ``--deadline 345`` (what one call had left): 14
+of the 16 frames before the deadline, decode skipped. The notebook's keyframe row reads it; the other rows read the
+complete 1,000-step run.
 
-Not reproduced: the paper's training length (12,000 + 1,500 keyframe steps; here 1,000, and 2,500 in ``LONGER_NAME``), its hash grid + MLP
-motion model (a dense grid here), H.264 (constriction's ANS here), real captured video. Run it with
-``python -m companion.bench gaussian_video_train3d`` (``--smoke``: a tiny CPU run with the torch renderer).
+Not reproduced: the paper's training length (12,000 + 1,500 keyframe steps; here 1,000, and 2,500 in
+``LONGER_NAME``), its hash grid + MLP motion model (a dense grid here), H.264 (constriction's ANS here), real captured
+video. Run it with ``python -m companion.bench gaussian_video_train3d`` (``--smoke``: a tiny CPU run with the torch
+renderer).
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def scale_figure(r: dict, pilot: list[dict] = ()) -> go.Figure:
                             hovertemplate="step %{x}%{text}: %{y:.3f}", row=1, col=1)
     for run in pilot:
         pts = run["training"]["rule_accuracy_curve"]
-        fig.add_scatter(x=[c["step"] for c in pts], y=[c["move"] for c in pts], mode="lines", line=dict(dash="dot", width=3),
+        fig.add_scatter(x=[c["step"] for c in pts], y=[c["move"] for c in pts], mode="lines",
+                        line=dict(dash="dot", width=3),
                         name=f"pilot, lr {run['training']['lr']:g} ({run['training']['seconds']:.0f} s): moves",
                         hovertemplate="step %{x}: %{y:.3f}", row=1, col=1)
     if tr.get("loss_curve"):
