@@ -167,8 +167,10 @@ def benchmarks_table() -> str:
 def set_knobs(profile: dict, assignments: list[str]) -> dict:
     """A copy of ``profile`` with each ``KEY=VALUE`` of ``assignments`` applied (``KEY`` dotted into nested dicts,
     ``VALUE`` a Python literal, else a string). Only a knob the profile has can be set, and to a value of its type
-    (an int where a float was is taken); the recorded profile then says what ran, and ``--resume`` compares it."""
+    (:func:`companion.core.validation.fits_type`, as a sweep's values); the recorded profile then says what ran, and
+    ``--resume`` compares it."""
     from companion.core import ParameterError
+    from companion.core.validation import fits_type
 
     out = copy.deepcopy(profile)
     for text in assignments:
@@ -189,8 +191,7 @@ def set_knobs(profile: dict, assignments: list[str]) -> dict:
         except (ValueError, SyntaxError):
             value = raw
         old = node[last]
-        same = type(value) is type(old) or (type(old) is float and type(value) is int) or old is None
-        if not same:
+        if not fits_type(value, old):
             raise ParameterError("--set", text, f"a {type(old).__name__} for {key} (now {old!r})")
         node[last] = float(value) if type(old) is float else value
     return out

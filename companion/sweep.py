@@ -34,7 +34,7 @@ from pathlib import Path
 
 from companion import runner
 from companion.core.atomic import write_json_atomic, write_text_atomic
-from companion.core.validation import UnknownParameterError, check_known, parameter_defaults
+from companion.core.validation import UnknownParameterError, check_known, fits_type, parameter_defaults
 from companion.report import provenance
 
 MAX_POINTS = 16  # more grid points than this need --yes
@@ -104,20 +104,6 @@ def parse_seeds(text) -> list[int]:
     return values
 
 
-def _type_ok(value, default) -> bool:
-    if default is None:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    return isinstance(value, type(default))
-
-
 def check_grid(grid: dict[str, list], defaults: dict, notebook: str) -> None:
     """Every name a parameter of the notebook, every value of its default's type; else SystemExit before anything runs."""
     try:
@@ -126,7 +112,7 @@ def check_grid(grid: dict[str, list], defaults: dict, notebook: str) -> None:
         raise SystemExit(str(exc)) from None
     for name, values in grid.items():
         for value in values:
-            if not _type_ok(value, defaults[name]):
+            if not fits_type(value, defaults[name]):
                 raise SystemExit(f"{name}={value!r} ({type(value).__name__}) does not fit {notebook}'s parameter "
                                  f"{name} = {defaults[name]!r} ({type(defaults[name]).__name__}); nothing was run")
 

@@ -104,6 +104,23 @@ class UnknownParameterError(ParameterError):
         self.name, self.value, self.allowed = ", ".join(unknown), None, "one of " + ", ".join(known)
 
 
+def fits_type(value: Any, default: Any) -> bool:
+    """Whether ``value`` may replace ``default`` (a notebook parameter's or a study profile's): the same type, an
+    int where a float was, a list where a tuple was (and the reverse), anything where the default is None; never a
+    bool for a number."""
+    if default is None:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
+
+
 def check_known(names: Iterable[str], known: Iterable[str], notebook: str) -> None:
     """Every one of ``names`` is one of ``known`` (a notebook's parameters), else
     :class:`UnknownParameterError` naming the unknown ones and all the valid ones."""

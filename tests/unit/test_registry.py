@@ -5,7 +5,10 @@ when a script, a paper, a kernel or a README row drifts from it."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -86,6 +89,7 @@ def test_set_changes_only_the_named_knobs_of_a_copy():
                    "train": {"lr": 2e-3, "compile": False, "schedule": "linear"}}
     assert type(out["train_seconds"]) is float  # an int where a float was: recorded as the float it stands for
     assert profile["train"]["lr"] == 1e-3 and profile["train_seconds"] == 470.0  # the study's profile is untouched
+    assert bench.set_knobs({"levels": (2,)}, ["levels=[2, 4]"]) == {"levels": [2, 4]}  # a list for a tuple, as a sweep
 
 
 @pytest.mark.parametrize("assignment, match", [
@@ -102,13 +106,19 @@ def test_set_refuses_an_unknown_knob_or_another_type(assignment, match):
         bench.set_knobs({"train_seconds": 470.0, "workers": 13, "train": {"lr": 1e-3}}, [assignment])
 
 
-def test_set_is_recorded_in_the_profile_of_a_run(tmp_path, capsys):
+def test_set_is_recorded_in_the_profile_of_a_run(tmp_path):
     """A smoke run with --set records the changed profile and the command; a bad --set is refused before any
-    stage, writing nothing."""
-    args = ["rtcfr", "--smoke", "--set", "correctness.iterations=30", "--out-dir", str(tmp_path / "ok")]
-    assert bench.main(args) == 0
+    stage, writing nothing. In a subprocess, as every smoke run of the tests: --smoke puts the kernels in the Triton
+    interpreter, which must not leak into the other tests' process."""
+    def smoke(*args):
+        return subprocess.run([sys.executable, "-m", "companion.bench", "rtcfr", "--smoke", *args], cwd=repo_path(),
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo_path())},
+                              capture_output=True, text=True, timeout=300)
+
+    ok = smoke("--set", "correctness.iterations=30", "--out-dir", str(tmp_path / "ok"))
+    assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]
     rec = json.loads((tmp_path / "ok" / "rtcfr_gpu.json").read_text())
     assert rec["profile"]["correctness"]["iterations"] == 30 and "--set correctness.iterations=30" in rec["command"]
-    assert bench.main(["rtcfr", "--smoke", "--set", "nope=1", "--out-dir", str(tmp_path / "bad")]) == 2
-    assert "refused: parameter --set='nope' is not allowed" in capsys.readouterr().err
+    bad = smoke("--set", "nope=1", "--out-dir", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "refused: parameter --set='nope' is not allowed" in bad.stderr
     assert not (tmp_path / "bad").exists()
